@@ -1,0 +1,75 @@
+"""The blob-store contract every backend satisfies."""
+from __future__ import annotations
+
+import hashlib
+import json
+from abc import ABC, abstractmethod
+from typing import Any, Iterator
+
+from flawforge.errors import ChecksumMismatch
+from flawforge.proto.base import BlobRef
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def content_key(prefix: str, data: bytes, suffix: str = "") -> str:
+    """Content-addressed key: the same bytes always land at the same key, so rewriting is harmless."""
+    digest = sha256_hex(data)
+    return f"{prefix.rstrip('/')}/{digest[:2]}/{digest}{suffix}"
+
+
+def check_key(key: str) -> str:
+    if not key or key.startswith("/") or ".." in key.split("/") or "\\" in key or "\x00" in key:
+        raise ValueError(f"invalid blob key {key!r}")
+    return key
+
+
+class BlobStore(ABC):
+    """Keys are '/'-separated relative paths. Writes are atomic: a reader sees all of a blob or none."""
+
+    @abstractmethod
+    def put(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> BlobRef: ...
+
+    @abstractmethod
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        """Writes only if no blob exists at key; returns whether this call wrote it."""
+
+    @abstractmethod
+    def get(self, key: str) -> bytes:
+        """Raises BlobNotFound."""
+
+    @abstractmethod
+    def exists(self, key: str) -> bool: ...
+
+    @abstractmethod
+    def list(self, prefix: str = "") -> Iterator[str]:
+        """Keys under prefix, in lexicographic order."""
+
+    @abstractmethod
+    def delete(self, key: str) -> None: ...
+
+    @abstractmethod
+    def ping(self) -> None:
+        """Raises BlobStoreUnavailable when the backend cannot be used."""
+
+    # Helpers built on the primitives above, shared by every backend.
+    def put_content(self, prefix: str, data: bytes, suffix: str = "") -> BlobRef:
+        return self.put(content_key(prefix, data, suffix), data)
+
+    def get_verified(self, ref: BlobRef) -> bytes:
+        data = self.get(ref.key)
+        if sha256_hex(data) != ref.sha256:
+            raise ChecksumMismatch(f"blob {ref.key!r} does not match its checksum")
+        return data
+
+    def put_json(self, key: str, obj: Any) -> BlobRef:
+        return self.put(key, json.dumps(obj, sort_keys=True, default=str).encode(), "application/json")
+
+    def get_json(self, key: str) -> Any:
+        return json.loads(self.get(key))
+
+    @staticmethod
+    def ref_for(key: str, data: bytes) -> BlobRef:
+        return BlobRef(key=key, sha256=sha256_hex(data), size=len(data))

@@ -1,0 +1,78 @@
+"""Blob store on S3 or MinIO through the `minio` client."""
+from __future__ import annotations
+
+import io
+from typing import Iterator
+
+from minio import Minio
+from minio.error import S3Error
+from urllib3.exceptions import HTTPError
+
+from flawforge.blobstore.base import BlobStore, check_key
+from flawforge.errors import BlobNotFound, BlobStoreUnavailable
+from flawforge.proto.base import BlobRef
+
+
+class S3BlobStore(BlobStore):
+    def __init__(self, *, endpoint: str, access_key: str, secret_key: str, bucket: str,
+                 secure: bool = False, region: str | None = None, create_bucket: bool = True):
+        self.bucket = bucket
+        self.client = Minio(endpoint=endpoint, access_key=access_key, secret_key=secret_key,
+                            secure=secure, region=region)
+        if create_bucket:
+            try:
+                if not self.client.bucket_exists(bucket_name=bucket):
+                    self.client.make_bucket(bucket_name=bucket)
+            except (S3Error, HTTPError, OSError) as exc:
+                raise BlobStoreUnavailable(f"S3 endpoint {endpoint} unusable: {exc}") from exc
+
+    def put(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> BlobRef:
+        self.client.put_object(bucket_name=self.bucket, object_name=check_key(key), data=io.BytesIO(data),
+                               length=len(data), content_type=content_type)
+        return self.ref_for(key, data)
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        # S3 conditional write: the server refuses the PUT if the key exists (no read-then-write race).
+        try:
+            self.client.put_object(bucket_name=self.bucket, object_name=check_key(key), data=io.BytesIO(data),
+                                   length=len(data), headers={"If-None-Match": "*"})
+            return True
+        except S3Error as exc:
+            if exc.code in ("PreconditionFailed", "ConditionalRequestConflict"):
+                return False
+            raise
+
+    def get(self, key: str) -> bytes:
+        try:
+            response = self.client.get_object(bucket_name=self.bucket, object_name=check_key(key))
+        except S3Error as exc:
+            if exc.code in ("NoSuchKey", "NoSuchObject"):
+                raise BlobNotFound(key) from None
+            raise
+        try:
+            return response.read()
+        finally:
+            response.close()
+            response.release_conn()
+
+    def exists(self, key: str) -> bool:
+        try:
+            self.client.stat_object(bucket_name=self.bucket, object_name=check_key(key))
+            return True
+        except S3Error as exc:
+            if exc.code in ("NoSuchKey", "NoSuchObject", "NotFound"):
+                return False
+            raise
+
+    def list(self, prefix: str = "") -> Iterator[str]:
+        objects = self.client.list_objects(bucket_name=self.bucket, prefix=prefix, recursive=True)
+        return iter(sorted(obj.object_name for obj in objects))
+
+    def delete(self, key: str) -> None:
+        self.client.remove_object(bucket_name=self.bucket, object_name=check_key(key))
+
+    def ping(self) -> None:
+        try:
+            self.client.bucket_exists(bucket_name=self.bucket)
+        except (S3Error, HTTPError, OSError) as exc:
+            raise BlobStoreUnavailable(f"S3 bucket {self.bucket!r} unreachable: {exc}") from exc

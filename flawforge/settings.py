@@ -1,0 +1,44 @@
+"""Settings of every service and of the CLI, read from FLAWFORGE_* environment variables.
+
+docs/settings.md documents each field; a test keeps that table, the compose file and the
+k8s manifests in step with this class.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="FLAWFORGE_", extra="ignore")
+
+    bus: Literal["memory", "rabbitmq"] = Field("memory", description="Message bus backend.")
+    amqp_url: str = Field("amqp://guest:guest@127.0.0.1:5672/%2F", description="RabbitMQ URL (bus=rabbitmq).")
+    amqp_heartbeat_s: int = Field(30, description="AMQP heartbeat interval, seconds.")
+    prefetch: int = Field(4, ge=1, description="Unacknowledged messages a worker holds at once.")
+    max_attempts: int = Field(3, ge=1, description="Attempts per message before it goes to the dead-letter queue.")
+    retry_delays_ms: list[int] = Field([200, 1000, 5000], description="Delay before each retry, milliseconds; the last repeats.")
+    delivery_limit: int = Field(5, ge=1, description="Broker-side redeliveries (crashes) before a message is dead-lettered.")
+
+    blob_backend: Literal["local", "s3"] = Field("local", description="Blob store backend.")
+    blob_dir: str = Field("var/blobs", description="Folder of the local blob store.")
+    s3_endpoint: str = Field("127.0.0.1:9000", description="S3/MinIO host:port.")
+    s3_access_key: str = Field("minioadmin", description="S3 access key.")
+    s3_secret_key: str = Field("minioadmin", description="S3 secret key.")
+    s3_bucket: str = Field("flawforge", description="S3 bucket.")
+    s3_secure: bool = Field(False, description="Use HTTPS for S3.")
+    s3_region: str | None = Field(None, description="S3 region, if the server needs one.")
+
+    service: str = Field("", description="Name of the service this process runs (set by `flawforge serve`).")
+    http_host: str = Field("0.0.0.0", description="HTTP bind address.")
+    http_port: int = Field(8000, description="HTTP port.")
+    run_worker: bool = Field(True, description="Start the service's queue worker beside its HTTP API.")
+    api_tokens: str = Field("", description="Comma-separated `name:token` pairs allowed to call protected endpoints.")
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

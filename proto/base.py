@@ -1,0 +1,40 @@
+"""Base classes shared by every message."""
+from __future__ import annotations
+
+import uuid
+from typing import ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+registry: dict[str, type["Message"]] = {}
+
+
+class Model(BaseModel):
+    """API and message model: unknown fields are an error, not silently dropped."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Message(Model):
+    """A bus message. Subclasses set `kind`; the registry maps kind -> class."""
+
+    kind: ClassVar[str] = ""
+    schema_version: Literal[1] = SCHEMA_VERSION
+    message_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.kind:
+            if cls.kind in registry and registry[cls.kind] is not cls:
+                raise TypeError(f"message kind {cls.kind!r} defined twice")
+            registry[cls.kind] = cls
+
+
+class BlobRef(Model):
+    """Where a blob lives and how to verify it."""
+
+    key: str
+    sha256: str
+    size: int

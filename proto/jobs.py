@@ -1,0 +1,59 @@
+"""Jobs: what a user submits, what the platform reports back."""
+from __future__ import annotations
+
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from pydantic import Field
+
+from flawforge.proto.base import BlobRef, Message, Model
+
+
+class JobState(str, Enum):
+    queued = "queued"
+    running = "running"
+    succeeded = "succeeded"
+    failed = "failed"
+    cancelled = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self in (JobState.succeeded, JobState.failed, JobState.cancelled)
+
+
+class JobSubmit(Model):
+    pipeline: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class Progress(Model):
+    done: int = 0
+    total: int | None = None
+    message: str = ""
+
+
+class JobStatus(Model):
+    schema_version: int = 1
+    job_id: str
+    pipeline: str
+    params: dict[str, Any]
+    state: JobState
+    progress: Progress = Field(default_factory=Progress)
+    error: str | None = None
+    created_at: datetime
+    updated_at: datetime
+    cancel_requested: bool = False
+
+
+class Artifact(Model):
+    name: str
+    blob: BlobRef
+
+
+class JobRequested(Message):
+    """Asks the service that owns a pipeline to run a job already recorded in the store."""
+
+    kind = "job.requested"
+    job_id: str
+    pipeline: str

@@ -1,0 +1,18 @@
+"""Messages of the smoke pipeline: a payload goes through the bus and comes back as an artifact."""
+from __future__ import annotations
+
+from flawforge.proto.base import BlobRef, Message
+
+
+class DigestRequested(Message):
+    kind = "smoke.digest_requested"
+    job_id: str
+    item: int
+    payload: BlobRef
+
+
+class DigestDone(Message):
+    kind = "smoke.digest_done"
+    job_id: str
+    item: int
+    digest: BlobRef
