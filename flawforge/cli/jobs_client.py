@@ -1,0 +1,75 @@
+"""Runs a job embedded or on a running stack, shows progress, and writes its artifacts to a folder."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import httpx
+from tqdm import tqdm
+
+from flawforge.errors import FlawforgeError
+from flawforge.proto.jobs import Artifact, JobState, JobStatus
+
+
+def _follow(read_status, poll_s: float, label: str) -> JobStatus:
+    bar = tqdm(desc=label, unit="item", dynamic_ncols=True, leave=False)
+    try:
+        while True:
+            status = read_status()
+            if status.progress.total is not None:
+                bar.total = status.progress.total
+            bar.n = status.progress.done
+            bar.set_postfix_str(status.progress.message or status.state.value, refresh=False)
+            bar.refresh()
+            if status.state.finished:
+                return status
+            time.sleep(poll_s)
+    finally:
+        bar.close()
+
+
+def _finish(status: JobStatus) -> None:
+    if status.state == JobState.failed:
+        raise FlawforgeError(f"job {status.job_id} failed: {status.error}")
+    if status.state == JobState.cancelled:
+        raise FlawforgeError(f"job {status.job_id} was cancelled")
+
+
+def run_embedded(pipeline_name: str, params: dict, out: Path, settings) -> JobStatus:
+    from flawforge.jobs.pipeline import pipelines
+    from flawforge.jobs.runner import submit
+    from flawforge.jobs.store import JobStore
+    from flawforge.runtime.embedded import EmbeddedStack
+
+    pipeline = pipelines()[pipeline_name]
+    with EmbeddedStack(settings) as stack:
+        jobs = JobStore(stack.platform.store)
+        status = submit(stack.platform, pipeline, params)
+        status = _follow(lambda: jobs.get(status.job_id), 0.1, pipeline_name)
+        _finish(status)
+        out.mkdir(parents=True, exist_ok=True)
+        for artifact in jobs.artifacts(status.job_id):
+            (out / artifact.name).write_bytes(jobs.artifact(status.job_id, artifact.name))
+    return status
+
+
+def run_on_stack(url: str, pipeline_name: str, params: dict, out: Path, token: str | None = None) -> JobStatus:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    with httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=30) as client:
+        try:
+            response = client.post("/jobs", json={"pipeline": pipeline_name, "params": params})
+        except httpx.HTTPError as exc:
+            raise FlawforgeError(f"cannot reach the stack at {url}: {exc}") from exc
+        if response.status_code == 422:
+            details = "; ".join(f"{'.'.join(map(str, e['loc'][1:]))}: {e['msg']}" for e in response.json()["detail"])
+            raise FlawforgeError(f"the stack refused the job: {details}")
+        response.raise_for_status()
+        job_id = response.json()["job_id"]
+        status = _follow(lambda: JobStatus.model_validate(client.get(f"/jobs/{job_id}").raise_for_status().json()),
+                         0.5, pipeline_name)
+        _finish(status)
+        out.mkdir(parents=True, exist_ok=True)
+        for item in client.get(f"/jobs/{job_id}/artifacts").raise_for_status().json():
+            artifact = Artifact.model_validate(item)
+            (out / artifact.name).write_bytes(client.get(f"/jobs/{job_id}/artifacts/{artifact.name}").raise_for_status().content)
+    return status

@@ -1,0 +1,85 @@
+"""The `flawforge` command."""
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from flawforge.errors import FlawforgeError
+
+app = typer.Typer(help="Flawforge: realistic failures for training and studying language models.",
+                  no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+run_app = typer.Typer(help="Run a pipeline, embedded by default or on a stack with --stack URL.",
+                      no_args_is_help=True)
+app.add_typer(run_app, name="run")
+
+StackOption = typer.Option(None, "--stack", help="Base URL of a running Flawforge service; default: run embedded.")
+OutOption = typer.Option(..., "--out", help="Folder for the job's artifacts.")
+
+
+def run_pipeline(pipeline: str, params: dict, out: Path, stack: Optional[str]) -> None:
+    """Shared by every `run` subcommand: validate, run, write artifacts, report."""
+    from flawforge.cli.jobs_client import run_embedded, run_on_stack
+    from flawforge.jobs.pipeline import pipelines
+    from pydantic import ValidationError
+
+    try:
+        pipelines()[pipeline].params.model_validate(params)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        raise FlawforgeError(f"invalid {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+    if stack:
+        status = run_on_stack(stack, pipeline, params, out)
+    else:
+        from flawforge.settings import Settings
+
+        settings = Settings(bus="memory", blob_backend="local", blob_dir=str(out / ".blobs"))
+        status = run_embedded(pipeline, params, out, settings)
+    typer.echo(f"{pipeline}: job {status.job_id} {status.state.value}; artifacts in {out}", err=True)
+
+
+@run_app.command("smoke")
+def run_smoke(count: int = typer.Option(20, help="Work items."),
+              payload_bytes: int = typer.Option(1024, help="Bytes per payload."),
+              out: Path = OutOption, stack: Optional[str] = StackOption) -> None:
+    """Round trip of payload blobs through the bus (platform check)."""
+    run_pipeline("smoke", {"count": count, "payload_bytes": payload_bytes}, out, stack)
+
+
+@app.command()
+def serve(service: str = typer.Argument(..., help="Service name, e.g. trace-executor."),
+          port: Optional[int] = typer.Option(None, help="HTTP port; default: the service's own."),
+          host: Optional[str] = typer.Option(None, help="Bind address; default FLAWFORGE_HTTP_HOST.")) -> None:
+    """Run one service: its HTTP API and its queue workers."""
+    import uvicorn
+
+    from flawforge.runtime.app import create_app
+    from flawforge.runtime.platform import Platform
+    from flawforge.services import consumers_of, load_service
+    from flawforge.settings import Settings
+
+    try:
+        spec = load_service(service)
+    except KeyError as exc:
+        raise FlawforgeError(exc.args[0]) from None
+    settings = Settings(service=service)
+    platform = Platform.from_settings(settings)
+    spec = spec.__class__(**{**spec.__dict__, "consumers": tuple(consumers_of(spec))})
+    uvicorn.run(create_app(spec, platform), host=host or settings.http_host, port=port or spec.port,
+                log_level="info")
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        app()
+    except FlawforgeError as exc:
+        typer.echo(f"flawforge: error: {exc}", err=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

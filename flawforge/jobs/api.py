@@ -1,0 +1,67 @@
+"""The jobs HTTP API, mounted on every service: submit, read, list artifacts, cancel."""
+from __future__ import annotations
+
+from fastapi import APIRouter, HTTPException, Response, status
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
+
+from flawforge.jobs.pipeline import pipelines
+from flawforge.jobs.runner import submit
+from flawforge.jobs.store import JobNotFound, JobStore
+from flawforge.proto.jobs import Artifact, JobStatus, JobSubmit
+from flawforge.runtime.platform import Platform
+
+
+def jobs_router(platform: Platform) -> APIRouter:
+    router = APIRouter(prefix="/jobs", tags=["jobs"])
+    store = JobStore(platform.store)
+
+    def _get(job_id: str) -> JobStatus:
+        try:
+            return store.get(job_id)
+        except JobNotFound as exc:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
+
+    @router.post("", status_code=status.HTTP_201_CREATED)
+    def submit_job(body: JobSubmit) -> JobStatus:
+        """Validates the parameters against the pipeline's model and queues the job."""
+        known = pipelines()
+        pipeline = known.get(body.pipeline)
+        if pipeline is None:
+            raise RequestValidationError([{
+                "type": "value_error", "loc": ("body", "pipeline"), "input": body.pipeline,
+                "msg": f"unknown pipeline {body.pipeline!r}; known: {', '.join(sorted(known))}",
+            }])
+        try:
+            return submit(platform, pipeline, body.params)
+        except ValidationError as exc:
+            raise RequestValidationError([
+                {**err, "loc": ("body", "params", *err["loc"])} for err in exc.errors(include_url=False)
+            ]) from None
+
+    @router.get("")
+    def list_jobs() -> list[JobStatus]:
+        return store.list()
+
+    @router.get("/{job_id}")
+    def get_job(job_id: str) -> JobStatus:
+        return _get(job_id)
+
+    @router.get("/{job_id}/artifacts")
+    def list_artifacts(job_id: str) -> list[Artifact]:
+        _get(job_id)
+        return store.artifacts(job_id)
+
+    @router.get("/{job_id}/artifacts/{name}")
+    def get_artifact(job_id: str, name: str) -> Response:
+        try:
+            return Response(store.artifact(job_id, name), media_type="application/octet-stream")
+        except JobNotFound as exc:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
+
+    @router.post("/{job_id}/cancel")
+    def cancel_job(job_id: str) -> JobStatus:
+        _get(job_id)
+        return store.request_cancel(job_id)
+
+    return router

@@ -1,0 +1,60 @@
+"""What a running pipeline sees: progress, cancellation, artifacts, and its platform."""
+from __future__ import annotations
+
+import time
+
+from flawforge.errors import FlawforgeError
+from flawforge.jobs.store import JobStore
+from flawforge.proto.jobs import Artifact
+from flawforge.runtime.platform import Platform
+
+
+class JobCancelled(FlawforgeError):
+    pass
+
+
+class JobContext:
+    def __init__(self, platform: Platform, job_id: str):
+        self.platform = platform
+        self.job_id = job_id
+        self.jobs = JobStore(platform.store)
+        self._last_progress = 0.0
+
+    def progress(self, done: int, total: int | None = None, message: str = "", *, force: bool = False) -> None:
+        # Progress is a blob write; a few updates a second is plenty.
+        now = time.monotonic()
+        if force or now - self._last_progress >= 0.5 or (total is not None and done >= total):
+            self._last_progress = now
+            self.jobs.set_progress(self.job_id, done, total, message)
+
+    def check_cancelled(self) -> None:
+        if self.jobs.get(self.job_id).cancel_requested:
+            raise JobCancelled(f"job {self.job_id} was cancelled")
+
+    def put_artifact(self, name: str, data: bytes) -> Artifact:
+        return self.jobs.put_artifact(self.job_id, name, data)
+
+    def item_key(self, name: str) -> str:
+        """Where a work item of this job stores its result."""
+        return f"jobs/{self.job_id}/items/{name}"
+
+    def wait_for_items(self, names: list[str], *, poll_s: float = 0.05, timeout_s: float = 3600,
+                       total: int | None = None, message: str = "") -> dict[str, bytes]:
+        """Blocks until every named item result exists; reports progress and honours cancel."""
+        pending = {name: self.item_key(name) for name in names}
+        results: dict[str, bytes] = {}
+        deadline = time.monotonic() + timeout_s
+        store = self.platform.store
+        while pending:
+            for name, key in list(pending.items()):
+                if store.exists(key):
+                    results[name] = store.get(key)
+                    del pending[name]
+            self.progress(len(results), total if total is not None else len(names), message)
+            if not pending:
+                break
+            self.check_cancelled()
+            if time.monotonic() > deadline:
+                raise FlawforgeError(f"timed out waiting for {len(pending)} work items of job {self.job_id}")
+            time.sleep(poll_s)
+        return results

@@ -1,0 +1,43 @@
+"""The registry of pipelines a job can run."""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from flawforge.jobs.context import JobContext
+
+# Modules that register pipelines; imported lazily so light services stay light.
+PIPELINE_MODULES = ("flawforge.pipelines.smoke",)
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    name: str
+    description: str
+    params: type[BaseModel]
+    owner: str  # the service whose worker runs the job
+    run: Callable[["JobContext", BaseModel], None]
+
+    @property
+    def queue(self) -> str:
+        return f"jobs.{self.name}"
+
+
+_PIPELINES: dict[str, Pipeline] = {}
+
+
+def register(pipeline: Pipeline) -> Pipeline:
+    if pipeline.name in _PIPELINES:
+        raise ValueError(f"pipeline {pipeline.name!r} registered twice")
+    _PIPELINES[pipeline.name] = pipeline
+    return pipeline
+
+
+def pipelines() -> dict[str, Pipeline]:
+    for module in PIPELINE_MODULES:
+        importlib.import_module(module)
+    return dict(_PIPELINES)

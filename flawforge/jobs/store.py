@@ -1,0 +1,93 @@
+"""Job state in the blob store, so a restarted service loses nothing."""
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timezone
+
+from flawforge.blobstore import BlobStore
+from flawforge.errors import BlobNotFound, FlawforgeError
+from flawforge.proto.jobs import Artifact, JobState, JobStatus, Progress
+
+
+class JobNotFound(FlawforgeError):
+    pass
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class JobStore:
+    def __init__(self, store: BlobStore):
+        self.store = store
+
+    @staticmethod
+    def _status_key(job_id: str) -> str:
+        return f"jobs/{job_id}/status.json"
+
+    @staticmethod
+    def _artifact_prefix(job_id: str) -> str:
+        return f"jobs/{job_id}/artifacts/"
+
+    def create(self, pipeline: str, params: dict) -> JobStatus:
+        now = _now()
+        status = JobStatus(job_id=uuid.uuid4().hex, pipeline=pipeline, params=params, state=JobState.queued,
+                           created_at=now, updated_at=now)
+        self.save(status)
+        return status
+
+    def save(self, status: JobStatus) -> None:
+        status.updated_at = _now()
+        self.store.put(self._status_key(status.job_id), status.model_dump_json().encode(), "application/json")
+
+    def get(self, job_id: str) -> JobStatus:
+        if not job_id.isalnum():
+            raise JobNotFound(f"no job {job_id!r}")
+        try:
+            return JobStatus.model_validate_json(self.store.get(self._status_key(job_id)))
+        except BlobNotFound:
+            raise JobNotFound(f"no job {job_id!r}") from None
+
+    def list(self) -> list[JobStatus]:
+        keys = [k for k in self.store.list("jobs/") if k.endswith("/status.json") and k.count("/") == 2]
+        return sorted((JobStatus.model_validate_json(self.store.get(k)) for k in keys),
+                      key=lambda s: s.created_at)
+
+    def update(self, job_id: str, **changes) -> JobStatus:
+        status = self.get(job_id)
+        for name, value in changes.items():
+            setattr(status, name, value)
+        self.save(status)
+        return status
+
+    def set_progress(self, job_id: str, done: int, total: int | None, message: str = "") -> None:
+        self.update(job_id, progress=Progress(done=done, total=total, message=message))
+
+    def request_cancel(self, job_id: str) -> JobStatus:
+        status = self.get(job_id)
+        if status.state.finished:
+            return status
+        if status.state == JobState.queued:
+            return self.update(job_id, cancel_requested=True, state=JobState.cancelled)
+        return self.update(job_id, cancel_requested=True)
+
+    def put_artifact(self, job_id: str, name: str, data: bytes) -> Artifact:
+        if "/" in name or name.startswith("."):
+            raise ValueError(f"invalid artifact name {name!r}")
+        ref = self.store.put(self._artifact_prefix(job_id) + name, data)
+        return Artifact(name=name, blob=ref)
+
+    def artifacts(self, job_id: str) -> list[Artifact]:
+        self.get(job_id)
+        prefix = self._artifact_prefix(job_id)
+        out = []
+        for key in self.store.list(prefix):
+            out.append(Artifact(name=key[len(prefix):], blob=self.store.ref_for(key, self.store.get(key))))
+        return out
+
+    def artifact(self, job_id: str, name: str) -> bytes:
+        self.get(job_id)
+        try:
+            return self.store.get(self._artifact_prefix(job_id) + name)
+        except (BlobNotFound, ValueError):
+            raise JobNotFound(f"job {job_id} has no artifact {name!r}") from None

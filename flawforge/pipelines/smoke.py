@@ -1,0 +1,59 @@
+"""Smoke pipeline: proves bus, blob store, workers and jobs work together.
+
+Each item is a payload blob; a worker on the `smoke.digest` queue reads it by key,
+checks its checksum and stores its digest. The job collects the digests in order.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+
+from pydantic import BaseModel, Field
+
+from flawforge.jobs.context import JobContext
+from flawforge.jobs.pipeline import Pipeline, register
+from flawforge.proto.smoke import DigestRequested
+from flawforge.runtime.platform import Platform
+from flawforge.runtime.service import Consumer
+
+QUEUE = "smoke.digest"
+
+
+class SmokeParams(BaseModel):
+    model_config = {"extra": "forbid"}
+    count: int = Field(20, ge=1, le=100_000, description="Work items to send through the bus.")
+    payload_bytes: int = Field(1024, ge=1, le=1 << 20, description="Size of each payload blob.")
+
+
+def _payload(job_id: str, item: int, size: int) -> bytes:
+    seed = hashlib.sha256(f"{job_id}:{item}".encode()).digest()
+    return (seed * (size // len(seed) + 1))[:size]
+
+
+def run(ctx: JobContext, params: SmokeParams) -> None:
+    bus, store = ctx.platform.bus, ctx.platform.store
+    bus.declare(QUEUE)
+    names = []
+    for item in range(params.count):
+        ctx.check_cancelled()
+        ref = store.put_content("smoke/payloads", _payload(ctx.job_id, item, params.payload_bytes))
+        bus.publish(QUEUE, DigestRequested(job_id=ctx.job_id, item=item, payload=ref))
+        names.append(f"{item}.json")
+    results = ctx.wait_for_items(names, message="digests")
+    digests = [json.loads(results[name])["sha256"] for name in names]
+    ctx.put_artifact("digests.json", json.dumps({"count": len(digests), "sha256": digests}, indent=1).encode())
+
+
+def make_digest_handler(platform: Platform):
+    def handle(message: DigestRequested) -> None:
+        data = platform.store.get_verified(message.payload)
+        result = json.dumps({"item": message.item, "sha256": hashlib.sha256(data).hexdigest()}).encode()
+        platform.store.put(f"jobs/{message.job_id}/items/{message.item}.json", result)
+
+    return handle
+
+
+DIGEST_CONSUMER = Consumer(queue=QUEUE, make_handler=make_digest_handler)
+
+PIPELINE = register(Pipeline(name="smoke", description="Round trip of payload blobs through the bus.",
+                             params=SmokeParams, owner="metrics", run=run))

@@ -1,0 +1,66 @@
+"""Builds the FastAPI app of a service: health, readiness, metrics, jobs, its own routers."""
+from __future__ import annotations
+
+import logging
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from flawforge import __version__
+from flawforge.runtime.platform import Platform
+from flawforge.runtime.service import ServiceSpec, Workers
+
+log = logging.getLogger(__name__)
+
+
+def create_app(spec: ServiceSpec, platform: Platform, *, run_worker: bool | None = None) -> FastAPI:
+    from flawforge.jobs.api import jobs_router
+
+    run_worker = platform.settings.run_worker if run_worker is None else run_worker
+    workers = Workers(platform, list(spec.consumers))
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        if run_worker and spec.consumers:
+            workers.start()
+        yield
+        workers.stop()
+
+    app = FastAPI(title=f"flawforge {spec.name}", description=spec.description, version=__version__,
+                  lifespan=lifespan)
+    app.state.platform = platform
+    app.state.workers = workers
+
+    @app.get("/healthz", tags=["ops"])
+    def healthz() -> dict:
+        """The process is up."""
+        return {"status": "ok", "service": spec.name}
+
+    @app.get("/readyz", tags=["ops"])
+    def readyz() -> JSONResponse:
+        """The service's real dependencies answer and its workers run."""
+        checks: dict[str, str] = {}
+        for name, check in [("bus", lambda p: p.bus.ping()), ("blob_store", lambda p: p.store.ping())] + [
+            (c.__name__, c) for c in spec.readiness_checks
+        ]:
+            try:
+                check(platform)
+                checks[name] = "ok"
+            except Exception as exc:
+                checks[name] = f"failed: {exc}"
+        if run_worker and spec.consumers:
+            checks["workers"] = "ok" if workers.alive() else f"failed: {workers.errors or 'not running'}"
+        ready = all(v == "ok" for v in checks.values())
+        return JSONResponse({"ready": ready, "service": spec.name, "checks": checks}, status_code=200 if ready else 503)
+
+    @app.get("/metrics", tags=["ops"])
+    def metrics() -> Response:
+        """Prometheus metrics of this process."""
+        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+    app.include_router(jobs_router(platform))
+    for make_router in spec.routers:
+        app.include_router(make_router(platform))
+    return app

@@ -1,0 +1,23 @@
+"""The handles a service or the embedded stack works with: settings, bus and blob store."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from flawforge.blobstore import BlobStore, open_blob_store
+from flawforge.bus import Bus, open_bus
+from flawforge.settings import Settings
+
+
+@dataclass
+class Platform:
+    settings: Settings
+    bus: Bus
+    store: BlobStore
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "Platform":
+        store = open_blob_store(settings)
+        return cls(settings=settings, bus=open_bus(settings, store), store=store)
+
+    def close(self) -> None:
+        self.bus.close()

@@ -1,0 +1,71 @@
+"""A service is declared once: its name, HTTP routers, queues it consumes and readiness checks."""
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Callable
+
+from fastapi import APIRouter
+
+from flawforge.bus.base import Handler
+from flawforge.runtime.platform import Platform
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Consumer:
+    """A queue the service works on; `make_handler` builds the handler from the platform."""
+
+    queue: str
+    make_handler: Callable[[Platform], Handler]
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    name: str
+    port: int
+    description: str
+    routers: tuple[Callable[[Platform], APIRouter], ...] = ()
+    consumers: tuple[Consumer, ...] = ()
+    # Each check raises with a message saying what is missing; /readyz reports them.
+    readiness_checks: tuple[Callable[[Platform], None], ...] = ()
+    extras: tuple[str, ...] = field(default=())  # optional dependency groups its image installs
+
+
+class Workers:
+    """Runs the consumers of one or more services on threads until stopped."""
+
+    def __init__(self, platform: Platform, consumers: list[Consumer]):
+        self.platform = platform
+        self.consumers = consumers
+        self.stop_event = threading.Event()
+        self.threads: list[threading.Thread] = []
+        self.errors: dict[str, BaseException] = {}
+
+    def start(self) -> "Workers":
+        for consumer in self.consumers:
+            self.platform.bus.declare(consumer.queue)
+        for consumer in self.consumers:
+            handler = consumer.make_handler(self.platform)
+            thread = threading.Thread(target=self._run, args=(consumer.queue, handler),
+                                      name=f"consume-{consumer.queue}", daemon=True)
+            thread.start()
+            self.threads.append(thread)
+        return self
+
+    def _run(self, queue: str, handler: Handler) -> None:
+        try:
+            self.platform.bus.consume(queue, handler, self.stop_event)
+        except BaseException as exc:  # reported by /readyz instead of dying silently
+            log.exception("consumer of %s stopped", queue)
+            self.errors[queue] = exc
+
+    def alive(self) -> bool:
+        return not self.errors and all(t.is_alive() for t in self.threads)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.stop_event.set()
+        for thread in self.threads:
+            thread.join(timeout)
