@@ -1,0 +1,79 @@
+"""Math error pipeline: work items, candidates, rejects."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from flawforge.proto.base import BlobRef, Message, Model
+from flawforge.proto.values import TraceStep, TypedValue
+
+Family = Literal["computational", "conceptual"]
+
+COMPUTATIONAL_TYPES = (
+    "off_by_n", "off_by_factor_of_10", "digit_transposition", "stem_off_by_n", "decimal_shift",
+    "float_off_by_n", "fraction_reciprocal", "fraction_part_off_by_one", "multiplication_by_reciprocal",
+)
+CONCEPTUAL_TYPES = (
+    "operator_swap", "incomplete_calculation", "incorrect_operand", "input_misrepresentation",
+    "incorrect_final_answer_selection",
+)
+
+
+class Candidate(Model):
+    """One flawed solution, with everything needed to review, audit or reproduce it."""
+
+    schema_version: int = 1
+    id: str = Field(description="Content hash of the fields that define the candidate.")
+    problem_index: int
+    tier: str
+    template_model: str
+    family: Family
+    error_type: str
+    target_variable: str
+    erroneous_line_number: str = Field(description="'L<k>' or 'FA'")
+    correct_value: TypedValue
+    flawed_value: TypedValue
+    correct_final_answer: TypedValue
+    flawed_final_answer: TypedValue
+    mutated_code: str
+    correct_trace: list[TraceStep]
+    flawed_trace: list[TraceStep]
+    original_solution: str
+    flawed_solution: str
+    explanation: str
+    mutation: dict = Field(default_factory=dict, description="Parameters of the mutation, for audit.")
+    seed: int
+
+
+class Reject(Model):
+    """Why a problem or template produced nothing (or less than it could)."""
+
+    schema_version: int = 1
+    problem_index: int
+    tier: str | None = None
+    template_model: str | None = None
+    reason: str = Field(description="Machine-readable reason, e.g. invalid_template, not_executable, "
+                                    "no_applicable_mutation, answer_mismatch.")
+    detail: str = ""
+
+
+class ProblemWorkItem(Message):
+    """One GSM8K problem with its chosen template, handed from the template-loader to the mutator."""
+
+    kind = "math.problem"
+    job_id: str
+    problem_index: int
+    tier: str
+    template_model: str
+    template: BlobRef  # JSON: {"question", "answer", "code", "logical_steps"}
+    families: list[Family]
+
+
+class ProblemResult(Message):
+    """What one problem produced: candidates and rejects, stored as one blob."""
+
+    kind = "math.problem_result"
+    job_id: str
+    problem_index: int
+    result: BlobRef
