@@ -20,6 +20,19 @@ CONCEPTUAL_TYPES = (
 )
 
 
+class ProblemTemplate(Model):
+    """A GSM8K problem with the formalization template chosen for it (validated)."""
+
+    problem_index: int
+    tier: str
+    template_model: str
+    question: str
+    gsm8k_answer: str = Field(description="GSM8K's full solution text, ending with '#### <answer>'.")
+    final_answer: str = Field(description="GSM8K's final answer, as written after '####'.")
+    code: str = Field(description="Python source defining solve().")
+    logical_steps: list[dict] = Field(description="The template's logical_steps entries, as in its JSON.")
+
+
 class Candidate(Model):
     """One flawed solution, with everything needed to review, audit or reproduce it."""
 
@@ -66,7 +79,7 @@ class ProblemWorkItem(Message):
     problem_index: int
     tier: str
     template_model: str
-    template: BlobRef  # JSON: {"question", "answer", "code", "logical_steps"}
+    template: BlobRef  # JSON of a ProblemTemplate
     families: list[Family]
 
 
