@@ -1,0 +1,1 @@
+"""Math error pipeline: GSM8K problems, formalization templates, computational and conceptual errors."""

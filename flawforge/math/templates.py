@@ -1,0 +1,100 @@
+"""Formalization templates on disk: `tierN/<index>/<model>.py` (solve()) + `<model>.json` (logical_steps)."""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from flawforge.errors import FlawforgeError
+from flawforge.math.gsm8k import GSM8KProblem
+from flawforge.proto.math import ProblemTemplate
+
+DEFAULT_MODEL_PREFERENCE = ("google_gemini-2.5-flash", "openai_gpt-4.1")
+
+_TIER_FOLDER = re.compile(r"^tier\d+$")
+
+
+class TemplateFolderError(FlawforgeError):
+    pass
+
+
+class InvalidTemplate(Exception):
+    """A template's files cannot be used; the message says why (it becomes a reject's detail)."""
+
+
+@dataclass(frozen=True)
+class TemplateFiles:
+    """One model's template for one problem; either file may be missing."""
+
+    tier: str
+    problem_index: int
+    model: str
+    code_path: Path
+    steps_path: Path
+
+    def read(self) -> tuple[str, list[dict]]:
+        """The code and the logical steps; raises InvalidTemplate naming what is wrong."""
+        try:
+            code = self.code_path.read_text(encoding="utf-8")
+            steps_text = self.steps_path.read_text(encoding="utf-8")
+        except FileNotFoundError as exc:
+            raise InvalidTemplate(f"missing file {Path(exc.filename).name}") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InvalidTemplate(f"unreadable file: {exc}") from None
+        return code, parse_logical_steps(steps_text)
+
+
+def parse_logical_steps(text: str) -> list[dict]:
+    try:
+        steps = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidTemplate(f"logical steps are not JSON: {exc.msg} at line {exc.lineno}") from None
+    if not isinstance(steps, list) or not steps or not all(isinstance(step, dict) for step in steps):
+        raise InvalidTemplate("logical steps must be a non-empty JSON list of objects")
+    return steps
+
+
+class TemplateFolder:
+    """Index of a template folder; reads files only when a template is asked for."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        if not self.root.is_dir():
+            raise TemplateFolderError(f"template folder not found: {self.root}")
+        self._models: dict[tuple[str, int], set[str]] = {}
+        for tier_dir in self.root.iterdir():
+            if not (tier_dir.is_dir() and _TIER_FOLDER.match(tier_dir.name)):
+                continue
+            for index_dir in tier_dir.iterdir():
+                if index_dir.is_dir() and index_dir.name.isdigit():
+                    models = {p.stem for p in index_dir.iterdir() if p.suffix in (".py", ".json")}
+                    if models:
+                        self._models[(tier_dir.name, int(index_dir.name))] = models
+        if not self._models:
+            raise TemplateFolderError(f"no templates in {self.root} (expected tierN/<index>/<model>.py)")
+
+    def indices(self) -> list[int]:
+        return sorted({index for _, index in self._models})
+
+    def tiers_of(self, index: int) -> list[str]:
+        return sorted(tier for tier, i in self._models if i == index)
+
+    def models(self, tier: str, index: int) -> set[str]:
+        return set(self._models.get((tier, index), ()))
+
+    def files(self, tier: str, index: int, model: str) -> TemplateFiles:
+        folder = self.root / tier / str(index)
+        return TemplateFiles(tier=tier, problem_index=index, model=model,
+                             code_path=folder / f"{model}.py", steps_path=folder / f"{model}.json")
+
+    def in_preference_order(self, tier: str, index: int, preference: tuple[str, ...] | list[str]) -> list[TemplateFiles]:
+        """This problem's templates by the models in `preference`, most preferred first."""
+        available = self.models(tier, index)
+        return [self.files(tier, index, model) for model in preference if model in available]
+
+
+def problem_template(problem: GSM8KProblem, tier: str, model: str, code: str, steps: list[dict]) -> ProblemTemplate:
+    return ProblemTemplate(problem_index=problem.index, tier=tier, template_model=model, question=problem.question,
+                           gsm8k_answer=problem.answer, final_answer=problem.final_answer, code=code,
+                           logical_steps=steps)
