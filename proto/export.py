@@ -1,22 +1,18 @@
 """`make proto`: writes the JSON Schema of every message and API model to a folder."""
 from __future__ import annotations
 
-import importlib
 import json
-import pkgutil
 import sys
 from pathlib import Path
 
 from pydantic import BaseModel
 
-import flawforge.proto as proto_pkg
+from flawforge.proto import import_all
 from flawforge.proto.base import Model
 
 
 def all_models() -> dict[str, type[BaseModel]]:
-    for info in pkgutil.iter_modules(proto_pkg.__path__):
-        if info.name != "export":
-            importlib.import_module(f"flawforge.proto.{info.name}")
+    import_all()
     found: dict[str, type[BaseModel]] = {}
 
     def walk(cls):

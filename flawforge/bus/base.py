@@ -14,6 +14,7 @@ from typing import Callable
 
 from pydantic import ValidationError
 
+from flawforge.proto import import_all
 from flawforge.proto.base import Message, registry
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,8 @@ class Delivery:
 
     def decode(self) -> Message:
         kind = self.headers.get(KIND_HEADER)
+        if kind not in registry:
+            import_all()  # a worker may not have imported the module defining this kind yet
         cls = registry.get(kind)
         if cls is None:
             raise PoisonMessage(f"unknown message kind {kind!r}")
