@@ -33,6 +33,37 @@ class ProblemTemplate(Model):
     logical_steps: list[dict] = Field(description="The template's logical_steps entries, as in its JSON.")
 
 
+class TemplateValidation(Model):
+    """The verdict on one template; the scores are computed as the original project's validation report did."""
+
+    problem_index: int
+    tier: str
+    template_model: str
+    valid: bool
+    reason: str | None = Field(None, description="Why the template is unusable: invalid_template, not_executable, "
+                                                 "answer_mismatch, inconsistent_steps.")
+    detail: str = ""
+    answer_check_status: Literal["pass", "fail_wrong_answer", "fail_not_executable"] | None = Field(
+        None, description="The original project's exact answer check; None when the code never ran.")
+    structural_score: float | None = None
+    semantic_score: float | None = Field(None, description="Only when the structure matches fully and the "
+                                                           "original's statement-by-statement trace succeeds.")
+    structural_mismatches: list[str] = Field(default_factory=list, description="Solution lines whose text "
+                                                                                "differs from the template's.")
+    semantic_mismatches: list[str] | None = Field(None, description="Variables whose value differs from the "
+                                                                    "number in the GSM8K solution.")
+
+
+class ValidateTemplateRequest(Model):
+    """A template to check against a GSM8K solution."""
+
+    problem_index: int = Field(0, ge=0)
+    template_model: str = "unknown"
+    gsm8k_answer: str = Field(description="GSM8K's full solution text, ending with '#### <answer>'.")
+    code: str = Field(description="Python source defining solve().")
+    logical_steps: list[dict]
+
+
 class Candidate(Model):
     """One flawed solution, with everything needed to review, audit or reproduce it."""
 
@@ -81,6 +112,7 @@ class ProblemWorkItem(Message):
     template_model: str
     template: BlobRef  # JSON of a ProblemTemplate
     families: list[Family]
+    seed: int = Field(description="The problem's seed, derived from the job's seed, the problem and its template.")
 
 
 class ProblemResult(Message):
