@@ -38,6 +38,18 @@ class Settings(BaseSettings):
     run_worker: bool = Field(True, description="Start the service's queue worker beside its HTTP API.")
     api_tokens: str = Field("", description="Comma-separated `name:token` pairs allowed to call protected endpoints.")
 
+    llm_providers: str = Field("", description="llm-gateway providers: a YAML/JSON file path or inline JSON mapping "
+                                               "name -> {base_url, api_key_env, models, requests_per_minute, "
+                                               "max_concurrency, timeout_s, json_schema}; empty: the local "
+                                               "inference-server at http://127.0.0.1:8005/v1.")
+    llm_replay: bool = Field(False, description="llm-gateway answers only from its cache (offline runs); "
+                                                "a miss is an error, never a model call.")
+    llm_max_attempts: int = Field(4, ge=1, description="Attempts per model request on transient provider errors.")
+    llm_backoff_s: float = Field(0.5, gt=0, description="First retry backoff of model requests, seconds; doubles.")
+    llm_max_repairs: int = Field(2, ge=0, description="Repair requests after a reply that is not valid JSON "
+                                                      "for its schema.")
+    llm_batch_poll_s: float = Field(2.0, gt=0, description="Seconds between polls of a provider batch.")
+
 
 @lru_cache
 def get_settings() -> Settings:

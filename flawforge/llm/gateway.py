@@ -1,0 +1,152 @@
+"""The one door for model calls: cache, replay, budgets and cancellation in front of the providers."""
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Generic, Literal, TypeVar
+
+from pydantic import BaseModel
+
+from flawforge.blobstore import BlobStore
+from flawforge.llm.cache import ResponseCache, fingerprint
+from flawforge.llm.calllog import CallLog
+from flawforge.llm.config import ProviderConfig, load_providers
+from flawforge.llm.errors import InvalidModelOutput, LLMError, ReplayMiss, UnknownModel
+from flawforge.llm.limits import Backoff, CallScope
+from flawforge.llm.openai_compat import OpenAICompatibleProvider
+from flawforge.llm.structured import parse_reply, repair_request
+from flawforge.proto.llm import ChatRequest, ChatResult
+
+T = TypeVar("T", bound=BaseModel)
+
+
+@dataclass
+class StructuredOutcome(Generic[T]):
+    """A parsed value or the error that prevented it, with every reply it took (the first, then repairs)."""
+
+    value: T | None = None
+    error: LLMError | None = None
+    replies: list[ChatResult] = field(default_factory=list)
+
+
+class Gateway:
+    def __init__(self, store: BlobStore, providers: dict[str, ProviderConfig], *, replay: bool = False,
+                 backoff: Backoff = Backoff(), max_repairs: int = 2, batch_poll_s: float = 2.0):
+        self.store = store
+        self.cache = ResponseCache(store)
+        self.calllog = CallLog(store)
+        self.replay = replay
+        self.max_repairs = max_repairs
+        self.backoff = backoff
+        self.batch_poll_s = batch_poll_s
+        self.providers = {name: OpenAICompatibleProvider(config, self.calllog, backoff)
+                          for name, config in providers.items()}
+        self._resolve_lock = threading.Lock()
+
+    @classmethod
+    def from_settings(cls, store: BlobStore, settings) -> "Gateway":
+        return cls(store, load_providers(settings.llm_providers), replay=settings.llm_replay,
+                   backoff=Backoff(max_attempts=settings.llm_max_attempts, base_s=settings.llm_backoff_s),
+                   max_repairs=settings.llm_max_repairs, batch_poll_s=settings.llm_batch_poll_s)
+
+    def close(self) -> None:
+        for provider in self.providers.values():
+            provider.close()
+
+    @property
+    def batches(self):
+        from flawforge.llm.batches import BatchManager
+
+        return BatchManager(self)
+
+    # --- routing --------------------------------------------------------------------------
+    def resolve(self, model: str, scope: CallScope) -> tuple[OpenAICompatibleProvider, str]:
+        """The provider serving `model` ('provider/model' names it explicitly) and its upstream name."""
+        prefix, _, rest = model.partition("/")
+        if rest and prefix in self.providers:
+            return self.providers[prefix], rest
+        with self._resolve_lock:
+            known = []
+            for provider in self.providers.values():
+                served = provider.models(scope)
+                if model in served:
+                    return provider, model
+                known += [f"{provider.name}/{m}" for m in served]
+        raise UnknownModel(f"unknown model {model!r}; known: {', '.join(known) or '(none)'}")
+
+    # --- calls ----------------------------------------------------------------------------
+    def chat(self, request: ChatRequest, scope: CallScope | None = None) -> ChatResult:
+        scope = scope or CallScope()
+        scope.check()
+        fp = fingerprint(request)
+        cached = self.cache.get(fp)
+        if cached is not None:
+            return cached
+        if self.replay:
+            raise ReplayMiss(f"replay mode: no cached response for this {request.model!r} request "
+                             f"(fingerprint {fp[:16]}); replay makes no model calls")
+        provider, upstream = self.resolve(request.model, scope)
+        scope.budget.spend_request()
+        result = provider.chat(request, upstream, fp, scope)
+        scope.budget.spend_tokens(result.usage.total_tokens)
+        self.cache.put(result)
+        return result
+
+    def chat_many(self, requests: list[ChatRequest], scope: CallScope | None = None,
+                  concurrency: int = 4) -> list[ChatResult | LLMError]:
+        """Synchronous calls side by side; a failed request yields its error, the others go on."""
+        scope = scope or CallScope()
+
+        def one(request: ChatRequest) -> ChatResult | LLMError:
+            try:
+                return self.chat(request, scope)
+            except LLMError as exc:
+                return exc
+
+        with ThreadPoolExecutor(max(1, concurrency)) as pool:
+            return list(pool.map(one, requests))
+
+    def structured(self, request: ChatRequest, schema: type[T], scope: CallScope | None = None,
+                   max_repairs: int | None = None) -> StructuredOutcome[T]:
+        return self.structured_many([request], schema, scope, max_repairs=max_repairs)[0]
+
+    def structured_many(self, requests: list[ChatRequest], schema: type[T], scope: CallScope | None = None, *,
+                        mode: Literal["sync", "batch"] = "sync", concurrency: int = 4,
+                        max_repairs: int | None = None) -> list[StructuredOutcome[T]]:
+        """JSON replies validated against `schema`; invalid ones are sent back for repair, a bounded number of times."""
+        scope = scope or CallScope()
+        repairs = self.max_repairs if max_repairs is None else max_repairs
+        with_schema = {"response_schema": schema.model_json_schema()}
+        outcomes = [StructuredOutcome[T]() for _ in requests]
+        pending = {i: r.model_copy(update=with_schema) for i, r in enumerate(requests)}
+        for round_no in range(repairs + 1):
+            if not pending:
+                break
+            indices = list(pending)
+            replies = self._run_round([pending[i] for i in indices], scope, mode, concurrency)
+            next_pending = {}
+            for i, reply in zip(indices, replies):
+                if isinstance(reply, LLMError):
+                    outcomes[i].error = reply
+                    continue
+                outcomes[i].replies.append(reply)
+                try:
+                    outcomes[i].value = parse_reply(reply.content, schema)
+                    outcomes[i].error = None
+                except InvalidModelOutput as exc:
+                    outcomes[i].error = InvalidModelOutput(f"{exc} (after {round_no} repairs)")
+                    next_pending[i] = repair_request(pending[i], reply.content, str(exc))
+            pending = next_pending
+        return outcomes
+
+    def _run_round(self, requests: list[ChatRequest], scope: CallScope, mode: str,
+                   concurrency: int) -> list[ChatResult | LLMError]:
+        if mode == "sync":
+            return self.chat_many(requests, scope, concurrency)
+        from flawforge.llm.batches import error_of
+        from flawforge.proto.llm import BatchRow
+
+        rows = [BatchRow(custom_id=str(i), request=r) for i, r in enumerate(requests)]
+        return [row.result if row.result is not None else error_of(row.error)
+                for row in self.batches.run(rows, scope)]

@@ -1,0 +1,140 @@
+"""Model calls through the llm-gateway: requests, results, per-request errors, batches."""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import Field
+
+from flawforge.proto.base import BlobRef, Message, Model
+
+
+class ProviderConfig(Model):
+    """An OpenAI-compatible endpoint, configured by name."""
+
+    name: str = ""
+    base_url: str = Field(description="Base URL of the OpenAI-compatible API, ending in /v1.")
+    api_key_env: str | None = Field(None, description="Environment variable holding the API key (never the key).")
+    models: list[str] = Field(default_factory=list,
+                              description="Models served; empty: ask the provider's /v1/models.")
+    requests_per_minute: float | None = Field(None, gt=0, description="Rate limit; none: unlimited.")
+    max_concurrency: int = Field(8, ge=1, description="Requests in flight at once.")
+    timeout_s: float = Field(300.0, gt=0, description="Per-request HTTP timeout.")
+    json_schema: bool = Field(False, description="Send response_format json_schema (vLLM, OpenAI); "
+                                                 "otherwise the schema is stated in the prompt.")
+
+
+class ChatMessage(Model):
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class ChatRequest(Model):
+    """One chat completion, in the shape of the OpenAI API's request body (the fields we use)."""
+
+    model: str = Field(min_length=1, description="A model a configured provider serves, or 'provider/model'.")
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_tokens: int = Field(256, ge=1, le=131072)
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    top_p: float | None = Field(None, gt=0.0, le=1.0)
+    stop: list[str] | None = None
+    seed: int | None = None
+    response_schema: dict[str, Any] | None = Field(
+        None, description="JSON schema the reply must match; part of the request's fingerprint.")
+
+    def parameters(self) -> dict[str, Any]:
+        """The sampling parameters that were set."""
+        names = ("max_tokens", "temperature", "top_p", "stop", "seed")
+        return {name: getattr(self, name) for name in names if getattr(self, name) is not None}
+
+
+class Usage(Model):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+
+class ChatResult(Model):
+    fingerprint: str
+    provider: str
+    model: str = Field(description="The model that answered, as the provider names it.")
+    content: str
+    finish_reason: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    cached: bool = Field(False, description="Served from the fingerprint cache: no model call was made.")
+
+
+class CallError(Model):
+    code: str = Field(description="unknown_model, context_length_exceeded, invalid_request, invalid_output, "
+                                  "budget_exceeded, cancelled, replay_miss, malformed_batch_line, provider_error...")
+    message: str
+
+
+class BatchRow(Model):
+    custom_id: str = Field(min_length=1, max_length=200)
+    request: ChatRequest
+
+
+RowStatus = Literal["pending", "submitted", "succeeded", "failed"]
+
+
+class BatchRowState(Model):
+    custom_id: str
+    fingerprint: str | None = None
+    status: RowStatus = "pending"
+    attempts: int = 0
+    error: CallError | None = None
+    provider_batch_id: str | None = None
+
+
+class ProviderBatch(Model):
+    """One batch as the provider knows it; a gateway batch may need several (resubmitted rows)."""
+
+    id: str
+    provider: str
+    status: str
+    input_file_id: str
+    custom_ids: list[str]
+    output_file_id: str | None = None
+    error_file_id: str | None = None
+    collected: bool = False
+
+
+class BatchRecord(Model):
+    """A gateway batch, persisted so a crashed job resumes polling instead of paying again."""
+
+    schema_version: int = 1
+    batch_id: str
+    state: Literal["in_progress", "completed", "cancelled"]
+    created_at: datetime
+    updated_at: datetime
+    rows: list[BatchRowState]
+    provider_batches: list[ProviderBatch] = Field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        counts = {"total": len(self.rows), "succeeded": 0, "failed": 0, "pending": 0}
+        for row in self.rows:
+            counts[row.status if row.status in ("succeeded", "failed") else "pending"] += 1
+        return counts
+
+
+class RowResult(Model):
+    custom_id: str
+    result: ChatResult | None = None
+    error: CallError | None = None
+
+
+class ChatRequested(Message):
+    """Asks the llm-gateway to run one request (a ChatRequest blob) and store a RowResult at the job's item."""
+
+    kind = "llm.chat_requested"
+    job_id: str
+    item: str
+    request: BlobRef
+
+
+class BatchDriveRequested(Message):
+    """Asks the llm-gateway to poll a persisted batch until every row is settled."""
+
+    kind = "llm.batch_drive_requested"
+    batch_id: str

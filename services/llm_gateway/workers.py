@@ -1,0 +1,44 @@
+"""Queue workers of the llm-gateway: single calls for pipelines, and driving persisted batches."""
+from __future__ import annotations
+
+from flawforge.jobs.store import JobStore
+from flawforge.llm.batches import call_error
+from flawforge.llm.errors import LLMError
+from flawforge.llm.gateway import Gateway
+from flawforge.llm.limits import CallScope
+from flawforge.proto.llm import BatchDriveRequested, ChatRequest, ChatRequested, RowResult
+from flawforge.runtime.platform import Platform
+from flawforge.runtime.service import Consumer
+from flawforge.services.llm_gateway.api import BATCH_QUEUE
+
+CHAT_QUEUE = "llm.chat"
+
+
+def make_chat_handler(platform: Platform):
+    gateway = Gateway.from_settings(platform.store, platform.settings)
+    jobs = JobStore(platform.store)
+
+    def handle(message: ChatRequested) -> None:
+        request = ChatRequest.model_validate_json(platform.store.get_verified(message.request))
+        scope = CallScope(job_id=message.job_id, is_cancelled=lambda: jobs.get(message.job_id).cancel_requested)
+        try:
+            row = RowResult(custom_id=message.item, result=gateway.chat(request, scope))
+        except LLMError as exc:  # already retried inside the gateway: the error is the item's result
+            row = RowResult(custom_id=message.item, error=call_error(exc))
+        platform.store.put(f"jobs/{message.job_id}/items/{message.item}", row.model_dump_json().encode(),
+                           "application/json")
+
+    return handle
+
+
+def make_batch_handler(platform: Platform):
+    gateway = Gateway.from_settings(platform.store, platform.settings)
+
+    def handle(message: BatchDriveRequested) -> None:
+        gateway.batches.wait(message.batch_id)
+
+    return handle
+
+
+CHAT_CONSUMER = Consumer(queue=CHAT_QUEUE, make_handler=make_chat_handler)
+BATCH_CONSUMER = Consumer(queue=BATCH_QUEUE, make_handler=make_batch_handler)
