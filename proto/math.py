@@ -115,6 +115,14 @@ class ProblemWorkItem(Message):
     seed: int = Field(description="The problem's seed, derived from the job's seed, the problem and its template.")
 
 
+class ProblemCandidates(Model):
+    """The blob a ProblemResult points to: everything one problem produced."""
+
+    problem_index: int
+    candidates: list[Candidate]
+    rejects: list[Reject]
+
+
 class ProblemResult(Message):
     """What one problem produced: candidates and rejects, stored as one blob."""
 
