@@ -32,10 +32,12 @@ class S3BlobStore(BlobStore):
         return self.ref_for(key, data)
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
-        # S3 conditional write: the server refuses the PUT if the key exists (no read-then-write race).
+        # S3 conditional write: the server refuses the PUT if the key exists (no read-then-write
+        # race). The public put_object turns unknown headers into user metadata, so the
+        # conditional header goes through the client's single-part upload call.
         try:
-            self.client.put_object(bucket_name=self.bucket, object_name=check_key(key), data=io.BytesIO(data),
-                                   length=len(data), headers={"If-None-Match": "*"})
+            self.client._put_object(bucket_name=self.bucket, object_name=check_key(key), data=data,
+                                    headers={"If-None-Match": "*", "Content-Type": "application/octet-stream"})
             return True
         except S3Error as exc:
             if exc.code in ("PreconditionFailed", "ConditionalRequestConflict"):

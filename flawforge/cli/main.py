@@ -58,7 +58,7 @@ def serve(service: str = typer.Argument(..., help="Service name, e.g. trace-exec
 
     from flawforge.runtime.app import create_app
     from flawforge.runtime.platform import Platform
-    from flawforge.services import consumers_of, load_service
+    from flawforge.services import load_service
     from flawforge.settings import Settings
 
     try:
@@ -67,7 +67,6 @@ def serve(service: str = typer.Argument(..., help="Service name, e.g. trace-exec
         raise FlawforgeError(exc.args[0]) from None
     settings = Settings(service=service)
     platform = Platform.from_settings(settings)
-    spec = spec.__class__(**{**spec.__dict__, "consumers": tuple(consumers_of(spec))})
     uvicorn.run(create_app(spec, platform), host=host or settings.http_host, port=port or spec.port,
                 log_level="info")
 

@@ -17,13 +17,15 @@ log = logging.getLogger(__name__)
 
 def create_app(spec: ServiceSpec, platform: Platform, *, run_worker: bool | None = None) -> FastAPI:
     from flawforge.jobs.api import jobs_router
+    from flawforge.services import consumers_of
 
     run_worker = platform.settings.run_worker if run_worker is None else run_worker
-    workers = Workers(platform, list(spec.consumers))
+    consumers = consumers_of(spec)
+    workers = Workers(platform, consumers)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        if run_worker and spec.consumers:
+        if run_worker and consumers:
             workers.start()
         yield
         workers.stop()
@@ -50,7 +52,7 @@ def create_app(spec: ServiceSpec, platform: Platform, *, run_worker: bool | None
                 checks[name] = "ok"
             except Exception as exc:
                 checks[name] = f"failed: {exc}"
-        if run_worker and spec.consumers:
+        if run_worker and consumers:
             checks["workers"] = "ok" if workers.alive() else f"failed: {workers.errors or 'not running'}"
         ready = all(v == "ok" for v in checks.values())
         return JSONResponse({"ready": ready, "service": spec.name, "checks": checks}, status_code=200 if ready else 503)

@@ -1,0 +1,91 @@
+"""The blob-store contract on both backends: local folder, and S3 over HTTP against moto's server."""
+from __future__ import annotations
+
+import threading
+import uuid
+
+import pytest
+
+from flawforge.blobstore import LocalBlobStore, content_key
+from flawforge.blobstore.s3 import S3BlobStore
+from flawforge.errors import BlobNotFound, BlobStoreUnavailable, ChecksumMismatch
+
+
+@pytest.fixture(params=["local", "s3"])
+def store(request, tmp_path):
+    if request.param == "local":
+        return LocalBlobStore(tmp_path / "blobs")
+    endpoint = request.getfixturevalue("s3_server")
+    return S3BlobStore(endpoint=endpoint, access_key="testing", secret_key="testing",
+                       bucket=f"b-{uuid.uuid4().hex[:12]}", region="us-east-1")
+
+
+def test_put_get_round_trip_with_checksum(store):
+    ref = store.put("a/b/c.bin", b"\x00\x01payload")
+    assert store.get("a/b/c.bin") == b"\x00\x01payload"
+    assert ref.size == 9 and len(ref.sha256) == 64
+    assert store.get_verified(ref) == b"\x00\x01payload"
+    store.put("a/b/c.bin", b"changed")
+    with pytest.raises(ChecksumMismatch, match="a/b/c.bin"):
+        store.get_verified(ref)
+
+
+def test_missing_key_raises_blob_not_found(store):
+    with pytest.raises(BlobNotFound, match="no blob at key 'nope/x'"):
+        store.get("nope/x")
+    assert not store.exists("nope/x")
+
+
+def test_content_addressed_keys_deduplicate(store):
+    first = store.put_content("artifacts", b"same bytes", ".json")
+    second = store.put_content("artifacts", b"same bytes", ".json")
+    assert first == second
+    assert first.key == content_key("artifacts", b"same bytes", ".json")
+    assert list(store.list("artifacts/")) == [first.key]
+
+
+def test_list_is_sorted_and_prefix_scoped(store):
+    for key in ["jobs/2/x", "jobs/1/y", "jobs/1/a", "other/z"]:
+        store.put(key, b"1")
+    assert list(store.list("jobs/")) == ["jobs/1/a", "jobs/1/y", "jobs/2/x"]
+    store.delete("jobs/1/a")
+    assert list(store.list("jobs/1/")) == ["jobs/1/y"]
+
+
+def test_put_if_absent_writes_once_even_when_racing(store):
+    results = []
+    barrier = threading.Barrier(8)
+
+    def race(i):
+        barrier.wait()
+        results.append((i, store.put_if_absent("claims/item-1", f"claimant {i}".encode())))
+
+    threads = [threading.Thread(target=race, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    winners = [i for i, won in results if won]
+    assert len(winners) == 1
+    assert store.get("claims/item-1") == f"claimant {winners[0]}".encode()
+
+
+def test_json_helpers(store):
+    store.put_json("j/doc.json", {"b": 1, "a": [1, 2]})
+    assert store.get_json("j/doc.json") == {"a": [1, 2], "b": 1}
+
+
+@pytest.mark.parametrize("key", ["", "/abs", "a/../b", "a\\b"])
+def test_unsafe_keys_are_refused(tmp_path, key):
+    with pytest.raises(ValueError, match="invalid blob key"):
+        LocalBlobStore(tmp_path).put(key, b"x")
+
+
+def test_unreachable_s3_endpoint_is_a_clear_error():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(BlobStoreUnavailable, match=f"127.0.0.1:{port}"):
+        S3BlobStore(endpoint=f"127.0.0.1:{port}", access_key="x", secret_key="y", bucket="bucket")

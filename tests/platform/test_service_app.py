@@ -1,0 +1,132 @@
+"""A real service app (metrics, which runs the smoke pipeline): ops endpoints and the jobs API."""
+from __future__ import annotations
+
+import time
+
+import pytest
+from fastapi.testclient import TestClient
+
+from flawforge.runtime.app import create_app
+from flawforge.runtime.platform import Platform
+from flawforge.services import load_service
+from flawforge.settings import Settings
+
+
+def make_client(settings: Settings, run_worker: bool = True) -> TestClient:
+    return TestClient(create_app(load_service("metrics"), Platform.from_settings(settings), run_worker=run_worker))
+
+
+@pytest.fixture
+def settings(tmp_path) -> Settings:
+    return Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path / "blobs"))
+
+
+def wait_for_state(client: TestClient, job_id: str, states: set[str], timeout: float = 20) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        body = client.get(f"/jobs/{job_id}").json()
+        if body["state"] in states:
+            return body
+        time.sleep(0.05)
+    raise AssertionError(f"job {job_id} stayed {body['state']}")
+
+
+def test_ops_endpoints(settings):
+    with make_client(settings) as client:
+        assert client.get("/healthz").json() == {"status": "ok", "service": "metrics"}
+        ready = client.get("/readyz")
+        assert ready.status_code == 200, ready.json()
+        assert ready.json()["checks"] == {"bus": "ok", "blob_store": "ok", "workers": "ok"}
+        assert "/jobs" in client.get("/openapi.json").json()["paths"]
+        assert client.get("/docs").status_code == 200
+
+
+def test_readyz_fails_when_the_broker_is_unreachable(tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    settings = Settings(bus="rabbitmq", amqp_url=f"amqp://guest:guest@127.0.0.1:{port}/%2F",
+                        blob_dir=str(tmp_path / "b"))
+    with make_client(settings, run_worker=False) as client:
+        response = client.get("/readyz")
+    assert response.status_code == 503
+    assert response.json()["checks"]["bus"].startswith(f"failed: cannot reach RabbitMQ at 127.0.0.1:{port}")
+
+
+def test_submit_run_and_fetch_artifacts(settings):
+    import hashlib
+
+    from flawforge.pipelines.smoke import _payload
+
+    with make_client(settings) as client:
+        created = client.post("/jobs", json={"pipeline": "smoke", "params": {"count": 12, "payload_bytes": 64}})
+        assert created.status_code == 201
+        job = wait_for_state(client, created.json()["job_id"], {"succeeded", "failed"})
+        assert job["state"] == "succeeded", job
+        assert job["progress"]["done"] == job["progress"]["total"] == 12
+        names = [a["name"] for a in client.get(f"/jobs/{job['job_id']}/artifacts").json()]
+        assert names == ["digests.json"]
+        digests = client.get(f"/jobs/{job['job_id']}/artifacts/digests.json").json()
+        expected = [hashlib.sha256(_payload(job["job_id"], i, 64)).hexdigest() for i in range(12)]
+        assert digests == {"count": 12, "sha256": expected}
+        assert 'flawforge_messages_processed_total{queue="smoke.digest"} 12.0' in client.get("/metrics").text
+        assert [j["job_id"] for j in client.get("/jobs").json()] == [job["job_id"]]
+
+
+def test_unknown_pipeline_and_invalid_params_get_422_naming_the_field(settings):
+    with make_client(settings, run_worker=False) as client:
+        unknown = client.post("/jobs", json={"pipeline": "no-such", "params": {}})
+        assert unknown.status_code == 422
+        assert unknown.json()["detail"][0]["loc"] == ["body", "pipeline"]
+        assert "unknown pipeline 'no-such'" in unknown.json()["detail"][0]["msg"]
+
+        invalid = client.post("/jobs", json={"pipeline": "smoke", "params": {"count": 0, "colour": "red"}})
+        assert invalid.status_code == 422
+        locs = sorted(tuple(e["loc"]) for e in invalid.json()["detail"])
+        assert locs == [("body", "params", "colour"), ("body", "params", "count")]
+        assert client.get("/jobs").json() == []  # nothing recorded for a refused job
+
+
+def test_unknown_job_and_artifact_are_404(settings):
+    with make_client(settings, run_worker=False) as client:
+        assert client.get("/jobs/deadbeef").status_code == 404
+        assert client.get("/jobs/../etc").status_code == 404
+        job_id = client.post("/jobs", json={"pipeline": "smoke", "params": {}}).json()["job_id"]
+        assert client.get(f"/jobs/{job_id}/artifacts/missing.json").status_code == 404
+
+
+def test_cancel_a_queued_job(settings):
+    with make_client(settings, run_worker=False) as client:
+        job_id = client.post("/jobs", json={"pipeline": "smoke", "params": {}}).json()["job_id"]
+        assert client.post(f"/jobs/{job_id}/cancel").json()["state"] == "cancelled"
+
+
+def test_cancel_a_running_job(settings):
+    from flawforge.jobs.pipeline import pipelines
+    from flawforge.jobs.runner import job_consumer
+    from flawforge.runtime.service import Workers
+
+    # Only the job runner works, not the digest worker: the job waits for items until cancelled.
+    platform = Platform.from_settings(settings)
+    workers = Workers(platform, [job_consumer(pipelines()["smoke"])]).start()
+    try:
+        with TestClient(create_app(load_service("metrics"), platform, run_worker=False)) as client:
+            job_id = client.post("/jobs", json={"pipeline": "smoke", "params": {"count": 3}}).json()["job_id"]
+            wait_for_state(client, job_id, {"running"})
+            assert client.post(f"/jobs/{job_id}/cancel").json()["cancel_requested"] is True
+            assert wait_for_state(client, job_id, {"cancelled", "failed", "succeeded"})["state"] == "cancelled"
+    finally:
+        workers.stop()
+
+
+def test_restart_loses_nothing_on_rabbitmq(amqp_url, tmp_path):
+    """A job submitted to a stopped service finishes after another instance starts on the same broker and store."""
+    settings = Settings(bus="rabbitmq", amqp_url=amqp_url, blob_dir=str(tmp_path / "blobs"))
+    with make_client(settings, run_worker=False) as first:
+        job_id = first.post("/jobs", json={"pipeline": "smoke", "params": {"count": 5}}).json()["job_id"]
+        assert first.get(f"/jobs/{job_id}").json()["state"] == "queued"
+    with make_client(settings) as second:
+        assert wait_for_state(second, job_id, {"succeeded", "failed"})["state"] == "succeeded"
+        assert second.get(f"/jobs/{job_id}/artifacts/digests.json").json()["count"] == 5
