@@ -8,7 +8,8 @@ from pathlib import Path
 
 from flawforge.errors import FlawforgeError
 from flawforge.math.gsm8k import GSM8KProblem
-from flawforge.proto.math import ProblemTemplate
+from flawforge.math.validation import validate_template
+from flawforge.proto.math import ProblemTemplate, Reject, TemplateValidation
 
 DEFAULT_MODEL_PREFERENCE = ("google_gemini-2.5-flash", "openai_gpt-4.1")
 
@@ -98,3 +99,39 @@ def problem_template(problem: GSM8KProblem, tier: str, model: str, code: str, st
     return ProblemTemplate(problem_index=problem.index, tier=tier, template_model=model, question=problem.question,
                            gsm8k_answer=problem.answer, final_answer=problem.final_answer, code=code,
                            logical_steps=steps)
+
+
+@dataclass
+class TemplateChoice:
+    """The first valid template in preference order, with the verdicts and rejects on the way."""
+
+    template: ProblemTemplate | None
+    verdicts: list[TemplateValidation]
+    rejects: list[Reject]
+
+
+def choose_template(problem: GSM8KProblem, tier: str, folder: TemplateFolder, preference: tuple[str, ...] | list[str],
+                    sandbox) -> TemplateChoice:
+    files = folder.in_preference_order(tier, problem.index, preference)
+    if not files:
+        found = [f"{t}: {', '.join(sorted(folder.models(t, problem.index)))}" for t in folder.tiers_of(problem.index)]
+        detail = f"no template by {', '.join(preference)} in {tier}/{problem.index}"
+        return TemplateChoice(None, [], [Reject(problem_index=problem.index, tier=tier, reason="missing_template",
+                                                detail=detail + (f" (found {'; '.join(found)})" if found else ""))])
+    verdicts: list[TemplateValidation] = []
+    rejects: list[Reject] = []
+    for template_files in files:
+        try:
+            code, steps = template_files.read()
+        except InvalidTemplate as exc:
+            rejects.append(Reject(problem_index=problem.index, tier=tier, template_model=template_files.model,
+                                  reason="invalid_template", detail=str(exc)))
+            continue
+        verdict = validate_template(problem_index=problem.index, template_model=template_files.model,
+                                    gsm8k_answer=problem.answer, code=code, logical_steps=steps, sandbox=sandbox)
+        verdicts.append(verdict)
+        if verdict.valid:
+            return TemplateChoice(problem_template(problem, tier, template_files.model, code, steps), verdicts, rejects)
+        rejects.append(Reject(problem_index=problem.index, tier=tier, template_model=template_files.model,
+                              reason=verdict.reason, detail=verdict.detail))
+    return TemplateChoice(None, verdicts, rejects)
