@@ -138,3 +138,23 @@ class BatchDriveRequested(Message):
 
     kind = "llm.batch_drive_requested"
     batch_id: str
+
+
+class TemplateGenerationReport(Model):
+    """What a template-generation run asked for, what came back, and how much of it passed validation."""
+
+    schema_version: int = 1
+    model: str
+    indices: str
+    requested: int = Field(description="Problems in the index range.")
+    skipped_existing: int = Field(description="Problems that already have a template.")
+    attempted: int = Field(description="Problems a template was asked for.")
+    parsed: int = Field(description="Replies that parsed as a template (after repairs).")
+    passed: int = Field(description="Templates that passed validation and were kept.")
+    pass_rate: float = Field(description="passed / attempted; 0 when nothing was attempted.")
+    rejects_by_reason: dict[str, int] = Field(default_factory=dict)
+    model_calls: int = Field(description="Replies that cost a model call (not served from the cache).")
+    cache_hits: int
+    repairs: int = Field(description="Repair requests sent after invalid replies.")
+    prompt_tokens: int = 0
+    completion_tokens: int = 0

@@ -49,6 +49,30 @@ def run_smoke(count: int = typer.Option(20, help="Work items."),
     run_pipeline("smoke", {"count": count, "payload_bytes": payload_bytes}, out, stack)
 
 
+@run_app.command("templates")
+def run_templates(gsm8k: Path = typer.Option(..., "--gsm8k", help="GSM8K jsonl file (row N is problem N)."),
+                  indices: str = typer.Option(..., help="Inclusive problem range A-B, e.g. 2500-2509."),
+                  model: str = typer.Option(..., help="Model name, as the llm-gateway's providers serve it."),
+                  templates: Optional[Path] = typer.Option(
+                      None, help="Existing templates: problems with one are skipped, a few serve as examples."),
+                  examples: int = typer.Option(1, help="Existing templates shown to the model as examples."),
+                  max_tokens: int = typer.Option(1024, help="Reply length limit per request."),
+                  mode: str = typer.Option("sync", help="sync calls, or the provider's Batch API (batch)."),
+                  concurrency: int = typer.Option(2, help="Synchronous calls in flight at once."),
+                  budget_requests: Optional[int] = typer.Option(None, help="Most model requests the job may make."),
+                  budget_tokens: Optional[int] = typer.Option(None, help="Most tokens the job may spend."),
+                  out: Path = OutOption, stack: Optional[str] = StackOption) -> None:
+    """Formalization templates for GSM8K problems, written by a model and validated; reports the pass rate."""
+    params = {"gsm8k": str(gsm8k.resolve()), "indices": indices, "model": model, "examples": examples,
+              "templates": str(templates.resolve()) if templates else None, "max_tokens": max_tokens,
+              "mode": mode, "concurrency": concurrency, "budget_requests": budget_requests,
+              "budget_tokens": budget_tokens}
+    run_pipeline("templates", params, out, stack)
+    report = out / "report.json"
+    if report.exists():
+        typer.echo(report.read_text())
+
+
 @app.command()
 def serve(service: str = typer.Argument(..., help="Service name, e.g. trace-executor."),
           port: Optional[int] = typer.Option(None, help="HTTP port; default: the service's own."),
