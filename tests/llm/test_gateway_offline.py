@@ -1,0 +1,74 @@
+"""Gateway behaviour that must hold before any model is reached: replay, log failures, routing, budgets."""
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from flawforge.blobstore import LocalBlobStore
+from flawforge.llm.config import parse_providers
+from flawforge.llm.errors import BudgetExceeded, CallCancelled, CallLogUnavailable, ProviderError, ReplayMiss, UnknownModel
+from flawforge.llm.gateway import Gateway
+from flawforge.llm.limits import Backoff, Budget, CallScope
+from flawforge.proto.llm import BatchRow, ChatRequest
+
+
+@pytest.fixture
+def closed_port() -> int:
+    """A local port nothing listens on: any request to it fails at once."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_gateway(store, port: int, **kwargs) -> Gateway:
+    providers = parse_providers(f'{{"local": {{"base_url": "http://127.0.0.1:{port}/v1", "models": ["m"]}}}}')
+    return Gateway(store, providers, backoff=Backoff(max_attempts=2, base_s=0.01), **kwargs)
+
+
+def request(content: str = "hi", model: str = "m") -> ChatRequest:
+    return ChatRequest(model=model, messages=[{"role": "user", "content": content}], max_tokens=4)
+
+
+def test_replay_miss_is_an_error_and_makes_no_call(tmp_path, closed_port):
+    store = LocalBlobStore(tmp_path)
+    gateway = make_gateway(store, closed_port, replay=True)
+    with pytest.raises(ReplayMiss, match="replay makes no model calls"):
+        gateway.chat(request())
+    [row] = gateway.batches.run([BatchRow(custom_id="r1", request=request())])
+    assert row.error.code == "replay_miss"
+    assert list(store.list("llm/log/")) == []
+
+
+def test_unreachable_provider_is_retried_then_reported_and_every_attempt_logged(tmp_path, closed_port):
+    store = LocalBlobStore(tmp_path)
+    with pytest.raises(ProviderError, match=f"cannot reach provider 'local' at http://127.0.0.1:{closed_port}/v1"):
+        make_gateway(store, closed_port).chat(request())
+    logged = list(store.list("llm/log/"))
+    assert len([k for k in logged if k.endswith(".request.json")]) == 2  # both attempts
+    assert len([k for k in logged if k.endswith(".response.json")]) == 2
+
+
+def test_call_fails_when_the_log_cannot_be_written(tmp_path, closed_port):
+    store = LocalBlobStore(tmp_path)
+    (tmp_path / "llm").write_text("a file where the log folder should be")
+    with pytest.raises(CallLogUnavailable, match="cannot write the call log"):
+        make_gateway(store, closed_port).chat(request())
+
+
+def test_unknown_model_names_the_known_ones(tmp_path, closed_port):
+    gateway = make_gateway(LocalBlobStore(tmp_path), closed_port)
+    with pytest.raises(UnknownModel, match=r"unknown model 'gpt-9'; known: local/m"):
+        gateway.chat(request(model="gpt-9"))
+    with pytest.raises(UnknownModel):
+        gateway.chat(request(model="nope/m"))
+
+
+def test_spent_budget_and_cancellation_stop_calls_before_the_network(tmp_path, closed_port):
+    store = LocalBlobStore(tmp_path)
+    gateway = make_gateway(store, closed_port)
+    with pytest.raises(BudgetExceeded, match="0 model requests"):
+        gateway.chat(request(), CallScope(job_id="j", budget=Budget(max_requests=0)))
+    with pytest.raises(CallCancelled, match="job j was cancelled"):
+        gateway.chat(request(), CallScope(job_id="j", is_cancelled=lambda: True))
+    assert list(store.list("llm/log/")) == []

@@ -1,0 +1,189 @@
+"""Pure parts of the llm-gateway: fingerprints, redaction, batch files, structured replies, limits, config."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import BaseModel
+
+from flawforge.errors import ConfigError
+from flawforge.llm.batches import parse_batch_file
+from flawforge.llm.cache import fingerprint
+from flawforge.llm.calllog import REDACTED, redact
+from flawforge.llm.config import load_providers, parse_providers
+from flawforge.llm.errors import (BudgetExceeded, CallCancelled, ContextLengthExceeded, InvalidModelOutput,
+                                  InvalidRequest, ProviderError, UnknownModel)
+from flawforge.llm.formalization import FormalizationReply, formalization_request
+from flawforge.llm.limits import Backoff, Budget, CallScope, RateLimiter
+from flawforge.llm.openai_compat import error_from_response
+from flawforge.llm.structured import extract_json, parse_reply, repair_request
+from flawforge.proto.llm import ChatRequest
+
+
+def request(**changes) -> ChatRequest:
+    base = {"model": "m", "messages": [{"role": "user", "content": "What is 2+2?"}], "max_tokens": 8}
+    return ChatRequest.model_validate({**base, **changes})
+
+
+def test_fingerprint_covers_model_messages_parameters_and_schema():
+    fp = fingerprint(request())
+    assert fp == fingerprint(request()) and len(fp) == 64
+    assert fp != fingerprint(request(model="other"))
+    assert fp != fingerprint(request(messages=[{"role": "user", "content": "What is 2+3?"}]))
+    assert fp != fingerprint(request(max_tokens=9))
+    assert fp != fingerprint(request(temperature=0.5))
+    assert fp != fingerprint(request(response_schema={"type": "object"}))
+
+
+def test_fingerprint_ignores_key_order_of_the_schema():
+    a = request(response_schema={"type": "object", "properties": {"x": {"type": "integer"}}})
+    b = request(response_schema={"properties": {"x": {"type": "integer"}}, "type": "object"})
+    assert fingerprint(a) == fingerprint(b)
+
+
+def test_redact_removes_headers_known_secrets_and_credential_shapes():
+    record = {"headers": {"Authorization": "Bearer abcdefghijkl", "Content-Type": "application/json"},
+              "body": {"messages": [{"content": "my key is sk-proj-ABCDEFGHIJKLMNOPQRST and hunter2secret"}],
+                       "api_key": "plain"}}
+    cleaned = redact(record, ["hunter2secret"])
+    text = json.dumps(cleaned)
+    assert cleaned["headers"]["Authorization"] == REDACTED
+    assert cleaned["headers"]["Content-Type"] == "application/json"
+    assert cleaned["body"]["api_key"] == REDACTED
+    for secret in ("abcdefghijkl", "sk-proj-ABCDEFGHIJKLMNOPQRST", "hunter2secret", "plain"):
+        assert secret not in text
+
+
+def test_batch_file_malformed_lines_fail_alone_with_their_line_number():
+    good = {"custom_id": "a", "method": "POST", "url": "/v1/chat/completions",
+            "body": {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}}
+    lines = [
+        json.dumps(good),
+        "{not json",
+        json.dumps({**good, "custom_id": "b", "body": {"model": "m"}}),
+        json.dumps({**good, "custom_id": "a"}),
+        json.dumps({k: v for k, v in good.items() if k != "custom_id"}),
+        json.dumps({**good, "custom_id": "c", "url": "/v1/embeddings"}),
+        "",
+        json.dumps({**good, "custom_id": "d"}),
+    ]
+    rows, bad = parse_batch_file("\n".join(lines).encode())
+    assert [r.custom_id for r in rows] == ["a", "d"]
+    errors = {row.custom_id: row.error.message for row in bad}
+    assert all(row.status == "failed" and row.error.code == "malformed_batch_line" for row in bad)
+    assert errors["line-2"].startswith("line 2: not valid JSON")
+    assert errors["b"] == "line 3: body.messages: Field required"
+    assert "line 4" in errors["line-4"] and "used twice" in errors["line-4"]
+    assert errors["line-5"] == "line 5: custom_id is missing"
+    assert "line 6" in errors["c"] and "/v1/embeddings" in errors["c"]
+
+
+class Point(BaseModel):
+    x: int
+    y: int
+
+
+@pytest.mark.parametrize("text", ['{"x": 1, "y": 2}', 'Sure!\n```json\n{"x": 1, "y": 2}\n```',
+                                  'Here it is: {"x": 1, "y": 2} hope it helps'])
+def test_parse_reply_finds_the_json(text):
+    assert parse_reply(text, Point) == Point(x=1, y=2)
+
+
+def test_parse_reply_says_what_is_wrong():
+    with pytest.raises(InvalidModelOutput, match="not valid JSON"):
+        parse_reply('{"x": 1, "y": ', Point)
+    with pytest.raises(InvalidModelOutput, match="empty"):
+        extract_json("   ")
+    with pytest.raises(InvalidModelOutput, match=r"does not match Point: y: Field required"):
+        parse_reply('{"x": 1}', Point)
+
+
+def test_repair_request_appends_the_bad_reply_and_the_problem():
+    original = request()
+    repaired = repair_request(original, "{oops", "the reply is not valid JSON")
+    assert repaired.messages[:1] == original.messages
+    assert [m.role for m in repaired.messages[1:]] == ["assistant", "user"]
+    assert repaired.messages[1].content == "{oops"
+    assert "not valid JSON" in repaired.messages[2].content
+    assert fingerprint(repaired) != fingerprint(original)
+
+
+@pytest.mark.parametrize("status,body,expected", [
+    (400, {"error": {"message": "This model's maximum context length is 8192 tokens", "code": None}},
+     ContextLengthExceeded),
+    (400, {"error": {"message": "too long", "code": "context_length_exceeded"}}, ContextLengthExceeded),
+    (404, {"error": {"message": "The model 'x' does not exist", "code": "model_not_found"}}, UnknownModel),
+    (422, {"detail": [{"loc": ["body", "messages"], "msg": "Field required"}]}, InvalidRequest),
+    (429, {"error": {"message": "slow down"}}, ProviderError),
+    (503, "upstream down", ProviderError),
+])
+def test_error_from_response_names_the_problem(status, body, expected):
+    error = error_from_response(status, body)
+    assert type(error) is expected
+    assert str(status) in str(error)
+    assert error.retryable == (status in (429, 503))
+
+
+def test_providers_from_yaml_json_and_default(tmp_path):
+    path = tmp_path / "providers.yaml"
+    path.write_text("openai:\n  base_url: https://api.example.invalid/v1\n  api_key_env: OPENAI_API_KEY\n"
+                    "  models: [gpt-4.1]\n  requests_per_minute: 60\n")
+    providers = load_providers(str(path))
+    assert providers["openai"].models == ["gpt-4.1"] and providers["openai"].name == "openai"
+    assert load_providers('{"vllm": {"base_url": "http://127.0.0.1:8000/v1"}}')["vllm"].models == []
+    assert load_providers("")["local"].base_url == "http://127.0.0.1:8005/v1"
+    with pytest.raises(ConfigError, match=r"providers.bad.max_concurrency"):
+        parse_providers('{"bad": {"base_url": "http://x/v1", "max_concurrency": 0}}')
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_providers(str(tmp_path / "missing.yaml"))
+
+
+def test_rate_limiter_spaces_requests_by_the_rate():
+    now = [0.0]
+    limiter = RateLimiter(per_minute=120, max_concurrency=1, clock=lambda: now[0])
+    assert [limiter.wait_time(), limiter.wait_time()] == [0.0, 0.0]  # a burst of one second's worth
+    assert limiter.wait_time() == pytest.approx(0.5)  # 2 per second: the next is half a second away
+    now[0] += 0.5
+    assert limiter.wait_time() == 0.0
+    assert RateLimiter(per_minute=None, max_concurrency=1).wait_time() == 0.0
+
+
+def test_budget_refuses_past_its_limits():
+    budget = Budget(max_requests=2)
+    budget.spend_request()
+    budget.spend_request()
+    with pytest.raises(BudgetExceeded, match="2 model requests"):
+        budget.spend_request()
+    tokens = Budget(max_tokens=100)
+    tokens.spend_request()
+    tokens.spend_tokens(100)
+    with pytest.raises(BudgetExceeded, match="100 tokens"):
+        tokens.spend_request()
+
+
+def test_scope_check_raises_once_cancelled():
+    cancelled = [False]
+    scope = CallScope(job_id="j1", is_cancelled=lambda: cancelled[0])
+    scope.check()
+    cancelled[0] = True
+    with pytest.raises(CallCancelled, match="j1"):
+        scope.check()
+
+
+def test_backoff_grows_and_honours_retry_after():
+    backoff = Backoff(max_attempts=5, base_s=1.0, cap_s=8.0)
+    assert all(0 <= backoff.delay(1) <= 1.0 for _ in range(20))
+    assert all(0 <= backoff.delay(5) <= 8.0 for _ in range(20))
+    assert backoff.delay(1, retry_after_s=3.0) == 3.0
+
+
+def test_formalization_request_shows_rules_examples_and_the_problem():
+    req = formalization_request(model="m", index=2500, question="Q?", solution="A\n#### 1",
+                                examples=[(1, "EQ?", "EA\n#### 2", "def solve():\n    return 2", [{"x": 1}])],
+                                max_tokens=64)
+    roles = [m.role for m in req.messages]
+    assert roles == ["system", "user", "assistant", "user"]
+    assert "# L<k>" in req.messages[0].content and "# FA" in req.messages[0].content
+    assert json.loads(req.messages[2].content)["code"].startswith("def solve")
+    assert "Index: 2500" in req.messages[3].content and req.max_tokens == 64
+    assert FormalizationReply.model_json_schema()["required"] == ["code", "logical_steps"]
