@@ -1,0 +1,447 @@
+"""docker-compose.yml, k8s/, deploy/Dockerfile and docs/settings.md agree with the code.
+
+Everything expected here is derived from the code (SERVICE_NAMES, each ServiceSpec's port,
+extras and consumers, the Settings fields), so a new service, queue, setting or extra that
+the deployment files do not follow makes a test fail.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+from flawforge import __version__
+from flawforge.services import SERVICE_NAMES, consumers_of, load_service
+from flawforge.settings import Settings
+from flawforge.settings_doc import env_name, settings_table
+
+REPO = Path(__file__).resolve().parents[2]
+SETTING_NAMES = {env_name(name) for name in Settings.model_fields}
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+# --- loading ------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def specs():
+    return {name: load_service(name) for name in SERVICE_NAMES}
+
+
+@pytest.fixture(scope="module")
+def queues(specs):
+    return {name: {c.queue for c in consumers_of(spec)} for name, spec in specs.items()}
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return yaml.safe_load((REPO / "docker-compose.yml").read_text())
+
+
+@pytest.fixture(scope="module")
+def k8s() -> list[dict]:
+    docs = []
+    for path in sorted((REPO / "k8s").rglob("*.yaml")):
+        if path.name != "kustomization.yaml":
+            docs += [dict(doc, _file=path) for doc in yaml.safe_load_all(path.read_text()) if doc]
+    return docs
+
+
+@pytest.fixture(scope="module")
+def dockerfile() -> dict[str, list[str]]:
+    """Instructions of each build stage, by stage name."""
+    stages: dict[str, list[str]] = {}
+    current = None
+    text = (REPO / "deploy" / "Dockerfile").read_text().replace("\\\n", " ")
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        match = re.match(r"FROM\s+\S+\s+AS\s+(\S+)", line, re.I)
+        if match:
+            current = match.group(1)
+            stages[current] = []
+        elif current:
+            stages[current].append(line)
+    return stages
+
+
+def objects(k8s, kind: str) -> dict[str, dict]:
+    return {doc["metadata"]["name"]: doc for doc in k8s if doc["kind"] == kind}
+
+
+def container(workload: dict) -> dict:
+    containers = workload["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1, f"{workload['metadata']['name']}: expected one container"
+    return containers[0]
+
+
+def resolve_port(cont: dict, port) -> int:
+    if isinstance(port, int):
+        return port
+    named = {p.get("name"): p["containerPort"] for p in cont.get("ports", [])}
+    assert port in named, f"container {cont['name']} has no port named {port!r}"
+    return named[port]
+
+
+def selects(selector: dict, labels: dict) -> bool:
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+def compose_env(service: dict) -> dict[str, str]:
+    env = service.get("environment") or {}
+    if isinstance(env, list):
+        env = dict(item.split("=", 1) for item in env)
+    return {k: "" if v is None else str(v).lower() if isinstance(v, bool) else str(v) for k, v in env.items()}
+
+
+def k8s_env(k8s, workload: dict) -> dict[str, str]:
+    """The environment the workload's container sees, with ConfigMap and Secret references resolved."""
+    config_maps, secrets = objects(k8s, "ConfigMap"), objects(k8s, "Secret")
+
+    def secret_data(name: str) -> dict[str, str]:
+        assert name in secrets, f"{workload['metadata']['name']} refers to missing Secret {name}"
+        secret = secrets[name]
+        data = {k: base64.b64decode(v).decode() for k, v in (secret.get("data") or {}).items()}
+        return {**data, **(secret.get("stringData") or {})}
+
+    def config_data(name: str) -> dict[str, str]:
+        assert name in config_maps, f"{workload['metadata']['name']} refers to missing ConfigMap {name}"
+        return config_maps[name].get("data") or {}
+
+    cont, env = container(workload), {}
+    for source in cont.get("envFrom", []):
+        if "configMapRef" in source:
+            env.update(config_data(source["configMapRef"]["name"]))
+        if "secretRef" in source:
+            env.update(secret_data(source["secretRef"]["name"]))
+    for item in cont.get("env", []):
+        if "value" in item:
+            env[item["name"]] = str(item["value"])
+            continue
+        ref = item["valueFrom"]
+        data, key = ((config_data(ref["configMapKeyRef"]["name"]), ref["configMapKeyRef"]["key"])
+                     if "configMapKeyRef" in ref else (secret_data(ref["secretKeyRef"]["name"]), ref["secretKeyRef"]["key"]))
+        assert key in data, f"{workload['metadata']['name']}: {item['name']} refers to missing key {key}"
+        env[item["name"]] = data[key]
+    return env
+
+
+def settings_from(env: dict[str, str]) -> Settings:
+    """The Settings a process with exactly this environment would read (validation included)."""
+    with pytest.MonkeyPatch.context() as patch:
+        for key in list(os.environ):
+            if key.startswith(Settings.model_config["env_prefix"]):
+                patch.delenv(key)
+        for key, value in env.items():
+            patch.setenv(key, value)
+        return Settings()
+
+
+def check_distributed(settings: Settings, where: str, *, broker: tuple[str, int], broker_user: tuple[str, str],
+                      store: tuple[str, int], store_user: tuple[str, str], bucket: str) -> None:
+    """The settings name the stack's broker and store, with their credentials, and no loopback address."""
+    assert settings.bus == "rabbitmq", f"{where}: FLAWFORGE_BUS must be rabbitmq"
+    assert settings.blob_backend == "s3", f"{where}: FLAWFORGE_BLOB_BACKEND must be s3"
+    amqp = urlsplit(settings.amqp_url)
+    assert (amqp.hostname, amqp.port or 5672) == broker, f"{where}: FLAWFORGE_AMQP_URL does not name {broker}"
+    assert (amqp.username, amqp.password) == broker_user, f"{where}: FLAWFORGE_AMQP_URL credentials differ from the broker's"
+    host, _, port = settings.s3_endpoint.rpartition(":")
+    assert (host, int(port)) == store, f"{where}: FLAWFORGE_S3_ENDPOINT does not name {store}"
+    assert (settings.s3_access_key, settings.s3_secret_key) == store_user, f"{where}: S3 keys differ from the store's"
+    assert settings.s3_bucket == bucket, f"{where}: FLAWFORGE_S3_BUCKET differs from the bucket created"
+    # A loopback address would point each container at itself (a default left in place).
+    for field, value in settings.model_dump(exclude={"http_host"}).items():
+        assert not any(lo in str(value) for lo in LOOPBACK), f"{where}: {env_name(field)}={value!r} is a loopback address"
+
+
+def check_llm_providers(settings: Settings, where: str, reachable: dict[str, int]) -> None:
+    """Each provider URL of the gateway names a service of the stack at its port, or a hosted https API."""
+    from flawforge.llm.config import load_providers
+
+    for name, provider in load_providers(settings.llm_providers).items():
+        url = urlsplit(str(provider.base_url))
+        if url.scheme == "https":
+            continue
+        assert reachable.get(url.hostname) == url.port, f"{where}: provider {name} URL {url.geturl()} names no service of the stack"
+
+
+# --- settings table --------------------------------------------------------------------------
+def test_settings_doc_is_the_generator_output():
+    committed = (REPO / "docs" / "settings.md").read_text()
+    assert committed == settings_table(), "docs/settings.md is stale: run python -m flawforge.settings_doc > docs/settings.md"
+
+
+def test_settings_doc_lists_every_setting_with_a_description():
+    table = settings_table()
+    for name, field in Settings.model_fields.items():
+        assert field.description, f"setting {name} has no description"
+        assert f"`{env_name(name)}`" in table
+
+
+# --- service specs ---------------------------------------------------------------------------
+def test_service_specs_import_without_heavy_dependencies():
+    """A light image has no torch, so loading any spec and its consumers must not import it."""
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    heavy = sorted({re.split(r"[<>=!~\[; ]", dep, maxsplit=1)[0].replace("-", "_").lower()
+                    for extra, deps in pyproject["project"]["optional-dependencies"].items() if extra != "test"
+                    for dep in deps})
+    script = ("import json, sys\n"
+              "from flawforge.services import SERVICE_NAMES, consumers_of, load_service\n"
+              "for name in SERVICE_NAMES:\n    consumers_of(load_service(name))\n"
+              f"print(json.dumps(sorted(m for m in {heavy!r} if m in sys.modules)))\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert result.returncode == 0, f"loading the service specs failed:\n{result.stderr[-2000:]}"
+    assert json.loads(result.stdout.splitlines()[-1]) == [], "a service spec imports an optional heavy dependency"
+
+
+# --- docker compose --------------------------------------------------------------------------
+def served(compose: dict) -> dict[str, dict]:
+    """Compose services that run `flawforge serve <name>`, by the name they serve."""
+    found = {}
+    for key, service in compose["services"].items():
+        command = service.get("command") or []
+        if command[:2] == ["flawforge", "serve"]:
+            assert command == ["flawforge", "serve", key], f"compose service {key} serves {command[2:]}"
+            found[key] = service
+    return found
+
+
+def test_compose_runs_every_service_on_its_port(compose, specs):
+    services = served(compose)
+    assert set(services) == set(SERVICE_NAMES)
+    for name, service in services.items():
+        port = specs[name].port
+        probe = " ".join(service["healthcheck"]["test"])
+        assert f"http://127.0.0.1:{port}/healthz" in probe, f"compose {name}: healthcheck does not hit /healthz on {port}"
+        for mapping in service.get("ports", []):
+            assert str(mapping).rsplit(":", 1)[-1] == str(port), f"compose {name}: publishes {mapping}, serves {port}"
+
+
+def test_compose_services_wait_for_healthy_broker_and_store(compose):
+    everything = compose["services"]
+    for name, service in served(compose).items():
+        depends = service.get("depends_on") or {}
+        for infra in ("rabbitmq", "minio"):
+            assert depends.get(infra, {}).get("condition") == "service_healthy", f"compose {name}: not waiting on {infra}"
+        for dependency, rule in depends.items():
+            assert dependency in everything, f"compose {name} depends on unknown {dependency}"
+            if rule["condition"] == "service_healthy":
+                assert "healthcheck" in everything[dependency], f"compose {dependency} has no healthcheck"
+
+
+def test_compose_settings_point_at_the_stack(compose, specs):
+    services = compose["services"]
+    rabbit, minio, init = (compose_env(services[k]) for k in ("rabbitmq", "minio", "minio-init"))
+    reachable = {name: specs[name].port for name in served(compose)}  # compose names are host names
+    for name, service in served(compose).items():
+        env = compose_env(service)
+        for key in env:
+            assert key in SETTING_NAMES or not key.startswith("FLAWFORGE_"), f"compose {name}: {key} is no setting"
+        settings = settings_from(env)
+        check_distributed(settings, f"compose {name}", broker=("rabbitmq", 5672),
+                          broker_user=(rabbit["RABBITMQ_DEFAULT_USER"], rabbit["RABBITMQ_DEFAULT_PASS"]),
+                          store=("minio", 9000), store_user=(minio["MINIO_ROOT_USER"], minio["MINIO_ROOT_PASSWORD"]),
+                          bucket=init["FLAWFORGE_S3_BUCKET"])
+        if name == "llm-gateway":
+            check_llm_providers(settings, "compose llm-gateway", reachable)
+    assert '"store/$$FLAWFORGE_S3_BUCKET"' in " ".join(services["minio-init"]["command"]), "minio-init makes another bucket"
+
+
+def test_compose_flawforge_variables_are_settings(compose):
+    for key, service in compose["services"].items():
+        for var in compose_env(service):
+            if var.startswith("FLAWFORGE_"):
+                assert var in SETTING_NAMES, f"compose {key}: {var} is not a setting (typo?)"
+
+
+# --- images ----------------------------------------------------------------------------------
+def test_images_are_the_same_in_compose_and_k8s(compose, k8s):
+    deployments = objects(k8s, "Deployment")
+    builds: dict[str, dict] = {}
+    for name, service in served(compose).items():
+        image = service["image"]
+        assert image.rsplit(":", 1)[1] == __version__, f"compose {name}: image tag is not {__version__}"
+        assert container(deployments[name])["image"] == image, f"{name}: k8s and compose images differ"
+        # One image name, one recipe: two services sharing a name must build it alike.
+        assert builds.setdefault(image, service["build"]) == service["build"], f"{image} is built two ways"
+
+
+def test_each_image_installs_exactly_the_extras_its_service_declares(compose, specs, dockerfile):
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    optional = pyproject["project"]["optional-dependencies"]
+    sys.path.insert(0, str(REPO / "deploy"))
+    try:
+        from pyproject_requirements import requirements
+    finally:
+        sys.path.remove(str(REPO / "deploy"))
+    build = " ".join(dockerfile["build"])
+    assert "ARG EXTRAS" in build and 'pyproject_requirements.py pyproject.toml "${EXTRAS}"' in build
+    assert not any(d.startswith("torch") for d in pyproject["project"]["dependencies"]), "torch in the core dependencies"
+    for name, service in served(compose).items():
+        recipe = service["build"]
+        assert recipe["dockerfile"] == "deploy/Dockerfile" and recipe["target"] in dockerfile, f"compose {name}: bad build"
+        extras = {e.strip() for e in str(recipe.get("args", {}).get("EXTRAS", "")).split(",") if e.strip()}
+        assert extras == set(specs[name].extras), f"{name}: image installs {sorted(extras)}, spec declares {sorted(specs[name].extras)}"
+        assert extras <= set(optional), f"{name}: unknown extras {sorted(extras - set(optional))}"
+        installs = requirements(pyproject, sorted(extras))
+        carries_torch = any(re.match(r"torch\b", dep) for dep in installs)
+        assert carries_torch == any(re.match(r"torch\b", d) for e in specs[name].extras for d in optional[e]), (
+            f"{name}: torch in its image does not follow its extras")
+
+
+def test_images_run_as_the_unprivileged_user_the_pods_expect(compose, k8s, dockerfile):
+    for name, service in served(compose).items():
+        users = [line.split()[1] for line in dockerfile[service["build"]["target"]] if line.upper().startswith("USER ")]
+        assert users, f"Dockerfile target {service['build']['target']} sets no USER"
+        uid = int(users[-1].split(":")[0])
+        assert uid != 0
+        pod = objects(k8s, "Deployment")[name]["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] == uid, name
+
+
+# --- kubernetes ------------------------------------------------------------------------------
+def test_k8s_has_a_deployment_and_service_per_service(k8s, specs):
+    deployments, services = objects(k8s, "Deployment"), objects(k8s, "Service")
+    for name, spec in specs.items():
+        assert name in deployments and name in services, f"k8s lacks the Deployment or Service of {name}"
+        deployment, cont = deployments[name], container(deployments[name])
+        pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+        assert selects(deployment["spec"]["selector"]["matchLabels"], pod_labels)
+        assert cont["command"] == ["flawforge", "serve", name]
+        assert resolve_port(cont, "http") == spec.port, f"k8s {name}: container port is not {spec.port}"
+        service = services[name]
+        assert selects(service["spec"]["selector"], pod_labels), f"k8s Service {name} selects no {name} pod"
+        assert [(p["port"], resolve_port(cont, p["targetPort"])) for p in service["spec"]["ports"]] == [(spec.port, spec.port)]
+        for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
+            get = cont[probe]["httpGet"]
+            assert get["path"] == path and resolve_port(cont, get["port"]) == spec.port, f"k8s {name}: {probe}"
+    unknown = set(deployments) - set(SERVICE_NAMES)
+    assert not unknown, f"Deployments for no known service: {unknown}"
+
+
+def test_k8s_settings_point_at_the_stack(k8s, specs):
+    sets, services = objects(k8s, "StatefulSet"), objects(k8s, "Service")
+
+    def service_for(workload: str, port_name: str) -> tuple[str, int]:
+        pod, cont = sets[workload]["spec"]["template"]["metadata"]["labels"], container(sets[workload])
+        for name, service in services.items():
+            if selects(service["spec"]["selector"], pod):
+                for port in service["spec"]["ports"]:
+                    if resolve_port(cont, port["targetPort"]) == resolve_port(cont, port_name):
+                        return name, port["port"]
+        raise AssertionError(f"no Service exposes {workload} port {port_name}")
+
+    rabbit_env, minio_env = k8s_env(k8s, sets["rabbitmq"]), k8s_env(k8s, sets["minio"])
+    bucket_job = objects(k8s, "Job")["minio-create-bucket"]
+    reachable = {name: specs[name].port for name in SERVICE_NAMES}
+    for name, deployment in objects(k8s, "Deployment").items():
+        settings = settings_from(k8s_env(k8s, deployment))
+        check_distributed(settings, f"k8s {name}", broker=service_for("rabbitmq", "amqp"),
+                          broker_user=(rabbit_env["RABBITMQ_DEFAULT_USER"], rabbit_env["RABBITMQ_DEFAULT_PASS"]),
+                          store=service_for("minio", "s3"),
+                          store_user=(minio_env["MINIO_ROOT_USER"], minio_env["MINIO_ROOT_PASSWORD"]),
+                          bucket=k8s_env(k8s, bucket_job)["FLAWFORGE_S3_BUCKET"])
+        if name == "llm-gateway":
+            check_llm_providers(settings, "k8s llm-gateway", reachable)
+
+
+def test_k8s_flawforge_variables_are_settings(k8s):
+    for doc in k8s:
+        where = f"{doc['_file'].name} {doc['kind']} {doc['metadata']['name']}"
+        names = list((doc.get("data") or {}) if doc["kind"] in ("ConfigMap", "Secret") else [])
+        names += list(doc.get("stringData") or {})
+        if "template" in doc.get("spec", {}):
+            for cont in doc["spec"]["template"]["spec"]["containers"]:
+                names += [item["name"] for item in cont.get("env", [])]
+        for name in names:
+            if name.startswith("FLAWFORGE_"):
+                assert name in SETTING_NAMES, f"{where}: {name} is not a setting (typo?)"
+
+
+def test_keda_scales_each_service_on_exactly_the_queues_it_consumes(k8s, queues):
+    scaled = objects(k8s, "ScaledObject")
+    auths, secrets = objects(k8s, "TriggerAuthentication"), objects(k8s, "Secret")
+    by_target = {}
+    for name, obj in scaled.items():
+        target = obj["spec"]["scaleTargetRef"]
+        assert target.get("kind", "Deployment") == "Deployment" and target["name"] in SERVICE_NAMES, name
+        by_target[target["name"]] = obj
+    for service, consumed in queues.items():
+        triggers = by_target[service]["spec"]["triggers"] if service in by_target else []
+        named = {t["metadata"]["queueName"] for t in triggers}
+        assert named == consumed, (f"{service}: KEDA triggers on {sorted(named)}, service consumes {sorted(consumed)}")
+        for trigger in triggers:
+            assert trigger["type"] == "rabbitmq" and trigger["metadata"]["mode"] == "QueueLength"
+            auth = auths[trigger["authenticationRef"]["name"]]
+            host = next(r for r in auth["spec"]["secretTargetRef"] if r["parameter"] == "host")
+            assert host["key"] in (secrets[host["name"]].get("stringData") or {}) and host["key"] == env_name("amqp_url")
+
+
+def test_inference_server_runs_on_a_gpu_node_and_waits_for_its_model(k8s, specs):
+    deployment = objects(k8s, "Deployment")["inference-server"]
+    pod, cont = deployment["spec"]["template"]["spec"], container(deployment)
+    assert int(cont["resources"]["limits"]["nvidia.com/gpu"]) >= 1
+    assert pod["nodeSelector"], "no GPU node pool selected"
+    assert any(t["key"] == "nvidia.com/gpu" and t["effect"] == "NoSchedule" for t in pod["tolerations"])
+    startup = cont["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 300, "the model gets under 5 minutes to load"
+    assert cont["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert specs["inference-server"].readiness_checks, "inference-server /readyz has no model-loaded check"
+
+
+def test_trace_executor_runs_sandboxed(k8s, compose, dockerfile):
+    deployment = objects(k8s, "Deployment")["trace-executor"]
+    pod, cont = deployment["spec"]["template"]["spec"], container(deployment)
+    runtime = objects(k8s, "RuntimeClass")[pod["runtimeClassName"]]
+    assert pod["runtimeClassName"] == "gvisor" and runtime["handler"] == "runsc"
+    assert pod["automountServiceAccountToken"] is False and pod.get("enableServiceLinks") is False
+    assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
+    security = cont["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True and security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"]["drop"] == ["ALL"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    tmp = next(m for m in cont["volumeMounts"] if m["mountPath"] == "/tmp")
+    assert "emptyDir" in volumes[tmp["name"]], "/tmp is not an emptyDir"
+    # compose: the sandbox image, read-only, no capabilities, only the network with no way out
+    service = compose["services"]["trace-executor"]
+    assert service["build"]["target"] == "sandbox" and service["read_only"] is True and service["cap_drop"] == ["ALL"]
+    assert all(compose["networks"][n].get("internal") for n in service["networks"])
+    assert not any("pip" in line and "install" in line for line in dockerfile["sandbox"])
+
+
+def test_trace_executor_egress_reaches_only_broker_store_and_dns(k8s):
+    sets = objects(k8s, "StatefulSet")
+    pod_labels = objects(k8s, "Deployment")["trace-executor"]["spec"]["template"]["metadata"]["labels"]
+    policies = [p for p in objects(k8s, "NetworkPolicy").values() if selects(p["spec"]["podSelector"]["matchLabels"], pod_labels)]
+    assert len(policies) == 1, "the trace-executor needs exactly one NetworkPolicy"
+    spec = policies[0]["spec"]
+    assert "Egress" in spec["policyTypes"] and "Ingress" in spec["policyTypes"]
+    allowed = set()
+    for rule in spec["egress"]:
+        assert rule.get("to") and rule.get("ports"), "an egress rule without `to` or `ports` opens everything"
+        for peer in rule["to"]:
+            assert "ipBlock" not in peer
+            labels = peer["podSelector"]["matchLabels"]
+            if "namespaceSelector" in peer:  # cluster DNS only
+                assert labels == {"k8s-app": "kube-dns"} and {p["port"] for p in rule["ports"]} == {53}
+                allowed.add("dns")
+                continue
+            workload = next(n for n, s in sets.items() if selects(labels, s["spec"]["template"]["metadata"]["labels"]))
+            ports = {resolve_port(container(sets[workload]), p["port"]) for p in rule["ports"]}
+            assert ports == {resolve_port(container(sets[workload]), {"rabbitmq": "amqp", "minio": "s3"}[workload])}
+            allowed.add(workload)
+    assert allowed == {"rabbitmq", "minio", "dns"}
+
+
+def test_kustomization_lists_every_manifest():
+    kustomization = yaml.safe_load((REPO / "k8s" / "kustomization.yaml").read_text())
+    files = {str(p.relative_to(REPO / "k8s")) for p in (REPO / "k8s").rglob("*.yaml") if p.name != "kustomization.yaml"}
+    assert sorted(kustomization["resources"]) == sorted(files)
