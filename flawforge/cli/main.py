@@ -73,6 +73,51 @@ def run_templates(gsm8k: Path = typer.Option(..., "--gsm8k", help="GSM8K jsonl f
         typer.echo(report.read_text())
 
 
+@run_app.command("math-errors")
+def run_math_errors(gsm8k: Path = typer.Option(..., "--gsm8k", help="GSM8K jsonl file (row N is problem N)."),
+                    templates: Path = typer.Option(..., "--templates",
+                                                   help="Template folder: tierN/<index>/<model>.py + <model>.json."),
+                    indices: Optional[str] = typer.Option(None, help="Problems A-B (inclusive); default: all with "
+                                                                     "templates."),
+                    families: str = typer.Option("computational,conceptual", help="Comma-separated error families."),
+                    models: Optional[str] = typer.Option(None, "--models", help="Template models, most preferred "
+                                                                                "first, comma-separated."),
+                    seed: int = typer.Option(0, help="Base seed of the mutations."),
+                    out: Path = OutOption, stack: Optional[str] = StackOption) -> None:
+    """Computational and conceptual errors in GSM8K solutions: OUT/candidates.jsonl, rejects.jsonl, summary.json."""
+    params = {"gsm8k": str(gsm8k.resolve()), "templates": str(templates.resolve()), "indices": indices,
+              "families": [f.strip() for f in families.split(",") if f.strip()], "seed": seed}
+    if models:
+        params["model_preference"] = [m.strip() for m in models.split(",") if m.strip()]
+    run_pipeline("math-errors", params, out, stack)
+    typer.echo((out / "summary.json").read_text())
+
+
+@app.command("export")
+def export_dataset(candidates: Path = typer.Option(..., "--candidates", help="candidates.jsonl of a math-errors run."),
+                   gsm8k: Path = typer.Option(..., "--gsm8k", help="The GSM8K jsonl file the candidates came from."),
+                   out: Path = OutOption,
+                   test_fraction: float = typer.Option(0.2, help="Share of GSM8K problems on the test side."),
+                   seed: int = typer.Option(0, help="Seed of the problem split.")) -> None:
+    """The error-detection dataset: OUT/train.jsonl and OUT/test.jsonl, split by GSM8K problem."""
+    import json
+
+    from flawforge.math.export import build_dataset, parse_candidates
+    from flawforge.math.gsm8k import read_gsm8k
+
+    try:
+        text = candidates.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise FlawforgeError(f"cannot read candidates file {candidates}: {exc.strerror or exc}") from None
+    splits = build_dataset(parse_candidates(text, str(candidates)), read_gsm8k(gsm8k), test_fraction, seed)
+    out.mkdir(parents=True, exist_ok=True)
+    for split, rows in splits.items():
+        (out / f"{split}.jsonl").write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+    counts = {split: {"rows": len(rows), "problems": len({r["problem_index"] for r in rows})}
+              for split, rows in splits.items()}
+    typer.echo(json.dumps(counts))
+
+
 @app.command()
 def serve(service: str = typer.Argument(..., help="Service name, e.g. trace-executor."),
           port: Optional[int] = typer.Option(None, help="HTTP port; default: the service's own."),

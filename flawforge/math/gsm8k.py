@@ -51,6 +51,26 @@ def solution_lines(solution: str) -> dict[str, str]:
     return {f"L{number}": line for number, line in enumerate(lines, start=1)}
 
 
+def numbered_lines(solution: str) -> dict[str, str]:
+    """Solution lines keyed 'L1', 'L2', ... and the final answer keyed 'FA' (the erroneous-line labels)."""
+    lines = [line.strip() for line in solution.splitlines() if line.strip()]
+    numbered = {}
+    if lines and lines[-1].startswith(FINAL_ANSWER_MARK):
+        numbered["FA"] = lines.pop()[len(FINAL_ANSWER_MARK):].strip()
+    return {**{f"L{number}": line for number, line in enumerate(lines, start=1)}, **numbered}
+
+
+def index_range(text: str) -> range:
+    """Problems 'A-B' (inclusive) or 'A'; raises ValueError saying what is wrong."""
+    first, dash, last = text.strip().partition("-")
+    if not (first.isdigit() and (not dash or last.isdigit())):
+        raise ValueError(f"must look like A-B (e.g. 0-99), got {text!r}")
+    start, stop = int(first), int(last) if dash else int(first)
+    if start > stop:
+        raise ValueError(f"{text!r}: the first index is above the last")
+    return range(start, stop + 1)
+
+
 def parse_gsm8k(text: str, source: str = "<gsm8k>") -> list[GSM8KProblem]:
     """Parses GSM8K jsonl text; every non-empty line must be {"question": str, "answer": str}."""
     problems = []

@@ -1,0 +1,141 @@
+"""Math error pipeline: GSM8K problems + formalization templates -> flawed solutions.
+
+The job (run by the template-loader) reads GSM8K and the template folder, assigns tiers,
+validates each problem's templates in the sandbox in model-preference order, and publishes
+one ProblemWorkItem per problem with a usable template. The mutator turns each item into
+candidates and rejects, stored at the job's item key; the job collects them and writes
+candidates.jsonl, rejects.jsonl, validation.jsonl and summary.json. Everything except
+summary's elapsed_seconds is a function of the inputs, so reruns give identical bytes.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections import Counter
+
+from pydantic import BaseModel, Field, field_validator
+
+from flawforge.errors import FlawforgeError
+from flawforge.jobs.context import JobContext
+from flawforge.jobs.pipeline import Pipeline, register
+from flawforge.math.gsm8k import index_range, read_gsm8k
+from flawforge.math.templates import DEFAULT_MODEL_PREFERENCE, TemplateFolder, choose_template
+from flawforge.math.tiers import tier_of
+from flawforge.proto.math import (COMPUTATIONAL_TYPES, CONCEPTUAL_TYPES, Candidate, Family, ProblemCandidates,
+                                  ProblemResult, ProblemTemplate, ProblemWorkItem, Reject, TemplateValidation)
+
+PROBLEM_QUEUE = "math.problems"
+ERROR_TYPES = {"computational": COMPUTATIONAL_TYPES, "conceptual": CONCEPTUAL_TYPES}
+
+
+class MathErrorsParams(BaseModel):
+    model_config = {"extra": "forbid"}
+    gsm8k: str = Field(description="Path of the GSM8K jsonl file (row N is problem N), as the worker sees it.")
+    templates: str = Field(description="Folder of templates laid out tierN/<index>/<model>.py + <model>.json.")
+    indices: str | None = Field(None, description="Problems 'A-B' (inclusive); default: from the lowest to the "
+                                                  "highest index that has a template.")
+    families: list[Family] = Field(["computational", "conceptual"], min_length=1, description="Error families.")
+    model_preference: list[str] = Field(list(DEFAULT_MODEL_PREFERENCE), min_length=1,
+                                        description="Template models, most preferred first.")
+    seed: int = Field(0, description="Base seed; each problem's seed derives from it and its template.")
+
+    @field_validator("indices")
+    @classmethod
+    def _indices_range(cls, value: str | None) -> str | None:
+        if value is not None:
+            index_range(value)
+        return value
+
+    @field_validator("families")
+    @classmethod
+    def _distinct_families(cls, value: list[str]) -> list[str]:
+        return sorted(set(value))
+
+
+def problem_seed(base_seed: int, template: ProblemTemplate) -> int:
+    """Derived from the job's seed, the problem and its template (never from hash(), which varies per process)."""
+    text = f"{base_seed}\n{template.problem_index}\n{template.template_model}\n{template.code}"
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") >> 1
+
+
+def _jsonl(models) -> bytes:
+    return "".join(model.model_dump_json() + "\n" for model in models).encode()
+
+
+def _summary(params: MathErrorsParams, requested: int, templates: dict[int, ProblemTemplate],
+             candidates: list[Candidate], rejects: list[Reject], elapsed: float) -> dict:
+    with_candidates = {c.problem_index for c in candidates}
+    by_type = Counter({t: 0 for family in params.families for t in ERROR_TYPES[family]})
+    by_type.update(c.error_type for c in candidates)
+    return {
+        "problems": requested,
+        "problems_with_template": len(templates),
+        "problems_with_candidates": len(with_candidates),
+        "problems_by_tier": dict(sorted(Counter(t.tier for t in templates.values()).items())),
+        "templates_by_model": dict(sorted(Counter(t.template_model for t in templates.values()).items())),
+        "candidates": len(candidates),
+        "candidates_by_family": dict(sorted(Counter(c.family for c in candidates).items())),
+        "candidates_by_error_type": dict(sorted(by_type.items())),
+        "candidates_by_tier": dict(sorted(Counter(c.tier for c in candidates).items())),
+        "rejects": len(rejects),
+        "rejects_by_reason": dict(sorted(Counter(r.reason for r in rejects).items())),
+        "elapsed_seconds": round(elapsed, 3),
+    }
+
+
+def run(ctx: JobContext, params: MathErrorsParams) -> None:
+    from flawforge.sandbox import Sandbox
+
+    started = time.monotonic()
+    bus, store = ctx.platform.bus, ctx.platform.store
+    problems = read_gsm8k(params.gsm8k)
+    folder = TemplateFolder(params.templates)
+    known = folder.indices()
+    indices = index_range(params.indices) if params.indices else range(known[0], known[-1] + 1)
+    if indices.stop > len(problems):
+        raise FlawforgeError(f"indices {params.indices or f'{indices.start}-{indices.stop - 1}'} go beyond the "
+                             f"{len(problems)} problems of {params.gsm8k}")
+
+    bus.declare(PROBLEM_QUEUE)
+    templates: dict[int, ProblemTemplate] = {}
+    rejects: list[Reject] = []
+    verdicts: list[TemplateValidation] = []
+    with Sandbox() as sandbox:
+        for done, index in enumerate(indices):
+            ctx.check_cancelled()
+            problem = problems[index]
+            choice = choose_template(problem, tier_of(problem.answer), folder, params.model_preference, sandbox)
+            rejects += choice.rejects
+            verdicts += choice.verdicts
+            if choice.template is not None:
+                template = templates[index] = choice.template
+                ref = store.put_content("math/templates", template.model_dump_json().encode(), ".json")
+                bus.publish(PROBLEM_QUEUE, ProblemWorkItem(
+                    job_id=ctx.job_id, problem_index=index, tier=template.tier,
+                    template_model=template.template_model, template=ref, families=params.families,
+                    seed=problem_seed(params.seed, template)))
+            ctx.progress(done + 1, len(indices), "validating templates")
+
+    results = ctx.wait_for_items([f"{index}.json" for index in templates], total=len(templates),
+                                 message="generating candidates")
+    candidates: list[Candidate] = []
+    for data in results.values():
+        result = ProblemResult.model_validate_json(data)
+        produced = ProblemCandidates.model_validate_json(store.get_verified(result.result))
+        candidates += produced.candidates
+        rejects += produced.rejects
+
+    candidates.sort(key=lambda c: (c.problem_index, c.family, c.error_type, c.target_variable, c.id))
+    rejects.sort(key=lambda r: (r.problem_index, r.template_model or "", r.reason, r.detail))
+    verdicts.sort(key=lambda v: (v.problem_index, v.template_model))
+    ctx.put_artifact("candidates.jsonl", _jsonl(candidates))
+    ctx.put_artifact("rejects.jsonl", _jsonl(rejects))
+    ctx.put_artifact("validation.jsonl", _jsonl(verdicts))
+    summary = _summary(params, len(indices), templates, candidates, rejects, time.monotonic() - started)
+    ctx.put_artifact("summary.json", (json.dumps(summary, indent=1) + "\n").encode())
+
+
+PIPELINE = register(Pipeline(name="math-errors", description="Computational and conceptual errors injected into "
+                                                             "GSM8K solutions through formalization templates.",
+                             params=MathErrorsParams, owner="template-loader", run=run))
