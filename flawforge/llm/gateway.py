@@ -4,7 +4,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Generic, Literal, TypeVar
+from typing import Callable, Generic, Literal, TypeVar
 
 from pydantic import BaseModel
 
@@ -93,8 +93,8 @@ class Gateway:
         self.cache.put(result)
         return result
 
-    def chat_many(self, requests: list[ChatRequest], scope: CallScope | None = None,
-                  concurrency: int = 4) -> list[ChatResult | LLMError]:
+    def chat_many(self, requests: list[ChatRequest], scope: CallScope | None = None, concurrency: int = 4,
+                  on_settled: Callable[[], None] = lambda: None) -> list[ChatResult | LLMError]:
         """Synchronous calls side by side; a failed request yields its error, the others go on."""
         scope = scope or CallScope()
 
@@ -103,6 +103,8 @@ class Gateway:
                 return self.chat(request, scope)
             except LLMError as exc:
                 return exc
+            finally:
+                on_settled()
 
         with ThreadPoolExecutor(max(1, concurrency)) as pool:
             return list(pool.map(one, requests))
@@ -113,7 +115,8 @@ class Gateway:
 
     def structured_many(self, requests: list[ChatRequest], schema: type[T], scope: CallScope | None = None, *,
                         mode: Literal["sync", "batch"] = "sync", concurrency: int = 4,
-                        max_repairs: int | None = None) -> list[StructuredOutcome[T]]:
+                        max_repairs: int | None = None,
+                        on_settled: Callable[[], None] = lambda: None) -> list[StructuredOutcome[T]]:
         """JSON replies validated against `schema`; invalid ones are sent back for repair, a bounded number of times."""
         scope = scope or CallScope()
         repairs = self.max_repairs if max_repairs is None else max_repairs
@@ -124,7 +127,7 @@ class Gateway:
             if not pending:
                 break
             indices = list(pending)
-            replies = self._run_round([pending[i] for i in indices], scope, mode, concurrency)
+            replies = self._run_round([pending[i] for i in indices], scope, mode, concurrency, on_settled)
             next_pending = {}
             for i, reply in zip(indices, replies):
                 if isinstance(reply, LLMError):
@@ -140,10 +143,10 @@ class Gateway:
             pending = next_pending
         return outcomes
 
-    def _run_round(self, requests: list[ChatRequest], scope: CallScope, mode: str,
-                   concurrency: int) -> list[ChatResult | LLMError]:
+    def _run_round(self, requests: list[ChatRequest], scope: CallScope, mode: str, concurrency: int,
+                   on_settled: Callable[[], None]) -> list[ChatResult | LLMError]:
         if mode == "sync":
-            return self.chat_many(requests, scope, concurrency)
+            return self.chat_many(requests, scope, concurrency, on_settled)
         from flawforge.llm.batches import error_of
         from flawforge.proto.llm import BatchRow
 

@@ -6,7 +6,9 @@ that produced nothing, with the reason), report.json (TemplateGenerationReport, 
 """
 from __future__ import annotations
 
+import itertools
 import re
+import threading
 from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
@@ -93,10 +95,17 @@ def run(ctx: JobContext, params: TemplateGenerationParams) -> None:
     scope = CallScope(job_id=ctx.job_id, budget=Budget(params.budget_requests, params.budget_tokens),
                       is_cancelled=lambda: ctx.jobs.get(ctx.job_id).cancel_requested)
     ctx.progress(0, len(todo), "asking the model", force=True)
+    replied, progress_lock = itertools.count(1), threading.Lock()
+
+    def count_reply() -> None:  # called from the gateway's worker threads
+        with progress_lock:
+            ctx.progress(next(replied), None, "model replies")
+
     gateway = Gateway.from_settings(ctx.platform.store, ctx.platform.settings)
     try:
-        outcomes = gateway.structured_many(requests, FormalizationReply, scope, mode=params.mode,
-                                           concurrency=params.concurrency, max_repairs=params.max_repairs)
+        outcomes = gateway.structured_many(
+            requests, FormalizationReply, scope, mode=params.mode, concurrency=params.concurrency,
+            max_repairs=params.max_repairs, on_settled=count_reply)
     finally:
         gateway.close()
     ctx.check_cancelled()

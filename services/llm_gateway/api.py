@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Request, status
+from fastapi.concurrency import run_in_threadpool
 
 from flawforge.llm.batches import parse_batch_file
 from flawforge.llm.errors import LLMError
@@ -63,7 +64,7 @@ def llm_router(platform: Platform) -> APIRouter:
                                 {"code": "invalid_request", "message": f"batch file over {MAX_BATCH_FILE_BYTES} bytes"})
         rows, rejected = parse_batch_file(data)
         try:
-            record = gateway.batches.submit(rows, rejected=rejected)
+            record = await run_in_threadpool(gateway.batches.submit, rows, rejected=rejected)
         except LLMError as exc:
             raise http_error(exc) from None
         if record.state == "in_progress":
