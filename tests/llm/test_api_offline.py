@@ -1,0 +1,64 @@
+"""The llm-gateway's HTTP API on answers that need no model: refusals, malformed batches, unknown batches."""
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+from fastapi.testclient import TestClient
+
+from flawforge.runtime.app import create_app
+from flawforge.runtime.platform import Platform
+from flawforge.services import load_service
+from flawforge.settings import Settings
+
+
+@pytest.fixture
+def client(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    settings = Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path / "blobs"),
+                        llm_providers=json.dumps({"local": {"base_url": f"http://127.0.0.1:{port}/v1",
+                                                           "models": ["m"], "api_key_env": "LLM_TEST_KEY"}}))
+    with TestClient(create_app(load_service("llm-gateway"), Platform.from_settings(settings))) as client:
+        yield client
+
+
+def test_ready_and_lists_providers_without_secrets(client):
+    assert client.get("/readyz").json()["checks"]["llm_providers"] == "ok"
+    [provider] = client.get("/llm/providers").json()
+    assert provider["name"] == "local" and provider["models"] == ["m"] and provider["api_key_env"] == "LLM_TEST_KEY"
+
+
+def test_chat_refusals_name_the_problem(client):
+    response = client.post("/llm/chat", json={"model": "gpt-9", "messages": [{"role": "user", "content": "hi"}]})
+    assert response.status_code == 404
+    assert response.json()["detail"] == {"code": "unknown_model", "message": "unknown model 'gpt-9'; known: local/m"}
+    response = client.post("/llm/chat", json={"model": "m", "messages": []})
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["body", "messages"]
+
+
+def test_batch_of_only_bad_lines_completes_with_an_error_per_line(client):
+    data = "\n".join([
+        "not json",
+        json.dumps({"custom_id": "x", "body": {"model": "m", "messages": [{"role": "user", "content": "hi"}],
+                                               "max_tokens": 0}}),
+        json.dumps({"custom_id": "y", "body": {"model": "gpt-9", "messages": [{"role": "user", "content": "hi"}]}}),
+    ])
+    response = client.post("/llm/batches", content=data, headers={"content-type": "application/jsonl"})
+    assert response.status_code == 202
+    record = response.json()
+    assert record["state"] == "completed" and record["provider_batches"] == []
+    results = {r["custom_id"]: r["error"] for r in client.get(f"/llm/batches/{record['batch_id']}/results").json()}
+    assert results["line-1"] == {"code": "malformed_batch_line", "message": "line 1: not valid JSON: Expecting value"}
+    assert results["x"]["code"] == "malformed_batch_line" and "body.max_tokens" in results["x"]["message"]
+    assert results["y"] == {"code": "unknown_model", "message": "unknown model 'gpt-9'; known: local/m"}
+
+
+def test_unknown_batch_and_empty_file(client):
+    assert client.get("/llm/batches/abc123").status_code == 404
+    assert client.get("/llm/batches/abc123").json()["detail"]["code"] == "batch_not_found"
+    response = client.post("/llm/batches", content=b"\n")
+    assert response.status_code == 400 and response.json()["detail"]["message"] == "the batch file is empty"
