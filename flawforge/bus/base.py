@@ -124,6 +124,11 @@ class Bus(ABC):
         self.publish_raw(queue, message.model_dump_json().encode(), message.message_id,
                          {KIND_HEADER: message.kind, ATTEMPT_HEADER: 1})
 
+    def publish_many(self, queue: str, messages: list[Message]) -> None:
+        """Publishes a batch; backends may overlap the broker's confirms."""
+        for message in messages:
+            self.publish(queue, message)
+
     def process(self, delivery: Delivery, handler: Handler) -> str:
         """Runs one delivery through middleware and handler.
 

@@ -5,8 +5,8 @@ Topology per logical queue `q`:
                is dead-lettered by the broker), dead-letters to q.dlq
   q.retry.<i>  one quorum queue per retry delay; x-message-ttl, dead-letters back to q
   q.dlq        quorum queue of failures; each keeps the reason in x-flawforge-error
-Publishing uses publisher confirms with `mandatory`, so an unroutable or refused
-message raises instead of vanishing. Handlers run on worker threads while the
+Publishing uses publisher confirms with `mandatory` (pipelined, see
+rabbitmq_publisher), so an unroutable or refused message raises instead of vanishing. Handlers run on worker threads while the
 connection thread keeps serving heartbeats; acks go back through
 `add_callback_threadsafe`, only after the work (or its retry copy) is stored.
 """
@@ -17,9 +17,10 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pika
-from pika.exceptions import AMQPError, NackError, UnroutableError
+from pika.exceptions import AMQPError
 
-from flawforge.bus.base import Bus, Delivery, Handler, dead_letter_headers, retry_headers
+from flawforge.bus.base import ATTEMPT_HEADER, KIND_HEADER, Bus, Delivery, Handler, dead_letter_headers, retry_headers
+from flawforge.bus.rabbitmq_publisher import ConfirmingPublisher
 from flawforge.errors import BusUnavailable
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,8 @@ class RabbitMQBus(Bus):
         self.prefetch = prefetch
         self.delivery_limit = delivery_limit
         self.retry_delays_ms = list(retry_delays_ms)
-        self._local = threading.local()  # one publishing connection per thread: pika is not thread-safe
+        self._publisher = ConfirmingPublisher(self.params)
+        self._local = threading.local()  # one admin connection per thread: pika is not thread-safe
         self._connections: list[pika.BlockingConnection] = []
         self._lock = threading.Lock()
         self._declared: set[str] = set()
@@ -70,7 +72,6 @@ class RabbitMQBus(Bus):
         if ch is None or ch.is_closed or ch.connection.is_closed:
             conn = self._connect()
             ch = conn.channel()
-            ch.confirm_delivery()
             self._local.channel = ch
         return ch
 
@@ -80,8 +81,6 @@ class RabbitMQBus(Bus):
             ch = self._channel()
             try:
                 return action(ch)
-            except (UnroutableError, NackError):
-                raise
             except AMQPError as exc:
                 self._local.channel = None
                 if attempt == 2:
@@ -115,15 +114,20 @@ class RabbitMQBus(Bus):
         self._declared.add(queue)
 
     # --- publishing ---------------------------------------------------------------------
+    @staticmethod
+    def _properties(message_id: str, headers: dict) -> pika.BasicProperties:
+        return pika.BasicProperties(delivery_mode=pika.DeliveryMode.Persistent, message_id=message_id,
+                                    headers=headers, content_type="application/json")
+
     def publish_raw(self, queue: str, body: bytes, message_id: str, headers: dict) -> None:
-        props = pika.BasicProperties(delivery_mode=pika.DeliveryMode.Persistent, message_id=message_id,
-                                     headers=headers, content_type="application/json")
-        try:
-            self._with_channel(lambda ch: ch.basic_publish("", queue, body, props, mandatory=True))
-        except UnroutableError as exc:
-            raise BusUnavailable(f"RabbitMQ could not route a message to queue {queue!r} (not declared?)") from exc
-        except NackError as exc:
-            raise BusUnavailable(f"RabbitMQ refused a message for queue {queue!r}") from exc
+        self._publisher.publish_batch([(queue, body, self._properties(message_id, headers))])
+
+    def publish_many(self, queue: str, messages) -> None:
+        # One batch: the broker's confirms overlap instead of costing a round trip each.
+        self._publisher.publish_batch([
+            (queue, m.model_dump_json().encode(),
+             self._properties(m.message_id, {KIND_HEADER: m.kind, ATTEMPT_HEADER: 1}))
+            for m in messages])
 
     def retry_later(self, delivery: Delivery, delay_ms: int, reason: str) -> None:
         # The configured delay for this attempt picks its TTL queue; the nearest one that is
@@ -214,6 +218,7 @@ class RabbitMQBus(Bus):
         self._declared.discard(queue)
 
     def close(self) -> None:
+        self._publisher.close()
         with self._lock:
             conns, self._connections = self._connections, []
         for conn in conns:

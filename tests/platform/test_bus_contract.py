@@ -148,3 +148,17 @@ def test_depth_and_purge(bus, queue_name):
     assert wait_until(lambda: bus.depth(queue_name) == 5)
     bus.purge(queue_name)
     assert bus.depth(queue_name) == 0
+
+
+def test_publish_many_delivers_every_message_once(bus, queue_name):
+    received = []
+    sent = [_message(i) for i in range(250)]
+    with Consuming(bus, queue_name, received.append):
+        bus.publish_many(queue_name, sent)
+        assert wait_until(lambda: len(received) == 250)
+    assert sorted(m.item for m in received) == list(range(250))
+
+
+def test_publish_many_to_an_undeclared_queue_raises(bus):
+    with pytest.raises(BusUnavailable, match="nowhere.queue"):
+        bus.publish_many("nowhere.queue", [_message(i) for i in range(3)])
