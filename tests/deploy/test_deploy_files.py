@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from flawforge import __version__
+from flawforge.jobs.pipeline import pipelines
 from flawforge.services import SERVICE_NAMES, consumers_of, load_service
 from flawforge.settings import Settings
 from flawforge.settings_doc import env_name, settings_table
@@ -27,6 +28,7 @@ from flawforge.settings_doc import env_name, settings_table
 REPO = Path(__file__).resolve().parents[2]
 SETTING_NAMES = {env_name(name) for name in Settings.model_fields}
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+DATA_PATH = "/data"  # where pipeline owners see the data folder
 
 
 # --- loading ------------------------------------------------------------------------------
@@ -439,6 +441,22 @@ def test_trace_executor_egress_reaches_only_broker_store_and_dns(k8s):
             assert ports == {resolve_port(container(sets[workload]), {"rabbitmq": "amqp", "minio": "s3"}[workload])}
             allowed.add(workload)
     assert allowed == {"rabbitmq", "minio", "dns"}
+
+
+def test_pipeline_owners_and_only_they_read_the_data_folder(compose, k8s):
+    """Job parameters name files as the worker sees them: under /data, read-only, in the owner of the pipeline."""
+    owners = {pipeline.owner for pipeline in pipelines().values()}
+    for name, service in served(compose).items():
+        mounted = any(str(v).endswith(f":{DATA_PATH}:ro") for v in service.get("volumes", []))
+        assert mounted == (name in owners), f"compose {name}: data folder mounted={mounted}, owns a pipeline={name in owners}"
+    claims = objects(k8s, "PersistentVolumeClaim")
+    for name, deployment in objects(k8s, "Deployment").items():
+        pod, cont = deployment["spec"]["template"]["spec"], container(deployment)
+        mounts = [m for m in cont.get("volumeMounts", []) if m["mountPath"] == DATA_PATH]
+        assert bool(mounts) == (name in owners), f"k8s {name}: data folder mounted={bool(mounts)}, owns a pipeline={name in owners}"
+        if mounts:
+            volume = next(v for v in pod["volumes"] if v["name"] == mounts[0]["name"])
+            assert mounts[0]["readOnly"] is True and volume["persistentVolumeClaim"]["claimName"] in claims
 
 
 def test_kustomization_lists_every_manifest():
