@@ -25,7 +25,7 @@ class SmokeParams(BaseModel):
     payload_bytes: int = Field(1024, ge=1, le=1 << 20, description="Size of each payload blob.")
 
 
-def _payload(job_id: str, item: int, size: int) -> bytes:
+def payload_for(job_id: str, item: int, size: int) -> bytes:
     seed = hashlib.sha256(f"{job_id}:{item}".encode()).digest()
     return (seed * (size // len(seed) + 1))[:size]
 
@@ -36,7 +36,7 @@ def run(ctx: JobContext, params: SmokeParams) -> None:
     names = []
     for item in range(params.count):
         ctx.check_cancelled()
-        ref = store.put_content("smoke/payloads", _payload(ctx.job_id, item, params.payload_bytes))
+        ref = store.put_content("smoke/payloads", payload_for(ctx.job_id, item, params.payload_bytes))
         bus.publish(QUEUE, DigestRequested(job_id=ctx.job_id, item=item, payload=ref))
         names.append(f"{item}.json")
     results = ctx.wait_for_items(names, message="digests")

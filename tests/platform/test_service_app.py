@@ -58,7 +58,7 @@ def test_readyz_fails_when_the_broker_is_unreachable(tmp_path):
 def test_submit_run_and_fetch_artifacts(settings):
     import hashlib
 
-    from flawforge.pipelines.smoke import _payload
+    from flawforge.pipelines.smoke import payload_for
 
     with make_client(settings) as client:
         created = client.post("/jobs", json={"pipeline": "smoke", "params": {"count": 12, "payload_bytes": 64}})
@@ -69,7 +69,7 @@ def test_submit_run_and_fetch_artifacts(settings):
         names = [a["name"] for a in client.get(f"/jobs/{job['job_id']}/artifacts").json()]
         assert names == ["digests.json"]
         digests = client.get(f"/jobs/{job['job_id']}/artifacts/digests.json").json()
-        expected = [hashlib.sha256(_payload(job["job_id"], i, 64)).hexdigest() for i in range(12)]
+        expected = [hashlib.sha256(payload_for(job["job_id"], i, 64)).hexdigest() for i in range(12)]
         assert digests == {"count": 12, "sha256": expected}
         assert 'flawforge_messages_processed_total{queue="smoke.digest"} 12.0' in client.get("/metrics").text
         assert [j["job_id"] for j in client.get("/jobs").json()] == [job["job_id"]]

@@ -1,0 +1,80 @@
+"""The `flawforge` command as a user runs it: embedded, against a served stack, and with bad input."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import hashlib
+
+import httpx
+import pytest
+
+from flawforge.pipelines.smoke import payload_for
+
+FLAWFORGE = [sys.executable, "-m", "flawforge.cli.main"]
+
+
+def run_cli(*args, env=None, timeout=120) -> subprocess.CompletedProcess:
+    return subprocess.run([*FLAWFORGE, *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+
+
+def test_smoke_runs_embedded_and_writes_artifacts(tmp_path):
+    result = run_cli("run", "smoke", "--count", "30", "--out", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    digests = json.loads((tmp_path / "out" / "digests.json").read_text())
+    assert digests["count"] == 30 and len(set(digests["sha256"])) == 30
+    assert "succeeded" in result.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "smoke", "--count", "0", "--out", "x"], "flawforge: error: invalid count: Input should be greater than or equal to 1"),
+    (["serve", "no-such-service"], "flawforge: error: unknown service 'no-such-service'"),
+    (["run", "smoke", "--out", "x", "--stack", "http://127.0.0.1:9"], "flawforge: error: cannot reach the stack at http://127.0.0.1:9"),
+])
+def test_user_mistakes_get_one_line_and_no_traceback(tmp_path, args, message):
+    result = run_cli(*args)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].startswith(message)
+    assert "Traceback" not in result.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_smoke_through_a_served_service_on_rabbitmq(amqp_url, tmp_path):
+    port = _free_port()
+    env = {"FLAWFORGE_BUS": "rabbitmq", "FLAWFORGE_AMQP_URL": amqp_url,
+           "FLAWFORGE_BLOB_DIR": str(tmp_path / "blobs")}
+    server = subprocess.Popen([*FLAWFORGE, "serve", "metrics", "--port", str(port), "--host", "127.0.0.1"],
+                              env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert server.poll() is None, server.stderr.read()
+            assert time.monotonic() < deadline, "service never became ready"
+            time.sleep(0.2)
+        result = run_cli("run", "smoke", "--count", "25", "--out", str(tmp_path / "out"),
+                         "--stack", f"http://127.0.0.1:{port}")
+        assert result.returncode == 0, result.stderr
+        digests = json.loads((tmp_path / "out" / "digests.json").read_text())
+        job_id = result.stderr.split("job ")[1].split()[0]
+        expected = [hashlib.sha256(payload_for(job_id, i, 1024)).hexdigest() for i in range(25)]
+        assert digests == {"count": 25, "sha256": expected}
+        assert Path(tmp_path / "blobs" / "jobs" / job_id / "status.json").exists()  # state lives in the store
+    finally:
+        server.terminate()
+        server.wait(10)
