@@ -37,6 +37,9 @@ class Settings(BaseSettings):
     http_port: int = Field(8000, description="HTTP port.")
     run_worker: bool = Field(True, description="Start the service's queue worker beside its HTTP API.")
     api_tokens: str = Field("", description="Comma-separated `name:token` pairs allowed to call protected endpoints.")
+    review_claim_ttl_s: float = Field(1800.0, gt=0, description="Seconds a reviewer holds an item before another "
+                                                                "reviewer may take its slot over.")
+    review_reviewers_per_item: int = Field(2, ge=1, description="Default reviewers per item of a new review round.")
 
     llm_providers: str = Field("", description="llm-gateway providers: a YAML/JSON file path or inline JSON mapping "
                                                "name -> {base_url, api_key_env, models, requests_per_minute, "
