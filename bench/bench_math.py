@@ -1,0 +1,120 @@
+"""Math error pipeline throughput: problems per second on the whole shared template corpus.
+
+Flawforge: the math-errors job, embedded (in-memory bus, local blob store), both error
+families, every template run in the sandbox.
+Baseline, measured in the same run: the seed notebook's per-problem loop (`process_single_index`
+from ../shared/seeds/000_*.txt), conceptual errors only, unsandboxed, one problem after
+another. Its code is read from the seed file at run time; only its paths and its dataset
+loader (GSM8K from the shared jsonl instead of the Hugging Face hub) are replaced, and its
+parallel driver cells (joblib, pandas catalog) are left out. It crashes on some templates,
+so each problem's exception is caught and counted.
+Target: at least 10x the baseline's rate.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("FLAWFORGE_SHARED_DATA", REPO.parent / "shared" / "data")).parent
+TARGET_RATIO = 10.0
+MODEL_PREFERENCE = ["google_gemini-2.5-flash", "openai_gpt-4.1"]  # the seed's own preference order
+
+# Exact seed lines and what replaces them. A seed that no longer has one of them stops the bench.
+DRIVER_ONLY_IMPORTS = ("import pandas as pd\n", "from joblib import Parallel, delayed\n")
+DATASET_IMPORT = "from datasets import load_dataset, Dataset\n"
+PROJECT_ROOT_LINE = "PROJECT_ROOT = find_project_root()\n"
+TEMPLATE_DIR_LINE = 'PROCESSED_TEMPLATE_DIR = DATA_DIR / "template-generated-processed"\n'
+DRIVER_CALL = "run_candidate_generation_pipeline_parallel()"
+
+
+def seed_program(seed_text: str, templates: Path, scratch: Path) -> str:
+    """The seed notebook's code cells with only paths, dataset loader and driver adapted."""
+    cells = re.findall(r"^```python\n(.*?)^```", seed_text, re.S | re.M)
+    cells = [cell for cell in cells if cell.strip() and cell.strip() != DRIVER_CALL]
+    code = "\n".join(cells)
+    replacements = {
+        DATASET_IMPORT: "",  # load_dataset and Dataset are provided by the bench, reading the shared jsonl
+        PROJECT_ROOT_LINE: f"PROJECT_ROOT = Path({str(scratch)!r})\n",
+        TEMPLATE_DIR_LINE: f"PROCESSED_TEMPLATE_DIR = Path({str(templates)!r})\n",
+        **{line: "" for line in DRIVER_ONLY_IMPORTS},
+    }
+    for old, new in replacements.items():
+        if code.count(old) != 1:
+            raise SystemExit(f"the seed notebook changed: expected the line {old.strip()!r} once")
+        code = code.replace(old, new)
+    return code
+
+
+def baseline_rate(gsm8k: Path, templates: Path, indices: range) -> tuple[float, int, int]:
+    """(problems/s, problems that crashed, candidates) of the seed's loop over `indices`."""
+    rows = [json.loads(line) for line in gsm8k.read_text().splitlines() if line.strip()]
+    seed_text = next((SHARED / "seeds").glob("000_*.txt")).read_text()
+    with tempfile.TemporaryDirectory() as scratch:
+        namespace = {"__name__": "seed_000", "load_dataset": lambda *args, **kw: {"train": rows}, "Dataset": list}
+        with contextlib.redirect_stdout(io.StringIO()):
+            exec(compile(seed_program(seed_text, templates, Path(scratch)), "seed_000", "exec"), namespace)
+        tasks = [(tier, index) for tier, members in namespace["TIER_LISTS"].items() for index in members
+                 if index in indices]
+        process_single_index = namespace["process_single_index"]
+        crashed = produced = 0
+        start = time.perf_counter()
+        for task in tasks:
+            try:
+                produced += len(process_single_index(task, MODEL_PREFERENCE))
+            except Exception:
+                crashed += 1
+        elapsed = time.perf_counter() - start
+    return len(tasks) / elapsed, crashed, produced
+
+
+def flawforge_rate(gsm8k: Path, templates: Path, indices: range) -> tuple[float, dict]:
+    from flawforge.cli.jobs_client import run_embedded
+    from flawforge.settings import Settings
+
+    params = {"gsm8k": str(gsm8k), "templates": str(templates), "indices": f"{indices.start}-{indices.stop - 1}",
+              "families": ["computational", "conceptual"]}
+    with tempfile.TemporaryDirectory() as scratch:
+        out = Path(scratch) / "out"
+        settings = Settings(bus="memory", blob_backend="local", blob_dir=str(Path(scratch) / "blobs"))
+        start = time.perf_counter()
+        run_embedded("math-errors", params, out, settings)
+        elapsed = time.perf_counter() - start
+        summary = json.loads((out / "summary.json").read_text())
+    return len(indices) / elapsed, summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--indices", default=None, help="Problems A-B; default: the whole shared corpus.")
+    args = parser.parse_args()
+    from flawforge.math.gsm8k import index_range
+    from flawforge.math.templates import TemplateFolder
+
+    gsm8k = SHARED / "data" / "gsm8k" / "train.jsonl"
+    templates = SHARED / "data" / "formalization-templates"
+    known = TemplateFolder(templates).indices()
+    indices = index_range(args.indices) if args.indices else range(known[0], known[-1] + 1)
+
+    ours, summary = flawforge_rate(gsm8k, templates, indices)
+    print(f"flawforge: {ours:8.1f} problems/s  ({len(indices)} problems, both families, sandboxed; "
+          f"{summary['candidates']} candidates, {summary['rejects']} rejects)")
+    seed, crashed, produced = baseline_rate(gsm8k, templates, indices)
+    print(f"seed 000:  {seed:8.1f} problems/s  ({len(indices)} problems, conceptual only, unsandboxed; "
+          f"{produced} candidates, {crashed} problems crashed)")
+    ratio = ours / seed
+    print(f"ratio:     {ratio:8.1f}x  (target >= {TARGET_RATIO:g}x)")
+    if ratio < TARGET_RATIO:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
