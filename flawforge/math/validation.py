@@ -210,24 +210,30 @@ def validate_template(*, problem_index: int, template_model: str, gsm8k_answer: 
 
     original_lines = solution_lines(gsm8k_answer)
     structural_score, structural_mismatches = structural_check(logical_steps, original_lines)
-    scoring_source, scored_names = original_trace_program(solve)
-    run, scoring_run = sandbox.trace_batch(code, [scoring_source], func="solve")
     verdict.update(structural_score=structural_score, structural_mismatches=structural_mismatches)
-    if structural_score == 1.0 and scoring_run.outcome == "ok":
-        texts = {step.name: step.value.to_python() for step in scoring_run.trace}
-        shown = {name: texts[f"{_SHOWN_PREFIX}{number}"] for number, name in enumerate(scored_names)
-                 if texts.get(f"{_SHOWN_PREFIX}{number}") is not None}
-        verdict["semantic_score"], verdict["semantic_mismatches"] = semantic_check(logical_steps, shown, original_lines)
+    scoring_source, scored_names = original_trace_program(solve)
+    # The original scored semantics only for a perfect structure and a non-empty trace.
+    if structural_score == 1.0 and scored_names:
+        run, scoring_run = sandbox.trace_batch(code, [scoring_source], func="solve")
+        if scoring_run.outcome == "ok":
+            texts = {step.name: step.value.to_python() for step in scoring_run.trace}
+            shown = {name: texts[f"{_SHOWN_PREFIX}{number}"] for number, name in enumerate(scored_names)
+                     if texts.get(f"{_SHOWN_PREFIX}{number}") is not None}
+            verdict["semantic_score"], verdict["semantic_mismatches"] = semantic_check(logical_steps, shown,
+                                                                                       original_lines)
+    else:
+        run = sandbox.trace_call(code, func="solve")
 
     ran = run.outcome == "ok"
-    verdict["answer_check_status"] = original_answer_status(ran, run.return_value.to_python() if ran else None,
-                                                            expected)
+    returned = run.return_value or TypedValue.of(None)
+    verdict["answer_check_status"] = original_answer_status(ran, returned.to_python(), expected)
     if not ran:
+        why = f"{run.error.type}: {run.error.message}" if run.error else run.detail
         return TemplateValidation(**verdict, valid=False, reason="not_executable",
-                                  detail=f"{run.outcome}: {run.error}" if run.error else run.outcome)
-    if not answers_match(run.return_value, expected):
+                                  detail=f"{run.outcome}: {why}" if why else run.outcome)
+    if not answers_match(returned, expected):
         return TemplateValidation(**verdict, valid=False, reason="answer_mismatch",
-                                  detail=f"solve() returned {run.return_value.to_python()!r}, "
+                                  detail=f"solve() returned {returned.to_python()!r}, "
                                          f"GSM8K's answer is {expected:g}")
     problems = step_problems(logical_steps, {step.name for step in run.trace})
     if problems:
