@@ -1,0 +1,267 @@
+"""The service side of the sandbox: starts the zygote, sends it units, waits for their results.
+
+One `Sandbox` per process is enough: it is thread-safe and keeps up to `workers` units
+running at once. If the zygote dies (it never should), the units it had are reported
+`crashed` and the next call starts a new one.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import threading
+from concurrent.futures import Future
+from importlib import resources
+from itertools import count
+
+from flawforge.errors import FlawforgeError
+from flawforge.proto.sandbox import (LAYERS, ExecutionResult, LayerReport, SandboxLimits, TestRunResult)
+from flawforge.sandbox import outcome
+from flawforge.sandbox.runtime import MODULES, wire
+
+log = logging.getLogger(__name__)
+
+RUNTIME_PACKAGE = "flawforge.sandbox.runtime"
+UID_BASE = 61000  # units run as UID_BASE + slot: unprivileged, one uid per concurrent unit
+START_TIMEOUT_S = 60
+# Receives the runtime's source on its control socket: the zygote never needs the service's files.
+BOOTSTRAP = """\
+import json, sys, types
+sock_fd = int(sys.argv[1])
+def _read(n):
+    import os
+    data = b""
+    while len(data) < n:
+        chunk = os.read(sock_fd, n - len(data))
+        if not chunk:
+            raise SystemExit("sandbox bootstrap: control socket closed")
+        data += chunk
+    return data
+_bundle = json.loads(_read(int.from_bytes(_read(4), "big")))
+for _name in _bundle["packages"]:
+    _module = types.ModuleType(_name)
+    _module.__path__ = []
+    sys.modules[_name] = _module
+for _name, _source in _bundle["modules"]:
+    _module = types.ModuleType(_name)
+    _module.__file__ = "<" + _name + ">"
+    sys.modules[_name] = _module
+    exec(compile(_source, _module.__file__, "exec"), _module.__dict__)
+_main, _config = sys.modules[_bundle["main"]].main, _bundle["config"]
+del _bundle, _module, _source, _read
+_main(sock_fd, _config)
+"""
+
+
+class SandboxUnavailable(FlawforgeError):
+    """The sandbox could not start, or lacks an isolation layer the configuration requires."""
+
+
+class _Zygote:
+    """One running fork server and the thread that reads its replies."""
+
+    def __init__(self, config: dict, on_exit):
+        service_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock = service_end
+        self.process = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", BOOTSTRAP, str(zygote_end.fileno())],
+            env={}, cwd="/", stdin=subprocess.DEVNULL, pass_fds=(zygote_end.fileno(),), close_fds=True,
+            start_new_session=True)
+        zygote_end.close()
+        self.pending: dict[int, Future] = {}
+        self.lock = threading.Lock()
+        self.alive = True
+        bundle = {"packages": ["flawforge", "flawforge.sandbox", RUNTIME_PACKAGE],
+                  "modules": [[f"{RUNTIME_PACKAGE}.{m}", resources.files(RUNTIME_PACKAGE).joinpath(f"{m}.py").read_text()]
+                              for m in MODULES],
+                  "main": f"{RUNTIME_PACKAGE}.zygote", "config": config}
+        self.sock.sendall(wire.pack(bundle))
+        self.sock.settimeout(START_TIMEOUT_S)
+        try:
+            hello = json.loads(self._read_exact(self._read_size()))
+        except (OSError, ValueError) as exc:
+            self.close()
+            raise SandboxUnavailable(f"the sandbox did not start: {exc}") from None
+        self.sock.settimeout(None)
+        self.layers: dict[str, str | None] = hello["layers"]
+        self.on_exit = on_exit
+        self.reader = threading.Thread(target=self._read_replies, name="sandbox-reader", daemon=True)
+        self.reader.start()
+
+    def _read_exact(self, n: int) -> bytes:
+        chunks, left = [], n
+        while left:
+            chunk = self.sock.recv(min(left, 1 << 20))
+            if not chunk:
+                raise ConnectionError("the sandbox's zygote exited")
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+
+    def _read_size(self) -> int:
+        return wire.HEADER.unpack(self._read_exact(4))[0]
+
+    def submit(self, unit_id: int, request: dict) -> Future:
+        future: Future = Future()
+        with self.lock:
+            if not self.alive:
+                raise ConnectionError("the sandbox's zygote exited")
+            self.pending[unit_id] = future
+            self.sock.sendall(wire.pack(request))
+        return future
+
+    def _read_replies(self) -> None:
+        try:
+            while True:
+                header = json.loads(self._read_exact(self._read_size()))
+                data = self._read_exact(self._read_size())
+                if header["op"] == "failed":
+                    header["failed"] = header["reason"]
+                with self.lock:
+                    future = self.pending.pop(header["id"], None)
+                if future is not None:
+                    future.set_result((header, data))
+        except (OSError, ValueError) as exc:
+            if self.alive:
+                log.error("sandbox zygote lost: %s", exc)
+        with self.lock:
+            self.alive = False
+            pending, self.pending = self.pending, {}
+        for future in pending.values():
+            future.set_result(({"failed": "the sandbox's zygote exited during the unit"}, b""))
+        self.on_exit(self)
+
+    def close(self) -> None:
+        with self.lock:
+            self.alive = False
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+class Sandbox:
+    """Runs untrusted Python in isolated, resource-limited processes forked from a warm parent.
+
+    `limits` are the defaults; each call may pass its own. `workers` units run at once.
+    `required_layers` are checked at start: a missing one raises SandboxUnavailable.
+    `read_paths` are extra host paths units may read (e.g. a site-packages with numpy).
+    """
+
+    def __init__(self, limits: SandboxLimits | None = None, *, workers: int | None = None,
+                 required_layers: tuple[str, ...] | list[str] = (), read_paths: tuple[str, ...] | list[str] = (),
+                 audit: bool = True):
+        unknown = sorted(set(required_layers) - set(LAYERS))
+        if unknown:
+            raise SandboxUnavailable(f"unknown isolation layer(s) {', '.join(unknown)}; known: {', '.join(LAYERS)}")
+        self.limits = limits or SandboxLimits()
+        self.workers = workers or min(32, 2 * (os.cpu_count() or 1))
+        self.required_layers = tuple(required_layers)
+        self._config = {"slots": self.workers, "uid_base": UID_BASE, "read_paths": [os.path.abspath(p) for p in read_paths],
+                        "audit": audit}
+        self._slots = threading.BoundedSemaphore(self.workers)
+        self._ids = count(1)
+        self._lock = threading.Lock()
+        self._closed = False
+        self._zygote: _Zygote | None = None
+        self._ensure_zygote()
+        missing = {layer: why for layer, why in self.layer_report().missing.items() if layer in self.required_layers}
+        if missing:
+            self.close()
+            raise SandboxUnavailable("required isolation layer(s) missing: " +
+                                     "; ".join(f"{k}: {v}" for k, v in missing.items()))
+
+    # --- lifecycle -------------------------------------------------------------------------
+    def _ensure_zygote(self) -> _Zygote:
+        with self._lock:
+            if self._closed:
+                raise SandboxUnavailable("the sandbox is closed")
+            if self._zygote is None or not self._zygote.alive:
+                self._zygote = _Zygote(self._config, self._forget)
+                report = self.layer_report(self._zygote)
+                log.info("sandbox started; active layers: %s", ", ".join(report.active))
+                for layer, why in report.missing.items():
+                    log.warning("sandbox layer %s missing: %s", layer, why)
+            return self._zygote
+
+    def _forget(self, zygote: _Zygote) -> None:
+        with self._lock:
+            if self._zygote is zygote:
+                self._zygote = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            zygote, self._zygote = self._zygote, None
+        if zygote is not None:
+            zygote.close()
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def layer_report(self, zygote: _Zygote | None = None) -> LayerReport:
+        zygote = zygote or self._ensure_zygote()
+        return LayerReport(active=[k for k in LAYERS if zygote.layers.get(k, "unknown") is None],
+                           missing={k: zygote.layers.get(k) or "unknown" for k in LAYERS
+                                    if zygote.layers.get(k, "unknown") is not None},
+                           required=list(self.required_layers))
+
+    def zygote_pid(self) -> int | None:
+        """Host pid of the process holding the sandbox (for health checks)."""
+        zygote = self._zygote
+        return zygote.process.pid if zygote is not None and zygote.process.poll() is None else None
+
+    # --- units -------------------------------------------------------------------------------
+    def _submit(self, request: dict, limits: SandboxLimits) -> Future:
+        request = {**request, "id": next(self._ids), "limits": limits.model_dump()}
+        self._slots.acquire()
+        try:
+            future = self._ensure_zygote().submit(request["id"], request)
+        except BaseException:
+            self._slots.release()
+            raise
+        future.add_done_callback(lambda _: self._slots.release())
+        return future
+
+    @staticmethod
+    def _wait(future: Future, limits: SandboxLimits) -> tuple[dict, bytes]:
+        return future.result(timeout=limits.timeout_s + START_TIMEOUT_S)
+
+    def execute(self, source: str, call: str | None = None, *, trace: bool = False,
+                limits: SandboxLimits | None = None) -> ExecutionResult:
+        """Runs a module, then calls `call` if given; with `trace`, records its assignments."""
+        limits = limits or self.limits
+        future = self._submit({"unit": "exec", "source": source, "call": call, "trace": trace}, limits)
+        return outcome.execution_result(*self._wait(future, limits), limits)
+
+    def trace_call(self, source: str, func: str = "solve", *, limits: SandboxLimits | None = None) -> ExecutionResult:
+        """Calls `func` of the module in `source` and records every assignment it makes."""
+        return self.execute(source, func, trace=True, limits=limits)
+
+    def trace_batch(self, original: str, variants: list[str], func: str = "solve", *,
+                    limits: SandboxLimits | None = None) -> list[ExecutionResult]:
+        """trace_call on the original and each variant, in parallel; results in order, original first."""
+        limits = limits or self.limits
+        futures = [self._submit({"unit": "exec", "source": s, "call": func, "trace": True}, limits)
+                   for s in [original, *variants]]
+        return [outcome.execution_result(*self._wait(f, limits), limits) for f in futures]
+
+    def run_tests(self, module_source: str, test_source: str, module_name: str, *,
+                  limits: SandboxLimits | None = None) -> TestRunResult:
+        """Imports the module as `module_name`, runs the tests with unittest, reports each test's outcome."""
+        limits = limits or self.limits
+        future = self._submit({"unit": "tests", "module_source": module_source, "test_source": test_source,
+                               "module_name": module_name}, limits)
+        return outcome.suite_result(*self._wait(future, limits), limits)

@@ -1,0 +1,157 @@
+"""Turns what the zygote reports about a unit (exit status, usage, report lines) into a typed result.
+
+Pure logic: no processes here. The report lines come from the untrusted unit, so each
+is parsed defensively; anything malformed makes the unit `crashed`, never the service.
+"""
+from __future__ import annotations
+
+import json
+import signal
+from dataclasses import dataclass, field
+
+from flawforge.proto.sandbox import ExecutionResult, ProgramError, ResourceUsage, TestCaseResult, TestRunResult
+from flawforge.proto.values import TraceStep, TypedValue
+from flawforge.sandbox.runtime import wire
+
+CPU_SIGNALS = (signal.SIGXCPU,)
+CRASH_SIGNALS = {signal.SIGSEGV: "segmentation fault", signal.SIGBUS: "bus error", signal.SIGABRT: "abort",
+                 signal.SIGILL: "illegal instruction", signal.SIGFPE: "floating-point exception"}
+RUNNER_FAILED = 121
+
+
+def typed(item: list) -> TypedValue:
+    value, type_name = wire.decode(item)
+    if type_name is not None:
+        return TypedValue(type="other", value=value, type_name=type_name)
+    return TypedValue.of(value)
+
+
+@dataclass
+class Report:
+    """The unit's report lines, parsed."""
+
+    steps: list[TraceStep] = field(default_factory=list)
+    return_value: TypedValue | None = None
+    error: ProgramError | None = None
+    syntax_error: ProgramError | None = None
+    forbidden: str | None = None
+    tests: dict[str, TestCaseResult] = field(default_factory=dict)
+    running_test: str | None = None
+    done: bool = False
+    malformed: str | None = None
+
+    @classmethod
+    def parse(cls, data: bytes) -> "Report":
+        report = cls()
+        for number, raw in enumerate(data.splitlines(), 1):
+            if report.done:
+                report.malformed = "report lines after the runner finished"
+                break
+            try:
+                report._take(json.loads(raw))
+            except (ValueError, TypeError, IndexError, KeyError, RecursionError) as exc:
+                report.malformed = f"unreadable report line {number}: {type(exc).__name__}"
+                break
+        return report
+
+    def _take(self, frame: list) -> None:
+        tag = frame[0]
+        if tag == "s":
+            self.steps.append(TraceStep(line=int(frame[1]), name=str(frame[2]), value=typed(frame[3])))
+        elif tag == "r":
+            self.return_value = typed(frame[1])
+        elif tag in ("e", "x"):
+            error = ProgramError(type=str(frame[1]), message=str(frame[2]),
+                                 line=None if frame[3] is None else int(frame[3]),
+                                 traceback=str(frame[4]) if tag == "e" else "")
+            if tag == "e":
+                self.error = error
+            else:
+                self.syntax_error = error
+        elif tag == "f":
+            if self.forbidden is None:
+                self.forbidden = f"{frame[2]} ({frame[1]})"
+        elif tag == "ts":
+            self.running_test = str(frame[1])
+        elif tag == "tr":
+            name = str(frame[1])
+            self.tests[name] = TestCaseResult(name=name, outcome=frame[2], message=str(frame[3]))
+            self.running_test = None
+        elif tag == "d":
+            self.done = True
+        else:
+            raise ValueError(f"unknown tag {tag!r}")
+
+
+def usage_of(header: dict) -> ResourceUsage:
+    return ResourceUsage(cpu_s=round(header.get("cpu_s", 0.0), 6), wall_s=round(header.get("wall_s", 0.0), 6),
+                         max_rss_kb=int(header.get("max_rss_kb", 0)))
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def classify(header: dict, report: Report, limits) -> tuple[str, str]:
+    """The outcome and its explanation; the most telling cause wins."""
+    exit_code = header.get("exit", 0)
+    signal_number = -exit_code if exit_code < 0 else 0
+    if header.get("failed"):
+        return "crashed", f"the sandbox could not run the unit: {header['failed']}"
+    if report.forbidden:
+        return "forbidden", f"attempted to {report.forbidden}"
+    if header.get("timed_out"):
+        return "timeout", f"wall-clock limit of {limits.timeout_s:g} s reached"
+    if signal_number in CPU_SIGNALS or (signal_number == signal.SIGKILL
+                                        and header.get("cpu_s", 0) >= header.get("cpu_limit_s", 1e9) - 0.05):
+        return "timeout", f"CPU limit of {header.get('cpu_limit_s')} s reached"
+    if header.get("result_overflow"):
+        return "output_limit", f"the trace or test report exceeded {limits.result_bytes} bytes"
+    for stream in ("stdout", "stderr"):
+        if header.get(f"{stream}_bytes", 0) > limits.output_bytes:
+            return "output_limit", f"{stream} exceeded {limits.output_bytes} bytes ({header[f'{stream}_bytes']} written)"
+    if signal_number == signal.SIGXFSZ:
+        return "output_limit", f"a file exceeded the {limits.file_size_mb} MiB file size limit"
+    if header.get("workdir_full"):
+        return "output_limit", f"the {limits.workdir_mb} MiB work dir is full"
+    failure = report.error
+    if failure is not None and failure.type == "MemoryError":
+        return "memory_limit", f"the program ran out of its {limits.memory_mb} MiB of memory"
+    if report.malformed:
+        return "crashed", f"the unit's report is malformed: {report.malformed}"
+    if not report.done:
+        if signal_number:
+            why = CRASH_SIGNALS.get(signal_number, _signal_name(signal_number))
+            return "crashed", f"killed by {_signal_name(signal_number)} ({why})" if signal_number in CRASH_SIGNALS \
+                else f"killed by {why}"
+        if exit_code == RUNNER_FAILED:
+            return "crashed", "the in-sandbox runner failed (out of memory while reporting?)"
+        return "crashed", f"exited with status {exit_code} before the runner reported"
+    if report.syntax_error is not None:
+        return "syntax_error", f"{report.syntax_error.type}: {report.syntax_error.message}"
+    if failure is not None:
+        where = f" at line {failure.line}" if failure.line else ""
+        return "error", f"{failure.type}{where}: {failure.message}"
+    return "ok", ""
+
+
+def execution_result(header: dict, data: bytes, limits) -> ExecutionResult:
+    report = Report.parse(data)
+    outcome, detail = classify(header, report, limits)
+    return ExecutionResult(outcome=outcome, detail=detail, trace=report.steps, return_value=report.return_value,
+                           error=report.syntax_error or report.error, stdout=header.get("stdout", ""),
+                           stderr=header.get("stderr", ""), usage=usage_of(header))
+
+
+def suite_result(header: dict, data: bytes, limits) -> TestRunResult:
+    report = Report.parse(data)
+    outcome, detail = classify(header, report, limits)
+    tests = list(report.tests.values())
+    if report.running_test is not None and report.running_test not in report.tests:
+        tests.append(TestCaseResult(name=report.running_test, outcome="error",
+                                    message=f"the unit ended during this test: {detail or 'no result reported'}"))
+    return TestRunResult(outcome=outcome, detail=detail, tests=tests, error=report.syntax_error or report.error,
+                         stdout=header.get("stdout", ""), stderr=header.get("stderr", ""), usage=usage_of(header))

@@ -1,0 +1,262 @@
+"""What one unit process runs after the zygote forked it and dropped its privileges.
+
+It resets the interpreter state inherited from the zygote, installs the audit policy,
+runs the program (or the module and its tests) and reports JSON lines on the result
+pipe. It ends with os._exit, so atexit handlers and buffered tricks never run after
+the report.
+"""
+import ast
+import builtins
+import io
+import json
+import linecache
+import os
+import sys
+import tempfile
+import traceback
+import types
+import unittest
+
+from flawforge.sandbox.runtime import policy, wire
+from flawforge.sandbox.runtime.instrument import instrument
+
+RESULT_FD = 3
+PROGRAM_FILE = "program.py"
+RECORDER = "__flawforge_record__"
+FLUSH_BYTES = 32 * 1024
+MESSAGE_CHARS = 4000
+TRACEBACK_CHARS = 20000
+# Modules of the zygote a program has no business finding in sys.modules.
+HIDDEN_MODULES = ("flawforge", "ctypes", "_ctypes", "__main__")
+
+
+class Channel:
+    """Buffered JSON lines on the result pipe; `flush` makes them survive a later kill."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.lines: list[str] = []
+        self.size = 0
+
+    def send(self, frame: list, *, flush: bool = False) -> None:
+        line = json.dumps(frame, separators=(",", ":")) + "\n"
+        self.lines.append(line)
+        self.size += len(line)
+        if flush or self.size >= FLUSH_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        data = memoryview("".join(self.lines).encode("ascii"))
+        self.lines.clear()
+        self.size = 0
+        while data:
+            data = data[os.write(self.fd, data):]
+
+
+def _text(obj, limit: int) -> str:
+    try:
+        return str(obj)[:limit]
+    except Exception:
+        return f"<unprintable {type(obj).__name__}>"
+
+
+def _program_traceback(exc: BaseException, files: set[str]) -> tuple[int | None, str]:
+    """The line of the innermost program frame, and the traceback without the runner's frames."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename not in files:
+        tb = tb.tb_next
+    line = None
+    for frame in traceback.extract_tb(tb):
+        if frame.filename in files:
+            line = frame.lineno
+    try:
+        text = "".join(traceback.format_exception(type(exc), exc, tb))
+    except Exception:
+        text = f"{type(exc).__name__}: {_text(exc, MESSAGE_CHARS)}\n"
+    return line, text[-TRACEBACK_CHARS:]
+
+
+def _error_frame(exc: BaseException, files: set[str]) -> list:
+    line, text = _program_traceback(exc, files)
+    return ["e", type(exc).__name__, _text(exc, MESSAGE_CHARS), line, text]
+
+
+def _compile(source: str, filename: str, channel: Channel, func: str | None = None, trace: bool = False):
+    """Compiled code, or None after reporting why the source does not compile."""
+    try:
+        tree = ast.parse(source, filename)
+        if trace:
+            tree = instrument(tree, func, RECORDER)
+        code = compile(tree, filename, "exec")
+    except SyntaxError as exc:
+        channel.send(["x", type(exc).__name__, _text(exc.msg, MESSAGE_CHARS), exc.lineno])
+        return None
+    except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
+        channel.send(["x", type(exc).__name__, _text(exc, MESSAGE_CHARS), None])
+        return None
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    return code
+
+
+def reset_interpreter(library_path: list[str]) -> None:
+    os.environ.clear()
+    sys.argv = [PROGRAM_FILE]
+    sys.path[:] = library_path
+    for name in list(sys.modules):
+        if name.partition(".")[0] in HIDDEN_MODULES:
+            del sys.modules[name]
+    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace")
+    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
+                                  line_buffering=True)
+    sys.dont_write_bytecode = True
+    tempfile.tempdir = os.getcwd()
+    linecache.clearcache()
+
+
+def run_program(request: dict, channel: Channel) -> None:
+    call, trace = request.get("call"), request.get("trace", False)
+    code = _compile(request["source"], PROGRAM_FILE, channel, call, trace)
+    if code is None:
+        return
+
+    def record(line, name, value):
+        channel.send(["s", line, name, wire.encode(value)])
+        return value
+
+    main = types.ModuleType("__main__" if call is None else "program")
+    main.__file__ = PROGRAM_FILE
+    main.__builtins__ = builtins
+    if trace:
+        setattr(main, RECORDER, record)
+    sys.modules[main.__name__] = main
+    try:
+        exec(code, main.__dict__)
+        if call is not None:
+            function = main.__dict__.get(call)
+            if not callable(function):
+                raise NameError(f"the program defines no function {call!r}")
+            channel.send(["r", wire.encode(function())])
+    except SystemExit as exc:
+        if call is not None or exc.code not in (None, 0):
+            channel.send(_error_frame(exc, {PROGRAM_FILE}))
+    except BaseException as exc:
+        channel.send(_error_frame(exc, {PROGRAM_FILE}))
+
+
+class ReportingResult(unittest.TestResult):
+    """unittest's own result object, reporting each test as it starts and ends."""
+
+    def __init__(self, channel: Channel):
+        super().__init__()
+        self.channel = channel
+        self.subtest_failures: list[str] = []
+        self.reported = False
+
+    def name(self, test) -> str:
+        if isinstance(test, unittest.FunctionTestCase):
+            function = test._testFunc
+            return f"{function.__module__}.{function.__name__}"
+        return test.id()
+
+    def report(self, test, outcome: str, message: str = "") -> None:
+        self.reported = True
+        self.channel.send(["tr", self.name(test), outcome, message[-TRACEBACK_CHARS:]], flush=True)
+
+    def startTest(self, test):
+        super().startTest(test)
+        self.subtest_failures, self.reported = [], False
+        self.channel.send(["ts", self.name(test)], flush=True)
+
+    def stopTest(self, test):
+        super().stopTest(test)
+        if not self.reported:
+            self.report(test, "failed" if self.subtest_failures else "error",
+                        "\n".join(self.subtest_failures) or "the test ended without a result")
+
+    def addSuccess(self, test):
+        super().addSuccess(test)
+        if self.subtest_failures:
+            self.report(test, "failed", "\n".join(self.subtest_failures))
+        else:
+            self.report(test, "passed")
+
+    def addFailure(self, test, err):
+        super().addFailure(test, err)
+        self.report(test, "failed", self._exc_info_to_string(err, test))
+
+    def addError(self, test, err):
+        super().addError(test, err)
+        self.report(test, "error", self._exc_info_to_string(err, test))
+
+    def addSkip(self, test, reason):
+        super().addSkip(test, reason)
+        self.report(test, "skipped", _text(reason, MESSAGE_CHARS))
+
+    def addExpectedFailure(self, test, err):
+        super().addExpectedFailure(test, err)
+        self.report(test, "passed", "expected failure")
+
+    def addUnexpectedSuccess(self, test):
+        super().addUnexpectedSuccess(test)
+        self.report(test, "failed", "unexpected success of a test marked expectedFailure")
+
+    def addSubTest(self, test, subtest, err):
+        super().addSubTest(test, subtest, err)
+        if err is not None:
+            self.subtest_failures.append(f"{subtest}: {self._exc_info_to_string(err, test)}")
+
+
+def _test_suite(tests: types.ModuleType) -> unittest.TestSuite:
+    """TestCase classes, plus plain test_* functions as pytest would collect them."""
+    suite = unittest.defaultTestLoader.loadTestsFromModule(tests)
+    for name, obj in list(vars(tests).items()):
+        if name.startswith("test") and isinstance(obj, types.FunctionType) and obj.__module__ == tests.__name__:
+            suite.addTest(unittest.FunctionTestCase(obj))
+    return suite
+
+
+def run_tests(request: dict, channel: Channel) -> None:
+    module_name = request["module_name"]
+    module_file, tests_name = f"{module_name}.py", f"test_{module_name}"
+    tests_file = f"{tests_name}.py"
+    module_code = _compile(request["module_source"], module_file, channel)
+    tests_code = module_code and _compile(request["test_source"], tests_file, channel)
+    if tests_code is None:
+        return
+    module, tests = types.ModuleType(module_name), types.ModuleType(tests_name)
+    module.__file__, tests.__file__ = module_file, tests_file
+    sys.modules[module_name], sys.modules[tests_name] = module, tests
+    try:
+        exec(module_code, module.__dict__)
+        exec(tests_code, tests.__dict__)
+        suite = _test_suite(tests)
+    except BaseException as exc:
+        channel.send(_error_frame(exc, {module_file, tests_file}))
+        return
+    suite.run(ReportingResult(channel))
+
+
+def run(request: dict, library_path: list[str], read_roots: list[str], audit: bool) -> None:
+    """The unit's whole life after the fork; never returns."""
+    status = 0
+    channel = Channel(RESULT_FD)
+    try:
+        reset_interpreter(library_path)
+        if audit:
+            policy.install(policy.Paths(os.getcwd(), read_roots),
+                           lambda event, reason: channel.send(["f", event, reason], flush=True))
+        if request["unit"] == "tests":
+            run_tests(request, channel)
+        else:
+            run_program(request, channel)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:
+                pass
+        channel.send(["d"])
+        channel.flush()
+    except BaseException:
+        status = 121  # the runner itself failed (e.g. out of memory while reporting)
+    os._exit(status)

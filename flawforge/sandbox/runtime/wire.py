@@ -1,0 +1,79 @@
+"""The formats that cross the sandbox boundary: control frames and the unit's report lines.
+
+Control frames (service <-> zygote) are a 4-byte big-endian length and JSON.
+A unit reports on its result pipe as JSON lines, one list per line, first item the tag:
+
+  ["s", line, name, value]        a variable was assigned (value: see `encode`)
+  ["r", value]                    the called function returned
+  ["e", type, message, line, tb]  the program raised
+  ["x", type, message, line]      the program does not compile
+  ["f", event, reason]            the program attempted a forbidden operation
+  ["ts", test]                    a test started
+  ["tr", test, outcome, message]  a test finished
+  ["d"]                           the runner finished: the report above is complete
+"""
+import json
+import math
+import struct
+from fractions import Fraction
+
+HEADER = struct.Struct(">I")
+# Ints wider than this travel as hex text: decimal conversion of huge ints is slow and
+# limited by sys.int_max_str_digits, hex is neither.
+MAX_DECIMAL_INT_BITS = 14_000
+REPR_CHARS = 200
+
+
+def pack(obj) -> bytes:
+    data = json.dumps(obj, separators=(",", ":")).encode()
+    return HEADER.pack(len(data)) + data
+
+
+def encode_int(value: int):
+    return value if value.bit_length() <= MAX_DECIMAL_INT_BITS else hex(value)
+
+
+def decode_int(value) -> int:
+    return int(value, 16) if isinstance(value, str) else int(value)
+
+
+def encode(value) -> list:
+    """A value as exact, typed JSON. Same type rules as flawforge.proto.values.TypedValue.of."""
+    if value is None:
+        return ["none"]
+    if isinstance(value, bool):
+        return ["bool", bool(value)]
+    if isinstance(value, int):
+        return ["int", encode_int(int(value))]
+    if isinstance(value, float):
+        number = float(value)
+        return ["float", number if math.isfinite(number) else repr(number)]
+    if isinstance(value, Fraction):
+        return ["fraction", encode_int(value.numerator), encode_int(value.denominator)]
+    if isinstance(value, str):
+        return ["str", str(value)]
+    try:
+        text = repr(value)[:REPR_CHARS]
+    except Exception:
+        text = "<unrepresentable>"
+    return ["other", type(value).__name__, text]
+
+
+def decode(item: list):
+    """Inverse of `encode` for exact types: (python value, None); for others: (repr text, type name)."""
+    tag = item[0]
+    if tag == "none":
+        return None, None
+    if tag == "bool":
+        return bool(item[1]), None
+    if tag == "int":
+        return decode_int(item[1]), None
+    if tag == "float":
+        return float(item[1]), None
+    if tag == "fraction":
+        return Fraction(decode_int(item[1]), decode_int(item[2])), None
+    if tag == "str":
+        return str(item[1]), None
+    if tag == "other":
+        return str(item[2]), str(item[1])
+    raise ValueError(f"unknown value tag {tag!r}")

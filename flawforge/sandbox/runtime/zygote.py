@@ -1,0 +1,475 @@
+"""The fork server: sets up the isolation layers once, then forks one process per unit.
+
+Started by the service as a bare interpreter (`python -I -S`) with an empty environment,
+it receives this code over its control socket, imports what programs commonly need,
+enters fresh network, mount and PID namespaces (where the kernel allows), builds a
+root filesystem holding only the system and Python libraries, and serves requests:
+each unit is forked from this warm parent (fast), gets its own throwaway work dir,
+resource limits and an unprivileged uid, and is killed with its process group at the
+wall-clock deadline. The service gets back the unit's exit status, resource usage,
+capped stdout/stderr and its report lines, uninterpreted.
+"""
+import ctypes
+import errno
+import gc
+import importlib
+import json
+import math
+import os
+import platform
+import resource
+import selectors
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+
+from flawforge.sandbox.runtime import unit, wire
+
+CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
+CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MNT_DETACH = 2
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER = 1, 38, 36
+PIVOT_ROOT_SYSCALL = {"x86_64": 155, "aarch64": 41}
+O_TMPFILE = getattr(os, "O_TMPFILE", 0)
+NEW_ROOT = "/tmp"  # in the private mount namespace only: the host's /tmp is untouched
+UNITS_DIR = "/tmp"  # inside the new root
+SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin")
+DEVICES = ("null", "zero", "full", "random", "urandom")
+RUNNER_FAILED = 121
+PRELOAD = ("fractions", "decimal", "math", "cmath", "statistics", "random", "itertools", "functools",
+           "collections", "operator", "re", "string", "datetime", "json", "dataclasses", "typing", "enum",
+           "heapq", "bisect", "copy", "numbers", "textwrap", "unittest", "unittest.mock", "inspect", "abc",
+           "contextlib", "array", "struct", "hashlib", "base64", "pathlib", "io", "traceback", "tokenize")
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _call(name: str, *args) -> None:
+    if getattr(libc, name)(*args) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{name}: {os.strerror(err)}")
+
+
+def _mount(source, target, fstype, flags, data=None) -> None:
+    _call("mount", source and source.encode(), target.encode(), fstype and fstype.encode(), flags,
+          data and data.encode())
+
+
+class Isolation:
+    """Enters what the kernel allows; `layers` maps each layer to None (active) or why it is missing."""
+
+    def __init__(self, config: dict):
+        self.config = config
+        self.layers: dict[str, str | None] = {
+            "process": None, "rlimits": None, "wall_timeout": None, "workdir": None,
+            "empty_env": None if not os.environ else "the environment is not empty",
+            "audit": None if config["audit"] else "disabled by configuration",
+        }
+        self.is_init = False
+
+    def enter(self) -> None:
+        """Namespaces first; a new PID namespace needs a fork, after which this process is its init."""
+        self.in_user_ns = False
+        if os.geteuid() != 0:
+            self._enter_user_namespace()
+        self.layers["netns"] = self._unshare(CLONE_NEWNET)
+        self.layers["mountns"] = self._unshare(CLONE_NEWNS)
+        self.layers["pidns"] = (self._unshare(CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS)
+                                if self.layers["mountns"] is None else "needs the mount namespace")
+        if self.layers["pidns"] is None:
+            self._become_init()
+        if self.layers["mountns"] is None:
+            try:
+                self._build_root()
+            except OSError as exc:
+                self.layers["mountns"] = f"could not build the sandbox root: {exc}"
+                if self.layers["pidns"] is None:
+                    self.layers["pidns"] = "needs the sandbox root (for its /proc)"
+        if not self.is_init:
+            try:  # orphans of units come back to us, to be killed
+                _call("prctl", PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+            except OSError:
+                pass
+        self.layers["uid"] = self._probe_uid()
+
+    def _unshare(self, flags: int) -> str | None:
+        try:
+            _call("unshare", flags)
+            return None
+        except OSError as exc:
+            return f"unshare refused: {exc.strerror}"
+
+    def _enter_user_namespace(self) -> None:
+        uid, gid = os.geteuid(), os.getegid()
+        if self._unshare(CLONE_NEWUSER) is None:
+            with open("/proc/self/setgroups", "w") as f:
+                f.write("deny")
+            with open("/proc/self/uid_map", "w") as f:
+                f.write(f"0 {uid} 1")
+            with open("/proc/self/gid_map", "w") as f:
+                f.write(f"0 {gid} 1")
+            self.in_user_ns = True
+
+    def _become_init(self) -> None:
+        child = os.fork()
+        if child:  # stays outside, only to hold the namespace's init
+            _, status = os.waitpid(child, 0)
+            os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+        self.is_init = True
+        _call("prctl", PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+    def _build_root(self) -> None:
+        """A read-only tmpfs root with the system and Python libraries bound read-only, then pivot into it."""
+        _mount(None, "/", None, MS_REC | MS_PRIVATE)
+        _mount("tmpfs", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
+        for path in self.read_paths():
+            self._bind(path, NEW_ROOT + path)
+        os.makedirs(NEW_ROOT + "/dev", mode=0o755)
+        for name in DEVICES:
+            if os.path.exists(f"/dev/{name}"):
+                open(f"{NEW_ROOT}/dev/{name}", "w").close()
+                _mount(f"/dev/{name}", f"{NEW_ROOT}/dev/{name}", None, MS_BIND)
+        os.makedirs(NEW_ROOT + "/proc", mode=0o555)
+        for slot in range(self.config["slots"]):
+            os.makedirs(f"{NEW_ROOT}{UNITS_DIR}/{slot}", mode=0o755)
+        os.chdir(NEW_ROOT)
+        number = PIVOT_ROOT_SYSCALL.get(platform.machine())
+        if number is not None:
+            _call("syscall", number, b".", b".")
+            _call("umount2", b".", MNT_DETACH)
+        else:
+            os.chroot(".")
+        os.chdir("/")
+        # Units see only their own processes (hidepid); the zygote needs /proc to find strays.
+        _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2")
+        if self.is_init:
+            socket.sethostname("sandbox")
+        _mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+    def read_paths(self) -> list[str]:
+        """Host paths a unit sees (read-only): system libraries, the Python library, configured extras."""
+        wanted = [p for p in SYSTEM_DIRS if os.path.lexists(p)]
+        wanted += [sys.base_prefix] + [p for p in self.config["library_path"] if os.path.isdir(p)]
+        wanted += [p for p in self.config["read_paths"] if os.path.exists(p)]
+        chosen: list[str] = []
+        for path in sorted({os.path.abspath(p) for p in wanted}, key=len):
+            if not any(path == c or path.startswith(c + "/") for c in chosen):
+                chosen.append(path)
+        return chosen
+
+    def _bind(self, source: str, target: str) -> None:
+        if os.path.islink(source):
+            os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
+            os.symlink(os.readlink(source), target)
+            return
+        if os.path.isdir(source):
+            os.makedirs(target, mode=0o755, exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
+            open(target, "w").close()
+        _mount(source, target, None, MS_BIND | MS_REC)
+        _mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+    def _probe_uid(self) -> str | None:
+        """Units run as uid_base+slot; find out whether this process may switch to them."""
+        if os.geteuid() != 0 or self.in_user_ns:
+            return "not running as root: units keep the service's uid"
+        probe = os.fork()
+        if probe == 0:
+            try:
+                os.setgroups([])
+                os.setresgid(self.config["uid_base"], self.config["uid_base"], self.config["uid_base"])
+                os.setresuid(self.config["uid_base"], self.config["uid_base"], self.config["uid_base"])
+                os._exit(0)
+            except BaseException:
+                os._exit(1)
+        _, status = os.waitpid(probe, 0)
+        return None if status == 0 else "setuid to an unprivileged uid failed"
+
+    def active(self, layer: str) -> bool:
+        return self.layers.get(layer) is None
+
+
+class Workdirs:
+    """A fresh, size-limited work dir per unit: a tmpfs per slot, or a host temp dir emptied after use."""
+
+    def __init__(self, isolation: Isolation):
+        self.mounted = isolation.active("mountns")
+        self.root = UNITS_DIR if self.mounted else tempfile.mkdtemp(prefix="flawforge-sandbox-")
+        self.uid_base = isolation.config["uid_base"] if isolation.active("uid") else None
+
+    def prepare(self, slot: int, limits: dict) -> str:
+        path = f"{self.root}/{slot}"
+        owner = self.uid_base + slot if self.uid_base is not None else os.geteuid()
+        if self.mounted:
+            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV,
+                   f"size={limits['workdir_mb']}m,nr_inodes=4096,mode=0700,uid={owner},gid={owner}")
+        else:
+            os.makedirs(path, mode=0o700, exist_ok=True)
+            os.chown(path, owner, owner)
+        return path
+
+    def full(self, path: str) -> bool:
+        if not self.mounted:
+            return False
+        stat = os.statvfs(path)
+        return stat.f_bavail * stat.f_frsize < 64 * 1024 or stat.f_favail == 0
+
+    def release(self, path: str) -> None:
+        if self.mounted:
+            _call("umount2", path.encode(), MNT_DETACH)
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _scratch_file(directory: str) -> int:
+    """An unnamed file for the unit's stdout or stderr, counted in its work dir's size."""
+    if O_TMPFILE:
+        try:
+            return os.open(directory, O_TMPFILE | os.O_RDWR, 0o600)
+        except OSError:
+            pass
+    fd, name = tempfile.mkstemp(dir=directory)
+    os.unlink(name)
+    return fd
+
+
+class Unit:
+    __slots__ = ("id", "pid", "slot", "workdir", "pipe", "out", "err", "started", "deadline", "result",
+                 "result_cap", "overflow", "timed_out", "output_cap", "cpu_limit")
+
+
+class Server:
+    def __init__(self, sock: socket.socket, isolation: Isolation, config: dict):
+        self.sock = sock
+        self.isolation = isolation
+        self.config = config
+        self.workdirs = Workdirs(isolation)
+        self.free_slots = list(range(config["slots"]))[::-1]
+        self.units: dict[int, Unit] = {}
+        self.by_pipe: dict[int, Unit] = {}
+        self.inbox = b""
+        self.devnull = os.open("/dev/null", os.O_RDWR)
+        self.selector = selectors.DefaultSelector()
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_r, False)
+        os.set_blocking(wake_w, False)
+        signal.set_wakeup_fd(wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        self.wake = wake_r
+        self.selector.register(sock, selectors.EVENT_READ)
+        self.selector.register(wake_r, selectors.EVENT_READ)
+
+    # --- main loop -------------------------------------------------------------------------
+    def serve(self) -> None:
+        while True:
+            now = time.monotonic()
+            timeout = min((u.deadline for u in self.units.values() if not u.timed_out), default=None)
+            events = self.selector.select(None if timeout is None else max(0.0, timeout - now))
+            for key, _ in events:
+                if key.fileobj is self.sock:
+                    if not self._receive():
+                        return
+                elif key.fileobj == self.wake:
+                    try:
+                        os.read(self.wake, 4096)
+                    except BlockingIOError:
+                        pass
+                else:
+                    self._read_result(self.by_pipe[key.fileobj])
+            now = time.monotonic()
+            for u in list(self.units.values()):
+                if not u.timed_out and now >= u.deadline:
+                    u.timed_out = True
+                    self._kill(u)
+            self._reap()
+
+    def _receive(self) -> bool:
+        try:
+            data = self.sock.recv(1 << 20, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return True
+        if not data:
+            return False
+        self.inbox += data
+        while len(self.inbox) >= 4:
+            (size,) = wire.HEADER.unpack_from(self.inbox)
+            if len(self.inbox) < 4 + size:
+                break
+            request, self.inbox = json.loads(self.inbox[4:4 + size]), self.inbox[4 + size:]
+            try:
+                self._start(request)
+            except OSError as exc:  # e.g. fork refused: that unit fails, the server goes on
+                self.sock.sendall(wire.pack({"op": "failed", "id": request["id"], "reason": str(exc)}) +
+                                  wire.HEADER.pack(0))
+        return True
+
+    # --- one unit --------------------------------------------------------------------------
+    def _start(self, request: dict) -> None:
+        limits = request["limits"]
+        slot = self.free_slots.pop()
+        workdir = self.workdirs.prepare(slot, limits)
+        out, err = _scratch_file(workdir), _scratch_file(workdir)
+        read_fd, write_fd = os.pipe()
+        started = time.monotonic()
+        pid = os.fork()
+        if pid == 0:
+            self._child(request, limits, slot, workdir, out, err, write_fd)
+        os.close(write_fd)
+        os.set_blocking(read_fd, False)
+        u = Unit()
+        u.id, u.pid, u.slot, u.workdir, u.pipe, u.out, u.err = request["id"], pid, slot, workdir, read_fd, out, err
+        u.started, u.deadline = started, started + limits["timeout_s"]
+        u.result, u.result_cap, u.overflow, u.timed_out = [], limits["result_bytes"], False, False
+        u.output_cap, u.cpu_limit = limits["output_bytes"], self._cpu_limit(limits)
+        self.units[pid] = u
+        self.by_pipe[read_fd] = u
+        self.selector.register(read_fd, selectors.EVENT_READ)
+
+    @staticmethod
+    def _cpu_limit(limits: dict) -> int:
+        return math.ceil(limits["timeout_s"]) + 1  # the wall clock normally fires first
+
+    def _child(self, request, limits, slot, workdir, out, err, result_fd) -> None:
+        try:
+            os.setsid()
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            os.dup2(self.devnull, 0)
+            os.dup2(out, 1)
+            os.dup2(err, 2)
+            os.dup2(result_fd, unit.RESULT_FD)
+            os.closerange(unit.RESULT_FD + 1, os.sysconf("SC_OPEN_MAX"))
+            os.chdir(workdir)
+            mib = 1 << 20
+            with open("/proc/self/statm") as f:  # memory_mb is on top of what the warm interpreter maps
+                mapped = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+            for kind, value in ((resource.RLIMIT_CPU, self._cpu_limit(limits)), (resource.RLIMIT_CORE, 0),
+                                (resource.RLIMIT_AS, mapped + limits["memory_mb"] * mib),
+                                (resource.RLIMIT_FSIZE, limits["file_size_mb"] * mib),
+                                (resource.RLIMIT_NOFILE, limits["open_files"]),
+                                (resource.RLIMIT_MEMLOCK, 0), (resource.RLIMIT_MSGQUEUE, 0)):
+                resource.setrlimit(kind, (value, value))
+            _call("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+            if self.isolation.active("uid"):
+                uid = self.config["uid_base"] + slot
+                resource.setrlimit(resource.RLIMIT_NPROC, (1, 1))  # its own process only: no fork
+                os.setgroups([])
+                os.setresgid(uid, uid, uid)
+                os.setresuid(uid, uid, uid)
+            unit.run(request, self.config["library_path"], self.config["unit_read_roots"],
+                     self.isolation.active("audit"))
+        finally:
+            os._exit(RUNNER_FAILED)
+
+    def _read_result(self, u: Unit) -> None:
+        try:
+            chunk = os.read(u.pipe, 1 << 16)
+        except BlockingIOError:
+            return
+        if not chunk:
+            self.selector.unregister(u.pipe)
+            del self.by_pipe[u.pipe]
+            return
+        if u.overflow:
+            return
+        u.result.append(chunk)
+        u.result_cap -= len(chunk)
+        if u.result_cap < 0:
+            u.overflow = True
+            self._kill(u)
+
+    @staticmethod
+    def _kill(u: Unit, *, reaped: bool = False) -> None:
+        # The group, and the process itself in case it has not called setsid yet (not once
+        # reaped: its pid may be reused).
+        for target in (-u.pid,) if reaped else (-u.pid, u.pid):
+            try:
+                os.kill(target, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def _reap(self) -> None:
+        while True:
+            try:
+                pid, status, usage = os.wait4(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            u = self.units.pop(pid, None)
+            if u is not None:
+                self._finish(u, status, usage)
+
+    def _finish(self, u: Unit, status: int, usage) -> None:
+        wall = time.monotonic() - u.started
+        self._kill(u, reaped=True)
+        self._kill_strays()
+        while u.pipe in self.by_pipe and not u.overflow:
+            before = len(u.result)
+            self._read_result(u)
+            if len(u.result) == before:
+                break
+        if u.pipe in self.by_pipe:
+            self.selector.unregister(u.pipe)
+            del self.by_pipe[u.pipe]
+        os.close(u.pipe)
+        header = {"op": "done", "id": u.id, "exit": os.waitstatus_to_exitcode(status),
+                  "cpu_s": usage.ru_utime + usage.ru_stime, "wall_s": wall, "max_rss_kb": usage.ru_maxrss,
+                  "timed_out": u.timed_out, "result_overflow": u.overflow, "cpu_limit_s": u.cpu_limit,
+                  "workdir_full": self.workdirs.full(u.workdir)}
+        for name, fd in (("stdout", u.out), ("stderr", u.err)):
+            size = os.fstat(fd).st_size
+            header[name] = os.pread(fd, min(size, u.output_cap), 0).decode("utf-8", "replace")
+            header[name + "_bytes"] = size
+            os.close(fd)
+        self.workdirs.release(u.workdir)
+        self.free_slots.append(u.slot)
+        result = b"".join(u.result)
+        self.sock.sendall(wire.pack(header) + wire.HEADER.pack(len(result)) + result)
+
+    def _kill_strays(self) -> None:
+        """Processes a unit left behind were re-parented to us; none may outlive its unit."""
+        me = os.getpid()
+        try:
+            with open(f"/proc/{me}/task/{me}/children") as f:
+                children = [int(p) for p in f.read().split()]
+        except OSError:
+            return
+        for pid in children:
+            if pid not in self.units:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+
+    def shutdown(self) -> None:
+        for u in list(self.units.values()):
+            self._kill(u)
+
+
+def main(fd: int, config: dict) -> None:
+    sock = socket.socket(fileno=fd)
+    os.environ.clear()  # started with none, but the interpreter may add some (locale coercion)
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+    config["library_path"] = [p for p in sys.path if p and os.path.isabs(p)]
+    isolation = Isolation(config)
+    isolation.enter()
+    config["unit_read_roots"] = [sys.base_prefix] + config["library_path"] + config["read_paths"]
+    server = Server(sock, isolation, config)
+    sock.sendall(wire.pack({"op": "hello", "layers": isolation.layers, "pid": os.getpid()}))
+    gc.collect()
+    gc.freeze()  # the units' garbage collector then leaves the shared pages alone
+    try:
+        server.serve()
+    finally:
+        server.shutdown()

@@ -1,0 +1,146 @@
+"""Trace-executor: what a sandboxed unit is asked to do and what it reports back.
+
+A unit is one process forked from the sandbox's warm parent: a program (optionally
+calling one function, optionally tracing its assignments) or a module with its unit
+tests. Results are typed: the outcome says how the unit ended, never just an exit code.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from flawforge.proto.base import BlobRef, Message, Model
+from flawforge.proto.values import TraceStep, TypedValue
+
+Outcome = Literal["ok", "error", "timeout", "memory_limit", "output_limit", "crashed", "syntax_error", "forbidden"]
+OUTCOMES: tuple[str, ...] = Outcome.__args__
+
+TestOutcome = Literal["passed", "failed", "error", "skipped"]
+
+# Layers of isolation the sandbox can put around a unit; each is either active or missing.
+Layer = Literal["process", "rlimits", "wall_timeout", "empty_env", "workdir", "netns", "pidns", "mountns",
+                "uid", "audit"]
+LAYERS: tuple[str, ...] = Layer.__args__
+
+
+class SandboxLimits(Model):
+    """Resources one unit may use. CPU time follows the timeout."""
+
+    timeout_s: float = Field(5.0, gt=0, le=600, description="Wall-clock limit; the unit's process group is killed after it.")
+    memory_mb: int = Field(512, ge=16, le=65536, description="Address space the program may add to the warm interpreter, MiB.")
+    file_size_mb: int = Field(8, ge=1, le=4096, description="Largest file the unit may write, MiB (stdout and stderr included).")
+    workdir_mb: int = Field(32, ge=1, le=4096, description="Size of the unit's throwaway working directory, MiB.")
+    open_files: int = Field(64, ge=8, le=4096, description="Open file descriptors.")
+    output_bytes: int = Field(64 * 1024, ge=0, le=16 << 20, description="stdout and stderr kept, bytes each; more is an output_limit.")
+    result_bytes: int = Field(8 << 20, ge=1024, le=256 << 20, description="Size of the trace and test report; more is an output_limit.")
+
+
+class ResourceUsage(Model):
+    cpu_s: float = Field(description="User plus system CPU seconds.")
+    wall_s: float = Field(description="Seconds from fork to exit.")
+    max_rss_kb: int = Field(description="Peak resident set size, KiB (shared pages of the warm parent included).")
+
+
+class ProgramError(Model):
+    """Where and how the program failed."""
+
+    type: str = Field(description="Exception type, e.g. ZeroDivisionError, SyntaxError.")
+    message: str
+    line: int | None = Field(None, description="Line of the program where it was raised (innermost frame in the program).")
+    traceback: str = ""
+
+
+class ExecutionResult(Model):
+    outcome: Outcome
+    detail: str = Field("", description="Why the outcome, in words: the forbidden operation, the signal, the limit hit.")
+    trace: list[TraceStep] = Field(default_factory=list, description="Assignments in execution order, up to the end or failure.")
+    return_value: TypedValue | None = None
+    error: ProgramError | None = None
+    stdout: str = ""
+    stderr: str = ""
+    usage: ResourceUsage
+
+    def final_values(self) -> dict[str, Any]:
+        """The variables as the program left them: {name: python value}, last assignment wins."""
+        return {step.name: step.value.to_python() for step in self.trace}
+
+
+class TestCaseResult(Model):
+    name: str = Field(description="unittest id, e.g. test_mod.TestX.test_y or test_mod.test_function.")
+    outcome: TestOutcome
+    message: str = Field("", description="Failure or error traceback, or the skip reason.")
+
+
+class TestRunResult(Model):
+    outcome: Outcome = Field(description="How the run ended; ok means the runner reported every test.")
+    detail: str = ""
+    tests: list[TestCaseResult] = Field(default_factory=list)
+    passed: int = 0
+    failed: int = 0
+    errors: int = 0
+    skipped: int = 0
+    error: ProgramError | None = Field(None, description="Why the module or the tests could not be loaded.")
+    stdout: str = ""
+    stderr: str = ""
+    usage: ResourceUsage
+
+    @model_validator(mode="after")
+    def _count(self) -> "TestRunResult":
+        counts = {o: sum(t.outcome == o for t in self.tests) for o in ("passed", "failed", "error", "skipped")}
+        self.passed, self.failed, self.errors, self.skipped = (counts["passed"], counts["failed"],
+                                                               counts["error"], counts["skipped"])
+        return self
+
+    @property
+    def all_passed(self) -> bool:
+        return self.outcome == "ok" and bool(self.tests) and self.passed + self.skipped == len(self.tests)
+
+
+# --- API requests ----------------------------------------------------------------------------
+
+class ExecRequest(Model):
+    source: str = Field(max_length=1 << 20, description="Python module source.")
+    call: str | None = Field(None, description="Function to call after the module ran; none: just run the module.")
+    trace: bool = Field(True, description="Record every assignment in the called function (or at module level).")
+    limits: SandboxLimits | None = None
+
+
+class BatchRequest(Model):
+    original: str = Field(max_length=1 << 20)
+    variants: list[str] = Field(max_length=10_000, description="Variants of the original, e.g. its mutants.")
+    call: str = "solve"
+    limits: SandboxLimits | None = None
+
+
+class BatchResult(Model):
+    results: list[ExecutionResult] = Field(description="The original's result first, then each variant's, in order.")
+
+
+class TestRunRequest(Model):
+    module_source: str = Field(max_length=1 << 20)
+    test_source: str = Field(max_length=1 << 20, description="unittest TestCases and/or plain test_* functions.")
+    module_name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=100,
+                             description="Name the tests import the module by.")
+    limits: SandboxLimits | None = None
+
+
+class LayerReport(Model):
+    active: list[Layer]
+    missing: dict[str, str] = Field(description="Layer -> why it is not active here.")
+    required: list[Layer]
+
+
+# --- bus -----------------------------------------------------------------------------------
+
+class SandboxRequested(Message):
+    """Run one unit; the request (an ExecRequest, BatchRequest or TestRunRequest, per `unit`) is a blob.
+
+    The worker stores the result (ExecutionResult, BatchResult or TestRunResult) as JSON at
+    `result_key`.
+    """
+
+    kind = "sandbox.requested"
+    unit: Literal["exec", "batch", "tests"]
+    request: BlobRef
+    result_key: str = Field(min_length=1)
