@@ -1,8 +1,10 @@
-"""The template-loader service."""
+"""The template-loader service; it also runs the math-errors jobs (see flawforge.pipelines.math_errors)."""
 from flawforge.runtime.service import ServiceSpec
+from flawforge.services.template_loader.api import templates_router
 
 SERVICE = ServiceSpec(
     name="template-loader",
     port=8001,
     description="Reads GSM8K and formalization templates, validates them, emits one work item per problem.",
+    routers=(templates_router,),
 )

@@ -1,0 +1,46 @@
+"""The template-loader's HTTP API on a real app and the real sandbox."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from fastapi.testclient import TestClient
+
+from flawforge.math.gsm8k import read_gsm8k
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory):
+    from flawforge.runtime.app import create_app
+    from flawforge.runtime.platform import Platform
+    from flawforge.services import load_service
+    from flawforge.settings import Settings
+
+    settings = Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path_factory.mktemp("blobs")))
+    with TestClient(create_app(load_service("template-loader"), Platform.from_settings(settings),
+                               run_worker=False)) as test_client:
+        yield test_client
+
+
+def test_validate_a_corpus_template(client, shared_data):
+    folder = shared_data / "formalization-templates" / "tier1" / "4"
+    body = {"problem_index": 4, "template_model": "google_gemini-2.5-flash",
+            "gsm8k_answer": read_gsm8k(shared_data / "gsm8k" / "train.jsonl")[4].answer,
+            "code": (folder / "google_gemini-2.5-flash.py").read_text(),
+            "logical_steps": json.loads((folder / "google_gemini-2.5-flash.json").read_text())}
+    response = client.post("/templates/validate", json=body)
+    assert response.status_code == 200
+    verdict = response.json()
+    assert verdict["valid"] and verdict["tier"] == "tier1" and verdict["answer_check_status"] == "pass"
+    assert (verdict["structural_score"], verdict["semantic_score"]) == (1.0, 1.0)
+
+    wrong = client.post("/templates/validate", json={**body, "gsm8k_answer": body["gsm8k_answer"] + "0"}).json()
+    assert (wrong["valid"], wrong["reason"]) == (False, "answer_mismatch")
+
+
+def test_bad_requests_name_the_field(client):
+    response = client.post("/templates/validate", json={"gsm8k_answer": "no answer", "code": "", "logical_steps": []})
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["body", "gsm8k_answer"]
+    response = client.post("/templates/validate", json={"gsm8k_answer": "#### 3", "code": "x"})
+    assert response.status_code == 422 and response.json()["detail"][0]["loc"] == ["body", "logical_steps"]

@@ -1,0 +1,117 @@
+"""Template validation in the real sandbox: the original project's report reproduced, and the verdicts."""
+from __future__ import annotations
+
+import ast
+import csv
+
+import pytest
+
+from flawforge.math.gsm8k import read_gsm8k
+from flawforge.math.templates import TemplateFolder, choose_template
+from flawforge.math.validation import normalize_number_text, step_problems, validate_template
+
+GEMINI, GPT = "google_gemini-2.5-flash", "openai_gpt-4.1"
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    from flawforge.sandbox import Sandbox, SandboxLimits
+
+    with Sandbox(SandboxLimits(timeout_s=2)) as sb:
+        yield sb
+
+
+@pytest.fixture(scope="module")
+def problems(shared_data):
+    return read_gsm8k(shared_data / "gsm8k" / "train.jsonl")
+
+
+@pytest.fixture(scope="module")
+def folder(shared_data):
+    return TemplateFolder(shared_data / "formalization-templates")
+
+
+def validate(folder, problems, sandbox, tier, index, model):
+    code, steps = folder.files(tier, index, model).read()
+    return validate_template(problem_index=index, template_model=model, gsm8k_answer=problems[index].answer,
+                             code=code, logical_steps=steps, sandbox=sandbox)
+
+
+def report_row(row: dict) -> tuple:
+    """A row of the original report as (status, structural, semantic, structural mismatches, semantic mismatches)."""
+    return (row["answer_check_status"], float(row["structural_score"]),
+            float(row["semantic_score"]) if row["semantic_score"] else None,
+            ast.literal_eval(row["structural_mismatches"]),
+            ast.literal_eval(row["semantic_mismatches"]) if row["semantic_mismatches"] else None)
+
+
+@pytest.mark.slow
+def test_scores_reproduce_the_original_report_on_every_row(shared_data, folder, problems, sandbox):
+    with open(shared_data / "formalization-templates" / "template_validation_report.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 2380
+    disagreements = []
+    for row in rows:
+        verdict = validate(folder, problems, sandbox, row["tier"], int(row["index"]), row["model"])
+        ours = (verdict.answer_check_status, verdict.structural_score, verdict.semantic_score,
+                verdict.structural_mismatches, verdict.semantic_mismatches)
+        if ours != report_row(row):
+            disagreements.append((row["index"], ours, report_row(row)))
+    assert disagreements == [], f"{len(disagreements)} of {len(rows)} rows differ, e.g. {disagreements[:3]}"
+
+
+def test_verdicts_name_what_is_wrong(folder, problems, sandbox):
+    assert validate(folder, problems, sandbox, "tier1", 1001, GEMINI).valid
+    # solve() raises: the original's fail_not_executable
+    broken = validate(folder, problems, sandbox, "tier1", 116, GEMINI)
+    assert (broken.reason, broken.answer_check_status) == ("not_executable", "fail_not_executable")
+    assert "NameError" in broken.detail
+    wrong = validate(folder, problems, sandbox, "tier1", 356, GEMINI)
+    assert (wrong.reason, wrong.detail) == ("answer_mismatch", "solve() returned 64, GSM8K's answer is 66")
+    # 2.9999999999999996 for 3: the original failed it, a float tolerance accepts it
+    rounding = validate(folder, problems, sandbox, "tier2", 1435, GEMINI)
+    assert rounding.answer_check_status == "fail_wrong_answer" and rounding.valid
+    # the original's trace had no `math` in scope, so it gave no semantic score; the template itself is fine
+    no_math = validate(folder, problems, sandbox, "tier4", 2250, GEMINI)
+    assert no_math.valid and no_math.semantic_score is None and no_math.structural_score == 1.0
+
+
+def test_bad_templates_are_verdicts_not_crashes(problems, sandbox):
+    def check(code, steps=None):
+        steps = steps or [{"line_number": "L1", "output_variable": "a", "solution_line_template": "{a}"}]
+        return validate_template(problem_index=0, template_model="m", gsm8k_answer=problems[0].answer, code=code,
+                                 logical_steps=steps, sandbox=sandbox)
+
+    assert check("def solve(:\n").reason == "invalid_template"
+    assert check("x = 1\n").detail == "code defines no solve() function"
+    assert check("def solve():\n    while True:\n        pass\n").reason == "not_executable"
+    assert check("def solve():\n    return 'seventy-two'\n").reason == "answer_mismatch"
+    inconsistent = check("def solve():\n    a = 72\n    return a\n",
+                         [{"line_number": "L1", "output_variable": "b", "solution_line_template": "{a} {c}"},
+                          {"line_number": "X", "output_variable": "a", "solution_line_template": 3}])
+    assert inconsistent.reason == "inconsistent_steps"
+    assert inconsistent.detail == ("step 1 (L1): output_variable 'b' is not assigned by solve(); "
+                                   "step 1 (L1): placeholder {c} is not a variable of solve(); "
+                                   "step 2 (X): line_number must look like 'L<k>'; "
+                                   "step 2 (X): solution_line_template must be text")
+
+
+def test_model_fallback(folder, problems, sandbox):
+    # problem 116: the preferred model's template does not run, the fallback's does
+    choice = choose_template(problems[116], "tier1", folder, [GEMINI, GPT], sandbox)
+    assert choice.template is not None and choice.template.template_model == GPT
+    assert [(r.template_model, r.reason) for r in choice.rejects] == [(GEMINI, "not_executable")]
+    only_gemini = choose_template(problems[116], "tier1", folder, [GEMINI], sandbox)
+    assert only_gemini.template is None and [r.reason for r in only_gemini.rejects] == ["not_executable"]
+    missing = choose_template(problems[8], "tier5", folder, [GEMINI, GPT], sandbox)
+    assert missing.template is None and [r.reason for r in missing.rejects] == ["missing_template"]
+
+
+def test_normalize_number_text_and_step_consistency():
+    assert [normalize_number_text(t) for t in ("$1,200", ".5", "-.5", "3.0", "20/100", " 7 ")] == \
+           ["1200", "0.5", "-0.5", "3", "20/100", "7"]
+    steps = [{"line_number": "L1", "output_variable": "c", "solution_line_template": "${<<{a}+{b}={c}>>}{c}"}]
+    assert step_problems(steps, {"a", "b", "c"}) == []
+    assert step_problems(steps + steps, {"a", "b", "c"}) == ["step 2 (L1): line_number repeated"]
+    assert step_problems([{**steps[0], "solution_line_template": "{2*a}"}], {"a", "c"}) == \
+           ["step 1 (L1): placeholder {2*a} is not a variable of solve()"]
