@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -25,7 +26,10 @@ from flawforge.sandbox.runtime import MODULES, wire
 log = logging.getLogger(__name__)
 
 RUNTIME_PACKAGE = "flawforge.sandbox.runtime"
-UID_BASE = 61000  # units run as UID_BASE + slot: unprivileged, one uid per concurrent unit
+# Units run as uid_base + slot: unprivileged, one uid per concurrent unit. Each sandbox picks its
+# own block, so units of two sandboxes on one host never share a uid.
+UID_BLOCKS = range(100_000, 1 << 30, 64)
+MAX_WORKERS = 64
 START_TIMEOUT_S = 60
 # Receives the runtime's source on its control socket: the zygote never needs the service's files.
 BOOTSTRAP = """\
@@ -45,13 +49,17 @@ for _name in _bundle["packages"]:
     _module = types.ModuleType(_name)
     _module.__path__ = []
     sys.modules[_name] = _module
+# The runtime resolves builtins in a private copy: a program replacing builtins.int or
+# builtins.isinstance changes what it sees, not what reports on it.
+_builtins = dict(__builtins__.__dict__)
 for _name, _source in _bundle["modules"]:
     _module = types.ModuleType(_name)
     _module.__file__ = "<" + _name + ">"
+    _module.__builtins__ = _builtins
     sys.modules[_name] = _module
     exec(compile(_source, _module.__file__, "exec"), _module.__dict__)
 _main, _config = sys.modules[_bundle["main"]].main, _bundle["config"]
-del _bundle, _module, _source, _read
+del _bundle, _module, _source, _read, _builtins
 _main(sock_fd, _config)
 """
 
@@ -164,10 +172,12 @@ class Sandbox:
         if unknown:
             raise SandboxUnavailable(f"unknown isolation layer(s) {', '.join(unknown)}; known: {', '.join(LAYERS)}")
         self.limits = limits or SandboxLimits()
-        self.workers = workers or min(32, 2 * (os.cpu_count() or 1))
+        self.workers = min(MAX_WORKERS, workers or 2 * (os.cpu_count() or 1))
         self.required_layers = tuple(required_layers)
-        self._config = {"slots": self.workers, "uid_base": UID_BASE, "read_paths": [os.path.abspath(p) for p in read_paths],
-                        "audit": audit}
+        uid_base = random.choice(UID_BLOCKS)
+        self.unit_uids = range(uid_base, uid_base + self.workers)
+        self._config = {"slots": self.workers, "uid_base": uid_base, "audit": audit,
+                        "read_paths": [os.path.abspath(p) for p in read_paths]}
         self._slots = threading.BoundedSemaphore(self.workers)
         self._ids = count(1)
         self._lock = threading.Lock()

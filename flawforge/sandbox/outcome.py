@@ -5,6 +5,7 @@ is parsed defensively; anything malformed makes the unit `crashed`, never the se
 """
 from __future__ import annotations
 
+import errno
 import json
 import signal
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ class Report:
     return_value: TypedValue | None = None
     error: ProgramError | None = None
     syntax_error: ProgramError | None = None
+    error_errno: int | None = None
     forbidden: str | None = None
     tests: dict[str, TestCaseResult] = field(default_factory=dict)
     running_test: str | None = None
@@ -66,6 +68,7 @@ class Report:
                                  traceback=str(frame[4]) if tag == "e" else "")
             if tag == "e":
                 self.error = error
+                self.error_errno = None if len(frame) < 6 or frame[5] is None else int(frame[5])
             else:
                 self.syntax_error = error
         elif tag == "f":
@@ -113,9 +116,9 @@ def classify(header: dict, report: Report, limits) -> tuple[str, str]:
     for stream in ("stdout", "stderr"):
         if header.get(f"{stream}_bytes", 0) > limits.output_bytes:
             return "output_limit", f"{stream} exceeded {limits.output_bytes} bytes ({header[f'{stream}_bytes']} written)"
-    if signal_number == signal.SIGXFSZ:
+    if signal_number == signal.SIGXFSZ or report.error_errno == errno.EFBIG:
         return "output_limit", f"a file exceeded the {limits.file_size_mb} MiB file size limit"
-    if header.get("workdir_full"):
+    if header.get("workdir_full") or report.error_errno == errno.ENOSPC:
         return "output_limit", f"the {limits.workdir_mb} MiB work dir is full"
     failure = report.error
     if failure is not None and failure.type == "MemoryError":

@@ -8,7 +8,6 @@ the report.
 import ast
 import builtins
 import io
-import json
 import linecache
 import os
 import sys
@@ -17,8 +16,10 @@ import traceback
 import types
 import unittest
 
+from json import dumps
+
 from flawforge.sandbox.runtime import policy, wire
-from flawforge.sandbox.runtime.instrument import instrument
+from flawforge.sandbox.runtime.instrument import NeedsTree, instrument, instrument_source
 
 RESULT_FD = 3
 PROGRAM_FILE = "program.py"
@@ -39,7 +40,7 @@ class Channel:
         self.size = 0
 
     def send(self, frame: list, *, flush: bool = False) -> None:
-        line = json.dumps(frame, separators=(",", ":")) + "\n"
+        line = dumps(frame, separators=(",", ":")) + "\n"
         self.lines.append(line)
         self.size += len(line)
         if flush or self.size >= FLUSH_BYTES:
@@ -78,16 +79,22 @@ def _program_traceback(exc: BaseException, files: set[str]) -> tuple[int | None,
 
 def _error_frame(exc: BaseException, files: set[str]) -> list:
     line, text = _program_traceback(exc, files)
-    return ["e", type(exc).__name__, _text(exc, MESSAGE_CHARS), line, text]
+    code = exc.errno if isinstance(exc, OSError) and isinstance(exc.errno, int) else None
+    return ["e", type(exc).__name__, _text(exc, MESSAGE_CHARS), line, text, code]
 
 
 def _compile(source: str, filename: str, channel: Channel, func: str | None = None, trace: bool = False):
     """Compiled code, or None after reporting why the source does not compile."""
     try:
         tree = ast.parse(source, filename)
+        code = None
         if trace:
-            tree = instrument(tree, func, RECORDER)
-        code = compile(tree, filename, "exec")
+            try:
+                code = compile(instrument_source(source, tree, func, RECORDER), filename, "exec")
+            except (NeedsTree, SyntaxError):
+                code = compile(instrument(tree, func, RECORDER, walrus=":=" in source), filename, "exec")
+        else:
+            code = compile(source, filename, "exec")
     except SyntaxError as exc:
         channel.send(["x", type(exc).__name__, _text(exc.msg, MESSAGE_CHARS), exc.lineno])
         return None
@@ -98,20 +105,35 @@ def _compile(source: str, filename: str, channel: Channel, func: str | None = No
     return code
 
 
-def reset_interpreter(library_path: list[str]) -> None:
-    os.environ.clear()
-    sys.argv = [PROGRAM_FILE]
-    sys.path[:] = library_path
-    for name in list(sys.modules):
-        if name.partition(".")[0] in HIDDEN_MODULES:
-            del sys.modules[name]
-    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
-    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace")
-    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
-                                  line_buffering=True)
-    sys.dont_write_bytecode = True
-    tempfile.tempdir = os.getcwd()
-    linecache.clearcache()
+def hidden_modules() -> list[str]:
+    """Names to drop from sys.modules in each unit (listed once in the zygote: walking
+    sys.modules in every unit would touch, and so copy, hundreds of shared pages)."""
+    return [name for name in sys.modules if name.partition(".")[0] in HIDDEN_MODULES]
+
+
+def standard_streams() -> tuple:
+    """stdin, stdout, stderr on fds 0-2, made once in the zygote; each unit's fds are dup'ed onto them."""
+    return (io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8"),
+            io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace"),
+            io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
+                             line_buffering=True))
+
+
+class Interpreter:
+    """What the unit resets before running untrusted code."""
+
+    def __init__(self, library_path: list[str], hidden: list[str], streams: tuple):
+        self.library_path, self.hidden, self.streams = library_path, hidden, streams
+
+    def reset(self) -> None:
+        os.environ.clear()
+        sys.argv = [PROGRAM_FILE]
+        sys.path[:] = self.library_path
+        for name in self.hidden:
+            sys.modules.pop(name, None)
+        sys.stdin, sys.stdout, sys.stderr = self.streams
+        sys.dont_write_bytecode = True
+        tempfile.tempdir = os.getcwd()
 
 
 def run_program(request: dict, channel: Channel) -> None:
@@ -237,12 +259,12 @@ def run_tests(request: dict, channel: Channel) -> None:
     suite.run(ReportingResult(channel))
 
 
-def run(request: dict, library_path: list[str], read_roots: list[str], audit: bool) -> None:
+def run(request: dict, interpreter: Interpreter, read_roots: list[str], audit: bool) -> None:
     """The unit's whole life after the fork; never returns."""
     status = 0
     channel = Channel(RESULT_FD)
     try:
-        reset_interpreter(library_path)
+        interpreter.reset()
         if audit:
             policy.install(policy.Paths(os.getcwd(), read_roots),
                            lambda event, reason: channel.send(["f", event, reason], flush=True))

@@ -5,7 +5,7 @@ A unit reports on its result pipe as JSON lines, one list per line, first item t
 
   ["s", line, name, value]        a variable was assigned (value: see `encode`)
   ["r", value]                    the called function returned
-  ["e", type, message, line, tb]  the program raised
+  ["e", type, message, line, tb, errno]  the program raised (errno: of an OSError, else null)
   ["x", type, message, line]      the program does not compile
   ["f", event, reason]            the program attempted a forbidden operation
   ["ts", test]                    a test started
@@ -13,9 +13,9 @@ A unit reports on its result pipe as JSON lines, one list per line, first item t
   ["d"]                           the runner finished: the report above is complete
 """
 import json
-import math
 import struct
 from fractions import Fraction
+from math import isfinite
 
 HEADER = struct.Struct(">I")
 # Ints wider than this travel as hex text: decimal conversion of huge ints is slow and
@@ -47,7 +47,7 @@ def encode(value) -> list:
         return ["int", encode_int(int(value))]
     if isinstance(value, float):
         number = float(value)
-        return ["float", number if math.isfinite(number) else repr(number)]
+        return ["float", number if isfinite(number) else repr(number)]
     if isinstance(value, Fraction):
         return ["fraction", encode_int(value.numerator), encode_int(value.denominator)]
     if isinstance(value, str):

@@ -10,7 +10,7 @@ wall-clock deadline. The service gets back the unit's exit status, resource usag
 capped stdout/stderr and its report lines, uninterpreted.
 """
 import ctypes
-import errno
+import fcntl
 import gc
 import importlib
 import json
@@ -41,9 +41,10 @@ UNITS_DIR = "/tmp"  # inside the new root
 SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin")
 DEVICES = ("null", "zero", "full", "random", "urandom")
 RUNNER_FAILED = 121
+FIRST_FREE_FD = 64
 PRELOAD = ("fractions", "decimal", "math", "cmath", "statistics", "random", "itertools", "functools",
            "collections", "operator", "re", "string", "datetime", "json", "dataclasses", "typing", "enum",
-           "heapq", "bisect", "copy", "numbers", "textwrap", "unittest", "unittest.mock", "inspect", "abc",
+           "heapq", "bisect", "copy", "numbers", "textwrap", "unittest", "inspect", "abc",
            "contextlib", "array", "struct", "hashlib", "base64", "pathlib", "io", "traceback", "tokenize")
 
 libc = ctypes.CDLL(None, use_errno=True)
@@ -255,6 +256,10 @@ class Server:
         self.by_pipe: dict[int, Unit] = {}
         self.inbox = b""
         self.devnull = os.open("/dev/null", os.O_RDWR)
+        self.statm = os.open("/proc/self/statm", os.O_RDONLY)  # read in the child: its own after fork
+        self.page_size = os.sysconf("SC_PAGE_SIZE")
+        self.hidden_modules = unit.hidden_modules()
+        self.streams = unit.standard_streams()
         self.selector = selectors.DefaultSelector()
         wake_r, wake_w = os.pipe()
         os.set_blocking(wake_r, False)
@@ -340,15 +345,16 @@ class Server:
             os.setsid()
             signal.set_wakeup_fd(-1)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            os.dup2(self.devnull, 0)
-            os.dup2(out, 1)
-            os.dup2(err, 2)
-            os.dup2(result_fd, unit.RESULT_FD)
-            os.closerange(unit.RESULT_FD + 1, os.sysconf("SC_OPEN_MAX"))
+            # Move every fd the unit keeps out of the way first, so no dup2 clobbers another's source.
+            keep = [fcntl.fcntl(fd, fcntl.F_DUPFD, FIRST_FREE_FD)
+                    for fd in (self.devnull, out, err, result_fd, self.statm)]
+            for target, fd in enumerate(keep):
+                os.dup2(fd, target)
+            self.statm = unit.RESULT_FD + 1
+            os.closerange(unit.RESULT_FD + 2, os.sysconf("SC_OPEN_MAX"))
             os.chdir(workdir)
             mib = 1 << 20
-            with open("/proc/self/statm") as f:  # memory_mb is on top of what the warm interpreter maps
-                mapped = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+            mapped = self.page_size * int(os.pread(self.statm, 64, 0).split()[0])  # memory_mb is on top of this
             for kind, value in ((resource.RLIMIT_CPU, self._cpu_limit(limits)), (resource.RLIMIT_CORE, 0),
                                 (resource.RLIMIT_AS, mapped + limits["memory_mb"] * mib),
                                 (resource.RLIMIT_FSIZE, limits["file_size_mb"] * mib),
@@ -362,8 +368,9 @@ class Server:
                 os.setgroups([])
                 os.setresgid(uid, uid, uid)
                 os.setresuid(uid, uid, uid)
-            unit.run(request, self.config["library_path"], self.config["unit_read_roots"],
-                     self.isolation.active("audit"))
+            os.close(self.statm)
+            unit.run(request, unit.Interpreter(self.config["library_path"], self.hidden_modules, self.streams),
+                     self.config["unit_read_roots"], self.isolation.active("audit"))
         finally:
             os._exit(RUNNER_FAILED)
 
