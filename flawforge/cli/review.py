@@ -164,13 +164,14 @@ def export(round_name: str = RoundOption, gsm8k: Path = Gsm8kOption,
     from flawforge.math.gsm8k import read_gsm8k
     from flawforge.review.export import accepted_items, build_final_dataset
 
+    class_sizes = _sizes(sizes)
     reviews, _ = _reviews()
     conceptual = accepted_items(reviews.items(round_name), reviews.decisions(round_name), min_verdicts)
     computational_candidates = [] if computational is None else [
         c for c in parse_candidates(_read_text(computational, "candidates file"), str(computational))
         if c.family == "computational"]
     splits = build_final_dataset(conceptual=conceptual, computational=computational_candidates,
-                                 problems=read_gsm8k(gsm8k), sizes=_sizes(sizes), test_fraction=test_fraction,
+                                 problems=read_gsm8k(gsm8k), sizes=class_sizes, test_fraction=test_fraction,
                                  seed=seed)
     out.mkdir(parents=True, exist_ok=True)
     for split, rows in splits.items():
