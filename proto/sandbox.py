@@ -67,12 +67,14 @@ class ExecutionResult(Model):
 
 
 class TestCaseResult(Model):
+    __test__ = False  # a model, not a pytest test class
     name: str = Field(description="unittest id, e.g. test_mod.TestX.test_y or test_mod.test_function.")
     outcome: TestOutcome
     message: str = Field("", description="Failure or error traceback, or the skip reason.")
 
 
 class TestRunResult(Model):
+    __test__ = False
     outcome: Outcome = Field(description="How the run ended; ok means the runner reported every test.")
     detail: str = ""
     tests: list[TestCaseResult] = Field(default_factory=list)
@@ -118,6 +120,7 @@ class BatchResult(Model):
 
 
 class TestRunRequest(Model):
+    __test__ = False
     module_source: str = Field(max_length=1 << 20)
     test_source: str = Field(max_length=1 << 20, description="unittest TestCases and/or plain test_* functions.")
     module_name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=100,

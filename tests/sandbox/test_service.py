@@ -1,0 +1,116 @@
+"""The trace-executor service: HTTP API, readiness, and its bus worker on the real broker."""
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+import time
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from flawforge.proto.sandbox import BatchResult, ExecRequest, ExecutionResult, SandboxRequested, TestRunResult
+from flawforge.runtime.app import create_app
+from flawforge.runtime.platform import Platform
+from flawforge.runtime.service import Consumer, Workers
+from flawforge.services import load_service
+from flawforge.services.trace_executor.worker import make_handler
+from flawforge.settings import Settings
+
+ATTACKS = Path(__file__).parent / "attacks"
+TEMPLATE = "from fractions import Fraction\n\ndef solve():\n    half = Fraction(1, 2)\n    answer = half * 3\n    return answer\n"
+
+
+@pytest.fixture
+def settings(tmp_path) -> Settings:
+    return Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path / "blobs"), sandbox_workers=2)
+
+
+@pytest.fixture
+def client(settings):
+    with TestClient(create_app(load_service("trace-executor"), Platform.from_settings(settings))) as client:
+        yield client
+
+
+def test_ready_with_every_required_layer(client):
+    ready = client.get("/readyz")
+    assert ready.status_code == 200, ready.json()
+    assert ready.json()["checks"]["sandbox_isolation"] == "ok"
+    layers = client.get("/sandbox/layers").json()
+    assert set(layers["required"]) <= set(layers["active"])
+
+
+def test_readyz_fails_when_a_required_layer_is_missing(tmp_path):
+    settings = Settings(bus="memory", blob_dir=str(tmp_path / "b"), sandbox_workers=1, sandbox_audit=False,
+                        sandbox_required_layers="process,audit")
+    with TestClient(create_app(load_service("trace-executor"), Platform.from_settings(settings))) as client:
+        ready = client.get("/readyz")
+        assert ready.status_code == 503
+        assert ready.json()["checks"]["sandbox_isolation"] == \
+            "failed: required isolation layer(s) missing: audit: disabled by configuration"
+        refused = client.post("/sandbox/exec", json={"source": "x = 1"})
+        assert refused.status_code == 503 and "audit" in refused.json()["detail"]
+
+
+def test_exec_batch_and_tests_over_http(client):
+    result = ExecutionResult.model_validate(client.post("/sandbox/exec", json={"source": TEMPLATE, "call": "solve"}).json())
+    assert result.outcome == "ok" and result.final_values() == {"half": Fraction(1, 2), "answer": Fraction(3, 2)}
+
+    batch = BatchResult.model_validate(client.post("/sandbox/batch", json={
+        "original": TEMPLATE, "variants": [TEMPLATE.replace("* 3", "* 5"), "def solve(:"]}).json())
+    assert [r.outcome for r in batch.results] == ["ok", "ok", "syntax_error"]
+    assert batch.results[1].return_value.to_python() == Fraction(5, 2)
+
+    run = TestRunResult.model_validate(client.post("/sandbox/tests", json={
+        "module_source": "def double(x):\n    return 2 * x\n", "module_name": "mathy",
+        "test_source": "from mathy import double\n\ndef test_ok():\n    assert double(2) == 4\n\n"
+                       "def test_bad():\n    assert double(2) == 5\n"}).json())
+    assert {t.name: t.outcome for t in run.tests} == {"test_mathy.test_ok": "passed", "test_mathy.test_bad": "failed"}
+
+
+def test_bad_requests_name_the_field(client):
+    missing = client.post("/sandbox/exec", json={"call": "solve"})
+    assert missing.status_code == 422 and missing.json()["detail"][0]["loc"] == ["body", "source"]
+    bad_limit = client.post("/sandbox/exec", json={"source": "x = 1", "limits": {"timeout_s": 0}})
+    assert bad_limit.status_code == 422 and bad_limit.json()["detail"][0]["loc"] == ["body", "limits", "timeout_s"]
+    bad_name = client.post("/sandbox/tests", json={"module_source": "", "test_source": "", "module_name": "a-b"})
+    assert bad_name.status_code == 422 and bad_name.json()["detail"][0]["loc"] == ["body", "module_name"]
+
+
+@pytest.mark.parametrize("attack", ["fork_bomb", "memory_bomb", "infinite_loop", "socket_rabbitmq", "kill_parent",
+                                    "segfault", "output_flood"])
+def test_attacks_over_http_leave_the_service_healthy(client, attack):
+    source = (ATTACKS / f"{attack}.py").read_text()
+    limits = {"timeout_s": 0.5, "memory_mb": 64, "output_bytes": 4096}
+    body = client.post("/sandbox/exec", json={"source": source, "call": "solve", "limits": limits}).json()
+    assert body["outcome"] in ("forbidden", "memory_limit", "timeout", "crashed", "output_limit"), body
+    assert client.get("/healthz").status_code == 200
+    assert client.get("/readyz").status_code == 200
+
+
+def test_worker_runs_units_from_the_real_broker(amqp_url, queue_name, tmp_path):
+    settings = Settings(bus="rabbitmq", amqp_url=amqp_url, blob_dir=str(tmp_path / "blobs"), sandbox_workers=2)
+    platform = Platform.from_settings(settings)
+    workers = Workers(platform, [Consumer(queue=queue_name, make_handler=make_handler)]).start()
+    try:
+        request = platform.store.put_content("sandbox/requests",
+                                             ExecRequest(source=TEMPLATE, call="solve").model_dump_json().encode())
+        platform.bus.publish(queue_name, SandboxRequested(unit="exec", request=request, result_key="results/one.json"))
+        poison = platform.store.put_content("sandbox/requests", json.dumps({"source": 3}).encode())
+        platform.bus.publish(queue_name, SandboxRequested(unit="exec", request=poison, result_key="results/two.json"))
+        deadline = time.monotonic() + 30
+        while not platform.store.exists("results/one.json") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        result = ExecutionResult.model_validate_json(platform.store.get("results/one.json"))
+        assert result.outcome == "ok" and result.return_value.to_python() == Fraction(3, 2)
+        while not (dead := platform.bus.dead_letters(queue_name)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(dead) == 1 and "invalid exec request" in dead[0].error
+        assert not platform.store.exists("results/two.json")
+    finally:
+        workers.stop()
+        platform.bus.purge(queue_name)
+        platform.close()
+
+
+
