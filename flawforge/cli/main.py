@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 
 from flawforge.cli.review import review_app
+from flawforge.cli.sandbox import sandbox_app
 from flawforge.errors import FlawforgeError
 
 app = typer.Typer(help="Flawforge: realistic failures for training and studying language models.",
@@ -17,6 +18,7 @@ run_app = typer.Typer(help="Run a pipeline, embedded by default or on a stack wi
                       no_args_is_help=True)
 app.add_typer(run_app, name="run")
 app.add_typer(review_app, name="review")
+app.add_typer(sandbox_app, name="sandbox")
 
 StackOption = typer.Option(None, "--stack", help="Base URL of a running Flawforge service; default: run embedded.")
 OutOption = typer.Option(..., "--out", help="Folder for the job's artifacts.")

@@ -1,0 +1,59 @@
+"""`flawforge sandbox ...`: run a file in the sandbox; see which isolation layers this host gives it.
+
+`exec` prints the unit's result as JSON on stdout and exits 0 whenever the sandbox itself
+worked, whatever the program did: the outcome is in the JSON, not in the exit status.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from flawforge.errors import FlawforgeError
+
+sandbox_app = typer.Typer(help="Run untrusted Python in the sandbox.", no_args_is_help=True)
+
+
+def _sandbox(limits):
+    from flawforge.sandbox import Sandbox, SandboxUnavailable
+
+    try:
+        return Sandbox(limits, workers=1)
+    except SandboxUnavailable as exc:
+        raise FlawforgeError(str(exc)) from None
+
+
+@sandbox_app.command("exec")
+def exec_file(file: Path = typer.Argument(..., help="Python file to run."),
+              call: Optional[str] = typer.Option(None, "--call", help="Function to call after the module ran."),
+              trace: bool = typer.Option(False, "--trace", help="Record every assignment of the called function "
+                                                                 "(of the module's top level without --call)."),
+              timeout: float = typer.Option(5.0, "--timeout", help="Wall-clock limit, seconds."),
+              memory: int = typer.Option(512, "--memory", help="Memory the program may add, MiB.")) -> None:
+    """Runs FILE in the sandbox and prints the result (outcome, trace, return value, output, usage) as JSON."""
+    from pydantic import ValidationError
+
+    from flawforge.proto.sandbox import SandboxLimits
+
+    try:
+        source = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise FlawforgeError(f"cannot read {file}: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        limits = SandboxLimits(timeout_s=timeout, memory_mb=memory)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        option = {"timeout_s": "--timeout", "memory_mb": "--memory"}[err["loc"][0]]
+        raise FlawforgeError(f"invalid {option}: {err['msg']}") from None
+    with _sandbox(limits) as sandbox:
+        result = sandbox.execute(source, call, trace=trace)
+    typer.echo(result.model_dump_json(indent=1))
+
+
+@sandbox_app.command("layers")
+def layers() -> None:
+    """Prints which isolation layers are active on this host, and why any is missing, as JSON."""
+    with _sandbox(None) as sandbox:
+        typer.echo(json.dumps(sandbox.layer_report().model_dump(), indent=1))
