@@ -210,7 +210,10 @@ class ReviewStore:
     # -- claims -------------------------------------------------------------------------------
     def _try_claim(self, manifest: RoundManifest, item_id: str, reviewer: str, state: ItemState,
                    now: datetime) -> Claim | None:
-        """Takes a free (or expired) slot of the item; None if there is none or another request won it."""
+        """Takes a free (or expired) slot of the item; None if there is none or another request won it.
+
+        What it writes is added to `state`, so the caller's snapshot stays current without a re-read.
+        """
         for slot in range(manifest.reviewers_per_item):
             status, generation = state.slot_status(slot, now, self.claim_ttl)
             if status in ("filled", "active"):
@@ -220,11 +223,14 @@ class ReviewStore:
                 if not self._write_once(self._slot_key(manifest.round, item_id, slot, generation - 1, "outcome"),
                                         release):
                     continue  # its holder decided just now, or someone else took it over
+                state.slots[slot][generation - 1].outcome = release
             claim = Claim(round=manifest.round, item_id=item_id, reviewer=reviewer, slot=slot,
                           generation=generation, claimed_at=now)
             if not self._write_once(self._slot_key(manifest.round, item_id, slot, generation, "claim"), claim):
                 continue
+            state.slots.setdefault(slot, {})[generation] = Generation(claim=claim)
             if self._write_once(self._marker_key(manifest.round, item_id, reviewer), claim):
+                state.markers[reviewer] = claim
                 return claim
             # A concurrent request of the same reviewer got this item first: hand the slot back.
             self._write_once(self._slot_key(manifest.round, item_id, slot, generation, "outcome"),
@@ -247,7 +253,7 @@ class ReviewStore:
         for item_id in manifest.item_ids:
             claim = states.get(item_id, empty).holds_open_claim(reviewer)
             if claim is not None:
-                return self._assignment(manifest, claim, reviewer)
+                return self._assignment(manifest, claim, reviewer, states)
         ranked = []
         for order, item_id in enumerate(manifest.item_ids):
             state = states.get(item_id, empty)
@@ -256,16 +262,23 @@ class ReviewStore:
                                                                                self.claim_ttl))
                 ranked.append((busy, order, item_id))
         for _, _, item_id in sorted(ranked):
-            claim = self._try_claim(manifest, item_id, reviewer, states.get(item_id, empty), now)
+            claim = self._try_claim(manifest, item_id, reviewer, states.setdefault(item_id, ItemState()), now)
             if claim is not None:
-                return self._assignment(manifest, claim, reviewer)
+                return self._assignment(manifest, claim, reviewer, states)
         return None
 
-    def _assignment(self, manifest: RoundManifest, claim: Claim, reviewer: str) -> Assignment:
+    def _assignment(self, manifest: RoundManifest, claim: Claim, reviewer: str,
+                    states: dict[str, ItemState]) -> Assignment:
         return Assignment(item=self.item(manifest.round, claim.item_id), claim=claim,
-                          progress=self.progress(manifest.round, reviewer))
+                          progress=self._progress(manifest, states, reviewer))
 
     # -- decisions ----------------------------------------------------------------------------
+    def _marker(self, round_name: str, item_id: str, reviewer: str) -> Claim | None:
+        try:
+            return self._read(self._marker_key(round_name, item_id, reviewer), Claim)
+        except BlobNotFound:
+            return None
+
     def decide(self, round_name: str, item_id: str, reviewer: str, request: DecisionRequest) -> Decision:
         """Records the reviewer's decision once; a second decision on the same item is refused."""
         check_name("reviewer name", reviewer)
@@ -276,10 +289,11 @@ class ReviewStore:
                                  f"not {request.candidate_id!r}: reload the item")
         edited, diff, labels = self._edit_of(item, request)
         now = self.clock()
-        state = self.item_state(round_name, item_id)
-        claim = state.markers.get(reviewer) or self._try_claim(manifest, item_id, reviewer, state, now)
+        claim = self._marker(round_name, item_id, reviewer)
         if claim is None:
-            claim = self.item_state(round_name, item_id).markers.get(reviewer)
+            # Deciding without asking for the item first: claim a slot now, if one is open.
+            claim = self._try_claim(manifest, item_id, reviewer, self.item_state(round_name, item_id), now) or \
+                self._marker(round_name, item_id, reviewer)  # or a concurrent request of theirs got one
             if claim is None:
                 raise ReviewConflict(f"item {item_id!r} has no open review slot: it already has "
                                      f"{manifest.reviewers_per_item} reviewer(s) or claims")
@@ -317,13 +331,14 @@ class ReviewStore:
 
     # -- progress -----------------------------------------------------------------------------
     def progress(self, round_name: str, reviewer: str | None = None) -> RoundProgress:
-        manifest = self.manifest(round_name)
-        states = self._load_states(round_name)
+        return self._progress(self.manifest(round_name), self._load_states(round_name), reviewer)
+
+    def _progress(self, manifest: RoundManifest, states: dict[str, ItemState], reviewer: str | None) -> RoundProgress:
         now, empty = self.clock(), ItemState()
         n = manifest.reviewers_per_item
         listed = [states.get(item_id, empty) for item_id in manifest.item_ids]
         progress = RoundProgress(
-            round=round_name, items=len(listed), reviewers_per_item=n, reviews_needed=len(listed) * n,
+            round=manifest.round, items=len(listed), reviewers_per_item=n, reviews_needed=len(listed) * n,
             reviews_done=sum(min(state.filled(), n) for state in listed),
             items_complete=sum(state.filled() >= n for state in listed))
         if reviewer is not None:

@@ -139,6 +139,13 @@ def test_concurrent_reviewers_racing_over_http(served, items):
     assert statuses[201] == len(decisions) == 2 * len(items) and set(statuses) <= {201, 409}
     assert Counter(d["item_id"] for d in decisions) == {item.item_id: 2 for item in items}
     assert max(Counter((d["item_id"], d["reviewer"]) for d in decisions).values()) == 1
+    # Every item has its two reviewers now: a third is refused, whoever asks.
+    item = items[0]
+    outsider = next(name for name in TOKENS if name not in {d["reviewer"] for d in decisions
+                                                            if d["item_id"] == item.item_id})
+    full = served.client(outsider).post(f"/rounds/r1/items/{item.item_id}/decisions",
+                                        json={"candidate_id": item.candidate.id, "kind": "accept"})
+    assert full.status_code == 409 and "no open review slot" in full.json()["detail"]
 
 
 def test_a_restart_in_the_middle_loses_nothing(blob_dir, items):
