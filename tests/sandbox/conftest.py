@@ -5,6 +5,8 @@ import pytest
 
 from flawforge.sandbox import Sandbox, SandboxLimits
 
+collect_ignore_glob = ["attacks/*"]  # programs for the sandbox, never for pytest
+
 LIMITS = SandboxLimits(timeout_s=5, memory_mb=256, workdir_mb=16, file_size_mb=4, output_bytes=16 * 1024,
                        result_bytes=1 << 20)
 

@@ -197,23 +197,40 @@ class Isolation:
 
 
 class Workdirs:
-    """A fresh, size-limited work dir per unit: a tmpfs per slot, or a host temp dir emptied after use."""
+    """A fresh, size-limited work dir per unit: a tmpfs per slot, or a host temp dir emptied after use.
+
+    A slot's tmpfs is kept while units leave it as they found it (empty, same mode and owner);
+    anything else and it is unmounted, so the next unit gets a new one.
+    """
 
     def __init__(self, isolation: Isolation):
         self.mounted = isolation.active("mountns")
         self.root = UNITS_DIR if self.mounted else tempfile.mkdtemp(prefix="flawforge-sandbox-")
         self.uid_base = isolation.config["uid_base"] if isolation.active("uid") else None
+        self.ready: dict[int, tuple] = {}  # slot -> (size in MiB, stat of the pristine dir)
 
     def prepare(self, slot: int, limits: dict) -> str:
         path = f"{self.root}/{slot}"
+        size = limits["workdir_mb"]
+        kept = self.ready.get(slot)
+        if kept is not None and kept[0] == size:
+            return path
+        if kept is not None:
+            self._discard(slot, path)
         owner = self.uid_base + slot if self.uid_base is not None else os.geteuid()
         if self.mounted:
             _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV,
-                   f"size={limits['workdir_mb']}m,nr_inodes=4096,mode=0700,uid={owner},gid={owner}")
+                   f"size={size}m,nr_inodes=4096,mode=0700,uid={owner},gid={owner}")
         else:
             os.makedirs(path, mode=0o700, exist_ok=True)
             os.chown(path, owner, owner)
+        self.ready[slot] = (size, self._fingerprint(path))
         return path
+
+    @staticmethod
+    def _fingerprint(path: str) -> tuple:
+        st = os.stat(path)
+        return st.st_mode, st.st_uid, st.st_gid
 
     def full(self, path: str) -> bool:
         if not self.mounted:
@@ -221,7 +238,17 @@ class Workdirs:
         stat = os.statvfs(path)
         return stat.f_bavail * stat.f_frsize < 64 * 1024 or stat.f_favail == 0
 
-    def release(self, path: str) -> None:
+    def release(self, slot: int, path: str) -> None:
+        kept = self.ready.get(slot)
+        try:
+            pristine = kept is not None and not os.listdir(path) and self._fingerprint(path) == kept[1]
+        except OSError:
+            pristine = False
+        if not pristine:
+            self._discard(slot, path)
+
+    def _discard(self, slot: int, path: str) -> None:
+        self.ready.pop(slot, None)
         if self.mounted:
             _call("umount2", path.encode(), MNT_DETACH)
         else:
@@ -318,11 +345,22 @@ class Server:
     def _start(self, request: dict) -> None:
         limits = request["limits"]
         slot = self.free_slots.pop()
-        workdir = self.workdirs.prepare(slot, limits)
-        out, err = _scratch_file(workdir), _scratch_file(workdir)
-        read_fd, write_fd = os.pipe()
-        started = time.monotonic()
-        pid = os.fork()
+        opened: list[int] = []
+        workdir = None
+        try:
+            workdir = self.workdirs.prepare(slot, limits)
+            opened += [_scratch_file(workdir), _scratch_file(workdir)]
+            opened += os.pipe()
+            out, err, read_fd, write_fd = opened
+            started = time.monotonic()
+            pid = os.fork()
+        except OSError:
+            for fd in opened:
+                os.close(fd)
+            if workdir is not None:
+                self.workdirs.release(slot, workdir)
+            self.free_slots.append(slot)
+            raise
         if pid == 0:
             self._child(request, limits, slot, workdir, out, err, write_fd)
         os.close(write_fd)
@@ -435,7 +473,7 @@ class Server:
             header[name] = os.pread(fd, min(size, u.output_cap), 0).decode("utf-8", "replace")
             header[name + "_bytes"] = size
             os.close(fd)
-        self.workdirs.release(u.workdir)
+        self.workdirs.release(u.slot, u.workdir)
         self.free_slots.append(u.slot)
         result = b"".join(u.result)
         self.sock.sendall(wire.pack(header) + wire.HEADER.pack(len(result)) + result)
