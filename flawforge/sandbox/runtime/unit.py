@@ -7,11 +7,11 @@ the report.
 """
 import ast
 import builtins
+import importlib.machinery
 import io
 import linecache
 import os
 import sys
-import tempfile
 import traceback
 import types
 import unittest
@@ -133,7 +133,31 @@ class Interpreter:
             sys.modules.pop(name, None)
         sys.stdin, sys.stdout, sys.stderr = self.streams
         sys.dont_write_bytecode = True
-        tempfile.tempdir = os.getcwd()
+        sys.meta_path.insert(0, TempfileInWorkdir(os.getcwd()))
+
+
+class TempfileInWorkdir:
+    """Import hook: sets tempfile.tempdir to the work dir when the program imports tempfile, so it
+    never probes /tmp. (tempfile is not imported ahead: it imports random, whose fork hook would
+    reseed in every unit.)"""
+
+    def __init__(self, workdir: str):
+        self.workdir = workdir
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "tempfile":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(name)
+        if spec is not None:
+            run_module, workdir = spec.loader.exec_module, self.workdir
+
+            def exec_module(module):
+                run_module(module)
+                module.tempdir = workdir
+
+            spec.loader.exec_module = exec_module
+        return spec
 
 
 def run_program(request: dict, channel: Channel) -> None:

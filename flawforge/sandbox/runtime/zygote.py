@@ -23,7 +23,6 @@ import shutil
 import signal
 import socket
 import sys
-import tempfile
 import time
 
 from flawforge.sandbox.runtime import unit, wire
@@ -42,7 +41,8 @@ SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin")
 DEVICES = ("null", "zero", "full", "random", "urandom")
 RUNNER_FAILED = 121
 FIRST_FREE_FD = 64
-PRELOAD = ("fractions", "decimal", "math", "cmath", "statistics", "random", "itertools", "functools",
+# Not random (nor statistics, tempfile, which import it): its fork hook would reseed in every unit.
+PRELOAD = ("fractions", "decimal", "math", "cmath", "itertools", "functools",
            "collections", "operator", "re", "string", "datetime", "json", "dataclasses", "typing", "enum",
            "heapq", "bisect", "copy", "numbers", "textwrap", "unittest", "inspect", "abc",
            "contextlib", "array", "struct", "hashlib", "base64", "pathlib", "io", "traceback", "tokenize")
@@ -205,7 +205,11 @@ class Workdirs:
 
     def __init__(self, isolation: Isolation):
         self.mounted = isolation.active("mountns")
-        self.root = UNITS_DIR if self.mounted else tempfile.mkdtemp(prefix="flawforge-sandbox-")
+        if self.mounted:
+            self.root = UNITS_DIR
+        else:
+            self.root = f"/tmp/flawforge-sandbox-{os.urandom(8).hex()}"
+            os.mkdir(self.root, 0o711)
         self.uid_base = isolation.config["uid_base"] if isolation.active("uid") else None
         self.ready: dict[int, tuple] = {}  # slot -> (size in MiB, stat of the pristine dir)
 
@@ -262,7 +266,8 @@ def _scratch_file(directory: str) -> int:
             return os.open(directory, O_TMPFILE | os.O_RDWR, 0o600)
         except OSError:
             pass
-    fd, name = tempfile.mkstemp(dir=directory)
+    name = f"{directory}/.output-{os.urandom(8).hex()}"
+    fd = os.open(name, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
     os.unlink(name)
     return fd
 
