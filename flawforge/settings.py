@@ -58,6 +58,8 @@ class Settings(BaseSettings):
     inference_backend: Literal["auto", "transformers", "vllm"] = Field("auto", description="Sampling and scoring backend; auto: vllm when importable and a GPU is present.")
     inference_batch_tokens: int = Field(2048, ge=64, description="Padded tokens per forward pass of the research endpoints (score, trace, logit lens, patch).")
     inference_default_max_tokens: int = Field(512, ge=1, description="max_tokens of a chat completion that sets none.")
+    inference_threads: int = Field(0, ge=0, description="CPU threads of the inference-server's torch; 0: one per core. "
+                                                        "Set it to the CPU limit where cores are shared.")
 
     review_claim_ttl_s: float = Field(1800.0, gt=0, description="Seconds a reviewer holds an item before another "
                                                                 "reviewer may take its slot over.")

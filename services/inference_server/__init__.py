@@ -1,8 +1,22 @@
 """The inference-server service."""
+from flawforge.runtime.platform import Platform
 from flawforge.runtime.service import ServiceSpec
+from flawforge.services.inference_server.api import batch_router, openai_router, research_router
+from flawforge.services.inference_server.host import host_for
+from flawforge.services.inference_server.worker import BATCH_CONSUMER
+
+
+def model_loaded(platform: Platform) -> None:
+    """Ready once the served model is loaded; the message says what it still waits for."""
+    host_for(platform.settings).start().ready()
+
 
 SERVICE = ServiceSpec(
     name="inference-server",
     port=8005,
     description="Local model server: OpenAI-compatible API and research endpoints.",
+    routers=(openai_router, batch_router, research_router),
+    consumers=(BATCH_CONSUMER,),
+    readiness_checks=(model_loaded,),
+    extras=("inference",),
 )

@@ -1,0 +1,327 @@
+"""Research computations on a transformers model: teacher-forced scoring, traces of hidden states
+and attentions, the logit lens and activation patching.
+
+Prompts of different lengths share a forward pass, left-padded: padding is masked and position
+ids count real tokens only, so each row computes what it would alone (up to float rounding).
+The residual stream is indexed like Hugging Face's hidden states: 0 is the embedding output and
+l the output of block l, always before the final norm.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import partial
+from typing import Callable, Iterator, Sequence
+
+import torch
+from torch import nn
+
+from flawforge.inference.errors import RequestError
+from flawforge.inference.loading import LoadedModel
+
+# One residual-stream tensor [rows, positions, hidden] at a layer; an edit returns a replacement or None.
+ResidualEdit = Callable[[int, torch.Tensor], "torch.Tensor | None"]
+
+
+@dataclass(frozen=True)
+class Anatomy:
+    """The modules the residual stream passes through, found by their usual names."""
+
+    embed: nn.Module
+    layers: nn.ModuleList
+    norm: nn.Module
+    unembed: nn.Module
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    def readout(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Next-token probabilities from residual-stream vectors: final norm, unembedding, softmax."""
+        return torch.softmax(self.unembed(self.norm(hidden)).float(), -1)
+
+
+def anatomy(model: nn.Module) -> Anatomy:
+    decoder = model.get_decoder()
+    layers = next((getattr(decoder, n) for n in ("layers", "h", "blocks")
+                   if isinstance(getattr(decoder, n, None), nn.ModuleList)), None)
+    norm = next((getattr(decoder, n) for n in ("norm", "final_layernorm", "ln_f", "norm_f")
+                 if isinstance(getattr(decoder, n, None), nn.Module)), None)
+    if layers is None or norm is None:
+        raise RequestError(501, f"{type(model).__name__}: its decoder layers and final norm were not found",
+                           code="unsupported_model")
+    return Anatomy(embed=model.get_input_embeddings(), layers=layers, norm=norm,
+                   unembed=model.get_output_embeddings())
+
+
+@dataclass
+class Padded:
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    position_ids: torch.Tensor
+    lengths: list[int]
+
+    @property
+    def width(self) -> int:
+        return self.input_ids.shape[1]
+
+    def column(self, row: int, position: int) -> int:
+        """Padded column of `position` (negative: from the end) among the row's own tokens."""
+        length = self.lengths[row]
+        if not -length <= position < length:
+            raise IndexError(f"position {position} is outside a prompt of {length} tokens")
+        return self.width - length + position % length
+
+    def inputs(self) -> dict:
+        return {"input_ids": self.input_ids, "attention_mask": self.attention_mask,
+                "position_ids": self.position_ids}
+
+
+def left_pad(sequences: Sequence[Sequence[int]], pad_id: int, device) -> Padded:
+    width = max(len(s) for s in sequences)
+    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    for row, seq in enumerate(sequences):
+        ids[row, width - len(seq):] = torch.tensor(seq, dtype=torch.long)
+        mask[row, width - len(seq):] = 1
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    return Padded(ids.to(device), mask.to(device), positions.to(device), [len(s) for s in sequences])
+
+
+def groups(order: Sequence[int], cost: Callable[[list[int]], int], budget: int) -> Iterator[list[int]]:
+    """Consecutive runs of `order` whose padded cost stays within budget (a lone item may exceed it)."""
+    group: list[int] = []
+    for index in order:
+        if group and cost(group + [index]) > budget:
+            yield group
+            group = []
+        group.append(index)
+    if group:
+        yield group
+
+
+def pad_id(lm: LoadedModel) -> int:
+    tok = lm.tokenizer
+    return next(i for i in (tok.pad_token_id, tok.eos_token_id, 0) if i is not None)
+
+
+def _edit_output(edit: ResidualEdit, layer: int, module, args, output):
+    hidden = output[0] if isinstance(output, tuple) else output
+    replaced = edit(layer, hidden)
+    if replaced is None:
+        return None
+    return (replaced, *output[1:]) if isinstance(output, tuple) else replaced
+
+
+@contextmanager
+def residual_hooks(anat: Anatomy, edit: ResidualEdit):
+    """Calls `edit` with the residual stream after the embedding and after every block."""
+    modules = [anat.embed, *anat.layers]
+    handles = [m.register_forward_hook(partial(_edit_output, edit, layer)) for layer, m in enumerate(modules)]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+@contextmanager
+def eager_attention(model):
+    """Attention probabilities exist only in the eager implementation; the fast one is restored after."""
+    previous = model.config._attn_implementation
+    if previous != "eager":
+        model.set_attn_implementation("eager")
+    try:
+        yield
+    finally:
+        if previous != "eager":
+            model.set_attn_implementation(previous)
+
+
+# --- scoring ------------------------------------------------------------------------------------
+
+
+def score_continuations(lm: LoadedModel, items: list[tuple[list[int], list[list[int]]]],
+                        batch_tokens: int) -> list[list[list[float]]]:
+    """log P(token | prompt, earlier continuation tokens) for every continuation token.
+
+    The prompts of a group run once, left-padded; their key/value cache is then repeated for each
+    of their continuations, which run together right-padded. Continuation tokens after the first
+    need only a forward pass over the continuation itself.
+    """
+    results: list[list[list[float]]] = [[[] for _ in conts] for _, conts in items]
+
+    def cost(group: list[int]) -> int:
+        conts = [c for i in group for c in items[i][1]]
+        return len(group) * max(len(items[i][0]) for i in group) + len(conts) * (max(map(len, conts)) - 1)
+
+    order = sorted(range(len(items)), key=lambda i: len(items[i][0]))
+    with lm.lock, torch.inference_mode():
+        for group in groups(order, cost, batch_tokens):
+            _score_group(lm, [items[i] for i in group], [results[i] for i in group])
+    return results
+
+
+def _score_group(lm: LoadedModel, items, out: list[list[list[float]]]) -> None:
+    model, device, pad = lm.model, lm.device, pad_id(lm)
+    prompts = left_pad([prompt for prompt, _ in items], pad, device)
+    first = model(**prompts.inputs(), use_cache=True, logits_to_keep=1)
+    first_logprobs = torch.log_softmax(first.logits[:, -1].float(), -1).cpu()
+    rows = [(i, c) for i, (_, conts) in enumerate(items) for c in range(len(conts))]
+    for i, c in rows:
+        out[i][c].append(first_logprobs[i, items[i][1][c][0]].item())
+    width = max(len(items[i][1][c]) for i, c in rows) - 1
+    if width == 0:
+        return
+    # Inputs are each continuation without its last token; the targets are the tokens after each input.
+    inputs = torch.full((len(rows), width), pad, dtype=torch.long)
+    targets = torch.zeros((len(rows), width), dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for r, (i, c) in enumerate(rows):
+        tokens = torch.tensor(items[i][1][c], dtype=torch.long)
+        inputs[r, :len(tokens) - 1] = tokens[:-1]
+        targets[r, :len(tokens) - 1] = tokens[1:]
+        mask[r, :len(tokens) - 1] = 1
+    owner = torch.tensor([i for i, _ in rows], dtype=torch.long)
+    cache = first.past_key_values
+    cache.batch_select_indices(owner.to(device))
+    lengths = torch.tensor(prompts.lengths, dtype=torch.long)[owner]
+    logits = model(input_ids=inputs.to(device),
+                   attention_mask=torch.cat([prompts.attention_mask[owner.to(device)], mask.to(device)], 1),
+                   position_ids=(lengths[:, None] + torch.arange(width)).to(device),
+                   past_key_values=cache, use_cache=True).logits
+    picked = torch.log_softmax(logits.float(), -1).gather(-1, targets.to(device)[..., None]).squeeze(-1).cpu()
+    for r, (i, c) in enumerate(rows):
+        out[i][c].extend(picked[r, :len(items[i][1][c]) - 1].tolist())
+
+
+# --- trace --------------------------------------------------------------------------------------
+
+
+def trace(lm: LoadedModel, prompts: list[list[int]], full_sequence: bool, batch_tokens: int) -> list[dict]:
+    """One greedy step per prompt with the residual stream of every layer and every attention map.
+
+    Each result is a dict of tensors and numbers ready for torch.save; only the last position is
+    kept unless `full_sequence`.
+    """
+    anat = anatomy(lm.model)
+    results: list[dict] = [{} for _ in prompts]
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    with lm.lock, torch.inference_mode(), eager_attention(lm.model):
+        for group in groups(order, lambda g: len(g) * max(len(prompts[i]) for i in g), batch_tokens):
+            padded = left_pad([prompts[i] for i in group], pad_id(lm), lm.device)
+            captured: dict[int, torch.Tensor] = {}
+            with residual_hooks(anat, lambda layer, hidden: captured.__setitem__(layer, hidden)):
+                out = lm.model(**padded.inputs(), output_attentions=True, logits_to_keep=1)
+            probs = torch.softmax(out.logits[:, -1].float(), -1).cpu()
+            for row, index in enumerate(group):
+                start = padded.width - padded.lengths[row]
+                kept = slice(start if full_sequence else padded.width - 1, None)
+                next_id = int(probs[row].argmax())
+                results[index] = {
+                    "input_ids": torch.tensor(prompts[index]),
+                    "positions": list(range(kept.start - start, padded.lengths[row])),
+                    "hidden_states": torch.stack([captured[layer][row, kept] for layer in sorted(captured)])
+                    .float().cpu(),
+                    "attentions": torch.stack([a[row, :, kept, start:] for a in out.attentions]).float().cpu(),
+                    "next_token_id": next_id,
+                    "next_token_prob": float(probs[row, next_id]),
+                }
+    return results
+
+
+# --- logit lens and patching --------------------------------------------------------------------
+
+
+@dataclass
+class Readings:
+    """Probabilities of the target tokens and the most likely token, read at one point."""
+
+    probs: list[float]
+    top_id: int
+    top_prob: float
+
+
+def _readings(probs: torch.Tensor, target_ids: list[int]) -> Readings:
+    top = int(probs.argmax())
+    return Readings(probs=probs[target_ids].tolist(), top_id=top, top_prob=float(probs[top]))
+
+
+def logit_lens(lm: LoadedModel, prompts: list[list[int]], target_ids: list[int], position: int,
+               batch_tokens: int) -> list[tuple[int, list[Readings]]]:
+    """For each prompt: the position read and, per layer 0..L, what the residual stream predicts there."""
+    anat = anatomy(lm.model)
+    results: list[tuple[int, list[Readings]]] = [(0, []) for _ in prompts]
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    with lm.lock, torch.inference_mode():
+        for group in groups(order, lambda g: len(g) * max(len(prompts[i]) for i in g), batch_tokens):
+            padded = left_pad([prompts[i] for i in group], pad_id(lm), lm.device)
+            try:
+                columns = torch.tensor([padded.column(row, position) for row in range(len(group))])
+            except IndexError as exc:
+                raise RequestError(422, str(exc), param="position") from None
+            rows = torch.arange(len(group))
+            at_position: dict[int, torch.Tensor] = {}
+            with residual_hooks(anat, lambda layer, hidden: at_position.__setitem__(
+                    layer, hidden[rows.to(hidden.device), columns.to(hidden.device)])):
+                lm.model(**padded.inputs(), logits_to_keep=1)
+            probs = torch.stack([anat.readout(at_position[layer]) for layer in sorted(at_position)]).cpu()
+            for row, index in enumerate(group):
+                read = int(columns[row]) - (padded.width - padded.lengths[row])
+                results[index] = (read, [_readings(probs[layer, row], target_ids) for layer in range(len(probs))])
+    return results
+
+
+def patch(lm: LoadedModel, source: list[int], target: list[int], target_ids: list[int],
+          layers: list[int] | None, positions: list[int] | None, read_position: int, each_layer: bool,
+          batch_tokens: int) -> tuple[Readings, list[tuple[list[int], Readings]]]:
+    """Activation patching: the target prompt's run with the source's residual stream written in.
+
+    One batch holds the source, the unpatched target and the patched targets. Rows do not mix, so
+    at each layer the source row's own output is what the patched rows receive.
+    Returns the baseline readings and, per patched run, its layers and readings.
+    """
+    anat = anatomy(lm.model)
+    layers = list(range(anat.num_layers + 1)) if layers is None else layers
+    bad = [layer for layer in layers if not 0 <= layer <= anat.num_layers]
+    if bad or not layers:
+        raise RequestError(422, f"layers must be within 0..{anat.num_layers}" + (f"; got {bad}" if bad else ""),
+                           param="layers")
+    if positions is None:
+        if len(source) != len(target):
+            raise RequestError(422, f"patching every position needs prompts of equal length; the source has "
+                                    f"{len(source)} tokens, the target {len(target)}", param="positions")
+        positions = list(range(len(target)))
+    plans = [[]] + ([[layer] for layer in layers] if each_layer else [layers])
+    per_pass = max(1, batch_tokens // max(len(source), len(target)) - 1)
+    readings: list[Readings] = []
+    with lm.lock, torch.inference_mode():
+        for start in range(0, len(plans), per_pass):
+            chunk = plans[start:start + per_pass]
+            padded = left_pad([source] + [target] * len(chunk), pad_id(lm), lm.device)
+            try:
+                source_cols = torch.tensor([padded.column(0, p) for p in positions])
+                target_cols = torch.tensor([padded.column(1, p) for p in positions])
+            except IndexError as exc:
+                raise RequestError(422, str(exc), param="positions") from None
+            try:
+                read_col = padded.column(1, read_position)
+            except IndexError as exc:
+                raise RequestError(422, str(exc), param="read_position") from None
+            rows_at = {layer: torch.tensor([1 + r for r, plan in enumerate(chunk) if layer in plan])
+                       for layer in layers}
+
+            def write_source(layer: int, hidden: torch.Tensor):
+                rows = rows_at.get(layer)
+                if rows is None or not len(rows):
+                    return None
+                hidden = hidden.clone()
+                device = hidden.device
+                hidden[rows.to(device)[:, None], target_cols.to(device)[None, :]] = hidden[0, source_cols.to(device)]
+                return hidden
+
+            with residual_hooks(anat, write_source):
+                logits = lm.model(**padded.inputs(), logits_to_keep=padded.width - read_col).logits[:, 0]
+            probs = torch.softmax(logits.float(), -1).cpu()
+            readings += [_readings(probs[1 + r], target_ids) for r in range(len(chunk))]
+    return readings[0], [(plan, reading) for plan, reading in zip(plans[1:], readings[1:])]

@@ -1,0 +1,127 @@
+"""The research endpoints' requests turned into research computations and back into responses."""
+from __future__ import annotations
+
+import io
+import math
+
+import torch
+
+from flawforge.blobstore import BlobStore
+from flawforge.inference import research
+from flawforge.inference.backend import Backend
+from flawforge.inference.errors import RequestError
+from flawforge.inference.loading import LoadedModel
+from flawforge.inference.openai_api import check_model
+from flawforge.proto.inference import (
+    ContinuationScore, LayerReadout, LensRequest, LensResponse, LensResult, PatchedReadout, PatchRequest,
+    PatchResponse, Readout, ScoreRequest, ScoreResponse, ScoreResult, TargetToken, TraceRequest, TraceResponse,
+    TraceResult, TokenSpec,
+)
+
+TRACE_PREFIX = "inference/traces"
+
+
+def _encode(tokenizer, text: str, *, prompt: bool) -> list[int]:
+    # A prompt gets the tokenizer's special tokens (a BOS where the model has one); a continuation does not.
+    return tokenizer(text, add_special_tokens=prompt)["input_ids"]
+
+
+def _check_length(lm_context: int, tokens: int, param: str) -> None:
+    if tokens > lm_context:
+        raise RequestError(400, f"{param} has {tokens} tokens; this model's maximum context length is {lm_context}.",
+                           param=param, code="context_length_exceeded")
+    if tokens == 0:
+        raise RequestError(422, f"{param} encodes to no tokens.", param=param, code="empty_prompt")
+
+
+def _pieces(tokenizer, ids: list[int]) -> list[str]:
+    return [tokenizer.decode([i]) for i in ids]
+
+
+def target_tokens(tokenizer, targets: list[TokenSpec]) -> list[TargetToken]:
+    found = []
+    for index, target in enumerate(targets):
+        if isinstance(target, int):
+            if not 0 <= target < len(tokenizer):
+                raise RequestError(422, f"token id {target} is outside the vocabulary (0..{len(tokenizer) - 1})",
+                                   param=f"targets.{index}")
+            token_id = target
+        else:
+            ids = tokenizer(target, add_special_tokens=False)["input_ids"]
+            if len(ids) != 1:
+                raise RequestError(422, f"target {target!r} is {len(ids)} tokens {_pieces(tokenizer, ids)}; give a "
+                                        "single token or its id", param=f"targets.{index}")
+            token_id = ids[0]
+        found.append(TargetToken(token_id=token_id, token=tokenizer.decode([token_id])))
+    return found
+
+
+def score(backend: Backend, req: ScoreRequest) -> ScoreResponse:
+    check_model(backend.model_name, req.model)
+    tok = backend.tokenizer
+    items = []
+    for i, item in enumerate(req.items):
+        prompt = _encode(tok, item.prompt, prompt=True)
+        conts = [_encode(tok, c, prompt=False) for c in item.continuations]
+        for j, cont in enumerate(conts):
+            if not cont:
+                raise RequestError(422, "a continuation must encode to at least one token",
+                                   param=f"items.{i}.continuations.{j}")
+        _check_length(backend.context_length, len(prompt) + max(map(len, conts)), f"items.{i}")
+        _check_length(backend.context_length, len(prompt), f"items.{i}.prompt")
+        items.append((prompt, conts))
+    logprobs = backend.score(items)
+    return ScoreResponse(model=backend.model_name, results=[
+        ScoreResult(prompt_tokens=len(prompt), continuations=[
+            ContinuationScore(text=text, tokens=_pieces(tok, ids), token_logprobs=lps, logprob=sum(lps),
+                              prob=math.exp(sum(lps)))
+            for text, ids, lps in zip(item.continuations, conts, item_lps)])
+        for item, (prompt, conts), item_lps in zip(req.items, items, logprobs)])
+
+
+def _prompt(lm: LoadedModel, text: str, param: str) -> list[int]:
+    ids = _encode(lm.tokenizer, text, prompt=True)
+    _check_length(lm.context_length, len(ids), param)
+    return ids
+
+
+def trace(lm: LoadedModel, store: BlobStore, req: TraceRequest, batch_tokens: int) -> TraceResponse:
+    check_model(lm.name, req.model)
+    prompts = [_prompt(lm, text, f"prompts.{i}") for i, text in enumerate(req.prompts)]
+    results = []
+    for ids, found in zip(prompts, research.trace(lm, prompts, req.full_sequence, batch_tokens)):
+        buffer = io.BytesIO()
+        torch.save({**found, "model": lm.name}, buffer)
+        blob = store.put_content(TRACE_PREFIX, buffer.getvalue(), ".pt")
+        results.append(TraceResult(blob=blob, tokens=_pieces(lm.tokenizer, ids), positions=found["positions"],
+                                   next_token=lm.tokenizer.decode([found["next_token_id"]]),
+                                   next_token_id=found["next_token_id"], next_token_prob=found["next_token_prob"],
+                                   num_layers=found["attentions"].shape[0]))
+    return TraceResponse(model=lm.name, results=results)
+
+
+def _readout(lm: LoadedModel, reading: research.Readings) -> Readout:
+    return Readout(probs=reading.probs, top_token=lm.tokenizer.decode([reading.top_id]), top_prob=reading.top_prob)
+
+
+def logit_lens(lm: LoadedModel, req: LensRequest, batch_tokens: int) -> LensResponse:
+    check_model(lm.name, req.model)
+    targets = target_tokens(lm.tokenizer, req.targets)
+    prompts = [_prompt(lm, text, f"prompts.{i}") for i, text in enumerate(req.prompts)]
+    found = research.logit_lens(lm, prompts, [t.token_id for t in targets], req.position, batch_tokens)
+    return LensResponse(model=lm.name, targets=targets, results=[
+        LensResult(tokens=_pieces(lm.tokenizer, ids), position=position, layers=[
+            LayerReadout(layer=layer, **_readout(lm, reading).model_dump()) for layer, reading in enumerate(readings)])
+        for ids, (position, readings) in zip(prompts, found)])
+
+
+def patch(lm: LoadedModel, req: PatchRequest, batch_tokens: int) -> PatchResponse:
+    check_model(lm.name, req.model)
+    targets = target_tokens(lm.tokenizer, req.targets)
+    source, target = _prompt(lm, req.source, "source"), _prompt(lm, req.target, "target")
+    baseline, patched = research.patch(lm, source, target, [t.token_id for t in targets], req.layers, req.positions,
+                                       req.read_position, req.mode == "each", batch_tokens)
+    return PatchResponse(model=lm.name, targets=targets, baseline=_readout(lm, baseline), patched=[
+        PatchedReadout(layers=layers, delta=[p - b for p, b in zip(reading.probs, baseline.probs)],
+                       **_readout(lm, reading).model_dump())
+        for layers, reading in patched])
