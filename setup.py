@@ -10,5 +10,5 @@ for name, folder in MAPPED.items():
 setup(
     packages=packages,
     package_dir=MAPPED,
-    package_data={"": ["*.html", "*.js", "*.css", "*.json", "*.yaml"]},
+    package_data={"": ["*.html", "*.js", "*.css", "*.json", "*.yaml", "static/*"]},
 )
