@@ -6,13 +6,16 @@ the deployment files do not follow makes a test fail.
 """
 from __future__ import annotations
 
+import ast
 import base64
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -307,6 +310,28 @@ def test_images_run_as_the_unprivileged_user_the_pods_expect(compose, k8s, docke
         assert uid != 0
         pod = objects(k8s, "Deployment")[name]["spec"]["template"]["spec"]
         assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] == uid, name
+
+
+def test_images_get_every_file_of_the_packages(tmp_path, dockerfile):
+    """Images install a built wheel, not the work tree: every file the packages hold must be in it."""
+    setup_py = (REPO / "setup.py").read_text()
+    mapped = ast.literal_eval(re.search(r"^MAPPED = (\{.*?\})$", setup_py, re.M).group(1))
+    folders = {"flawforge": "flawforge", **{source: package.replace(".", "/") for package, source in mapped.items()}}
+    build = " ".join(dockerfile["build"])
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for name in ("setup.py", "pyproject.toml"):
+        shutil.copy(REPO / name, tmp_path / name)
+    for folder in folders:
+        assert f"COPY {folder} ./{folder}" in build, f"the Dockerfile does not copy {folder}/"
+        shutil.copytree(REPO / folder, tmp_path / folder, ignore=ignore)
+    result = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                             "-w", str(tmp_path / "dist"), str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    wheel = next((tmp_path / "dist").glob("*.whl"))
+    shipped = set(zipfile.ZipFile(wheel).namelist())
+    expected = {f"{package}/{path.relative_to(tmp_path / folder).as_posix()}"
+                for folder, package in folders.items() for path in (tmp_path / folder).rglob("*") if path.is_file()}
+    assert sorted(expected - shipped) == [], "files the installed package would lack (setup.py package_data?)"
 
 
 # --- kubernetes ------------------------------------------------------------------------------
