@@ -42,8 +42,9 @@ class Paths:
     """Where a unit may read (its work dir, the Python library, configured extras) and write (its work dir)."""
 
     def __init__(self, workdir: str, read_roots: list[str]):
-        self.workdir = os.path.realpath(workdir)
-        self.read_roots = [os.path.realpath(r) for r in read_roots]
+        """Both already real paths (resolved once in the zygote, not in every unit)."""
+        self.workdir = workdir
+        self.read_roots = read_roots
 
     @staticmethod
     def _inside(path: str, root: str) -> bool:

@@ -284,7 +284,8 @@ def run_tests(request: dict, channel: Channel) -> None:
 
 
 def run(request: dict, interpreter: Interpreter, read_roots: list[str], audit: bool) -> None:
-    """The unit's whole life after the fork; never returns."""
+    """The unit's whole life after the fork; never returns. read_roots and the work dir (the
+    current directory) are real paths."""
     status = 0
     channel = Channel(RESULT_FD)
     try:

@@ -186,11 +186,13 @@ class Isolation:
                 os.setgroups([])
                 os.setresgid(self.config["uid_base"], self.config["uid_base"], self.config["uid_base"])
                 os.setresuid(self.config["uid_base"], self.config["uid_base"], self.config["uid_base"])
-                os._exit(0)
             except BaseException:
                 os._exit(1)
+            # Without the sandbox root, the host's permissions may hide the Python library from it.
+            os._exit(0 if all(os.access(p, os.R_OK | os.X_OK) for p in self.config["library_path"]) else 2)
         _, status = os.waitpid(probe, 0)
-        return None if status == 0 else "setuid to an unprivileged uid failed"
+        return {0: None, 2: "an unprivileged uid cannot read the Python library here"}.get(
+            os.waitstatus_to_exitcode(status), "setuid to an unprivileged uid failed")
 
     def active(self, layer: str) -> bool:
         return self.layers.get(layer) is None
@@ -208,7 +210,7 @@ class Workdirs:
         if self.mounted:
             self.root = UNITS_DIR
         else:
-            self.root = f"/tmp/flawforge-sandbox-{os.urandom(8).hex()}"
+            self.root = os.path.realpath(f"/tmp/flawforge-sandbox-{os.urandom(8).hex()}")
             os.mkdir(self.root, 0o711)
         self.uid_base = isolation.config["uid_base"] if isolation.active("uid") else None
         self.ready: dict[int, tuple] = {}  # slot -> (size in MiB, stat of the pristine dir)
@@ -514,7 +516,8 @@ def main(fd: int, config: dict) -> None:
     config["library_path"] = [p for p in sys.path if p and os.path.isabs(p)]
     isolation = Isolation(config)
     isolation.enter()
-    config["unit_read_roots"] = [sys.base_prefix] + config["library_path"] + config["read_paths"]
+    config["unit_read_roots"] = sorted({os.path.realpath(p) for p in
+                                        [sys.base_prefix] + config["library_path"] + config["read_paths"]})
     server = Server(sock, isolation, config)
     sock.sendall(wire.pack({"op": "hello", "layers": isolation.layers, "pid": os.getpid()}))
     gc.collect()
