@@ -96,6 +96,11 @@ def resolve_port(cont: dict, port) -> int:
     return named[port]
 
 
+def cpu_cores(cont: dict) -> float:
+    limit = str(cont["resources"]["limits"]["cpu"])
+    return float(limit[:-1]) / 1000 if limit.endswith("m") else float(limit)
+
+
 def selects(selector: dict, labels: dict) -> bool:
     return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
 
@@ -422,7 +427,10 @@ def test_inference_server_runs_on_a_gpu_node_and_waits_for_its_model(k8s, specs)
     assert startup["periodSeconds"] * startup["failureThreshold"] >= 300, "the model gets under 5 minutes to load"
     assert cont["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert specs["inference-server"].readiness_checks, "inference-server /readyz has no model-loaded check"
-    assert settings_from(k8s_env(k8s, deployment)).inference_device != "cpu", "the GPU pod serves on the CPU"
+    settings = settings_from(k8s_env(k8s, deployment))
+    assert settings.inference_device != "cpu", "the GPU pod serves on the CPU"
+    # torch's default thread count is the node's core count, not the pod's CPU limit.
+    assert 1 <= settings.inference_threads <= cpu_cores(cont), f"inference threads {settings.inference_threads}"
 
 
 def test_trace_executor_runs_sandboxed(k8s, compose, dockerfile):
@@ -437,9 +445,7 @@ def test_trace_executor_runs_sandboxed(k8s, compose, dockerfile):
     assert security["capabilities"]["drop"] == ["ALL"]
     # os.cpu_count() in a pod is the node's: the worker count must follow the pod's CPU limit.
     workers = settings_from(k8s_env(k8s, deployment)).sandbox_workers
-    cpu = str(cont["resources"]["limits"]["cpu"])
-    cores = float(cpu[:-1]) / 1000 if cpu.endswith("m") else float(cpu)
-    assert 1 <= workers <= max(1, 2 * cores), f"sandbox workers {workers} for a {cpu} CPU limit"
+    assert 1 <= workers <= max(1, 2 * cpu_cores(cont)), f"sandbox workers {workers} for a {cpu_cores(cont)} CPU limit"
     volumes = {v["name"]: v for v in pod["volumes"]}
     tmp = next(m for m in cont["volumeMounts"] if m["mountPath"] == "/tmp")
     assert "emptyDir" in volumes[tmp["name"]], "/tmp is not an emptyDir"
