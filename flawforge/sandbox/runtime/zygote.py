@@ -180,6 +180,7 @@ class Isolation:
         """Units run as uid_base+slot; find out whether this process may switch to them."""
         if os.geteuid() != 0 or self.in_user_ns:
             return "not running as root: units keep the service's uid"
+        library = [p for p in self.config["library_path"] if os.path.isdir(p)]
         probe = os.fork()
         if probe == 0:
             try:
@@ -189,7 +190,7 @@ class Isolation:
             except BaseException:
                 os._exit(1)
             # Without the sandbox root, the host's permissions may hide the Python library from it.
-            os._exit(0 if all(os.access(p, os.R_OK | os.X_OK) for p in self.config["library_path"]) else 2)
+            os._exit(0 if all(os.access(p, os.R_OK | os.X_OK) for p in library) else 2)
         _, status = os.waitpid(probe, 0)
         return {0: None, 2: "an unprivileged uid cannot read the Python library here"}.get(
             os.waitstatus_to_exitcode(status), "setuid to an unprivileged uid failed")
