@@ -163,11 +163,12 @@ class Sandbox:
     `limits` are the defaults; each call may pass its own. `workers` units run at once.
     `required_layers` are checked at start: a missing one raises SandboxUnavailable.
     `read_paths` are extra host paths units may read (e.g. a site-packages with numpy).
+    `audit=False` or `namespaces=False` leave those layers out, as where they are unavailable.
     """
 
     def __init__(self, limits: SandboxLimits | None = None, *, workers: int | None = None,
                  required_layers: tuple[str, ...] | list[str] = (), read_paths: tuple[str, ...] | list[str] = (),
-                 audit: bool = True):
+                 audit: bool = True, namespaces: bool = True):
         unknown = sorted(set(required_layers) - set(LAYERS))
         if unknown:
             raise SandboxUnavailable(f"unknown isolation layer(s) {', '.join(unknown)}; known: {', '.join(LAYERS)}")
@@ -176,7 +177,7 @@ class Sandbox:
         self.required_layers = tuple(required_layers)
         uid_base = random.choice(UID_BLOCKS)
         self.unit_uids = range(uid_base, uid_base + self.workers)
-        self._config = {"slots": self.workers, "uid_base": uid_base, "audit": audit,
+        self._config = {"slots": self.workers, "uid_base": uid_base, "audit": audit, "namespaces": namespaces,
                         "read_paths": [os.path.abspath(p) for p in read_paths]}
         self._slots = threading.BoundedSemaphore(self.workers)
         self._ids = count(1)

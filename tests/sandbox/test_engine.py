@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 from fractions import Fraction
@@ -239,3 +240,27 @@ def test_limits_are_validated():
         SandboxLimits(timeout_s=0)
     with pytest.raises(ValidationError):
         SandboxLimits(memory_mb=1)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or sys.platform != "linux", reason="namespaces and setuid need root on Linux")
+def test_every_layer_is_active_as_root_on_linux(sandbox):
+    assert sandbox.layer_report().missing == {}
+
+
+FALLBACK_ATTACKS = ["write_outside_workdir", "read_etc_passwd", "socket_rabbitmq", "fork_bomb", "output_flood",
+                    "huge_file", "symlink_climb_out", "poison_builtins", "infinite_loop"]
+
+
+def test_without_namespaces_work_dirs_and_audit_still_hold(shared_data):
+    """Where the kernel refuses namespaces: a host temp dir per unit, and the audit layer stops escapes."""
+    from tests.sandbox.test_attacks import ATTACKS, header, run_attack
+
+    with Sandbox(SandboxLimits(timeout_s=5, workdir_mb=16, file_size_mb=4, output_bytes=16384), workers=2,
+                 namespaces=False) as sb:
+        report = sb.layer_report()
+        assert {"netns", "mountns", "pidns"} <= set(report.missing) and "audit" in report.active
+        for name in FALLBACK_ATTACKS:
+            run_attack(sb, ATTACKS / f"{name}.py", header(ATTACKS / f"{name}.py")["expect"])
+        first = sb.execute("open('left.txt', 'w').write('x')\n")
+        second = sb.execute("import os\nprint(os.listdir('.'))\n")
+        assert first.outcome == "ok" and second.stdout == "[]\n"

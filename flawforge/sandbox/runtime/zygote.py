@@ -76,12 +76,16 @@ class Isolation:
     def enter(self) -> None:
         """Namespaces first; a new PID namespace needs a fork, after which this process is its init."""
         self.in_user_ns = False
-        if os.geteuid() != 0:
-            self._enter_user_namespace()
-        self.layers["netns"] = self._unshare(CLONE_NEWNET)
-        self.layers["mountns"] = self._unshare(CLONE_NEWNS)
-        self.layers["pidns"] = (self._unshare(CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS)
-                                if self.layers["mountns"] is None else "needs the mount namespace")
+        if not self.config["namespaces"]:
+            for layer in ("netns", "mountns", "pidns"):
+                self.layers[layer] = "disabled by configuration"
+        else:
+            if os.geteuid() != 0:
+                self._enter_user_namespace()
+            self.layers["netns"] = self._unshare(CLONE_NEWNET)
+            self.layers["mountns"] = self._unshare(CLONE_NEWNS)
+            self.layers["pidns"] = (self._unshare(CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS)
+                                    if self.layers["mountns"] is None else "needs the mount namespace")
         if self.layers["pidns"] is None:
             self._become_init()
         if self.layers["mountns"] is None:
@@ -253,6 +257,10 @@ class Workdirs:
             pristine = False
         if not pristine:
             self._discard(slot, path)
+
+    def close(self) -> None:
+        if not self.mounted:  # a mounted root vanishes with the namespace
+            shutil.rmtree(self.root, ignore_errors=True)
 
     def _discard(self, slot: int, path: str) -> None:
         self.ready.pop(slot, None)
@@ -504,6 +512,7 @@ class Server:
     def shutdown(self) -> None:
         for u in list(self.units.values()):
             self._kill(u)
+        self.workdirs.close()
 
 
 def main(fd: int, config: dict) -> None:
