@@ -80,7 +80,8 @@ class _Zygote:
             start_new_session=True)
         zygote_end.close()
         self.pending: dict[int, Future] = {}
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # pending and alive; never held while blocked on the socket
+        self.send_lock = threading.Lock()
         self.alive = True
         bundle = {"packages": ["flawforge", "flawforge.sandbox", RUNTIME_PACKAGE],
                   "modules": [[f"{RUNTIME_PACKAGE}.{m}", resources.files(RUNTIME_PACKAGE).joinpath(f"{m}.py").read_text()]
@@ -118,7 +119,13 @@ class _Zygote:
             if not self.alive:
                 raise ConnectionError("the sandbox's zygote exited")
             self.pending[unit_id] = future
-            self.sock.sendall(wire.pack(request))
+        try:
+            with self.send_lock:  # apart from `lock`: the reader must keep draining replies meanwhile
+                self.sock.sendall(wire.pack(request))
+        except OSError:
+            with self.lock:
+                self.pending.pop(unit_id, None)
+            raise
         return future
 
     def _read_replies(self) -> None:
@@ -141,6 +148,7 @@ class _Zygote:
         for future in pending.values():
             future.set_result(({"failed": "the sandbox's zygote exited during the unit"}, b""))
         self.on_exit(self)
+        self.close()
 
     def close(self) -> None:
         with self.lock:
@@ -149,12 +157,12 @@ class _Zygote:
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
-        self.sock.close()
         try:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        self.sock.close()
 
 
 class Sandbox:
@@ -239,7 +247,11 @@ class Sandbox:
         request = {**request, "id": next(self._ids), "limits": limits.model_dump()}
         self._slots.acquire()
         try:
-            future = self._ensure_zygote().submit(request["id"], request)
+            try:
+                future = self._ensure_zygote().submit(request["id"], request)
+            except OSError:  # the zygote died since: once more, on a new one
+                self._forget(self._zygote)
+                future = self._ensure_zygote().submit(request["id"], request)
         except BaseException:
             self._slots.release()
             raise
