@@ -67,10 +67,15 @@ class TransformersBackend(Backend):
                 top=[] if top is None else list(zip(top.indices.tolist(), top.values.tolist()))))
         text = self.tokenizer.decode(sample.token_ids, skip_special_tokens=True)
         cut = min((i for i in (text.find(s) for s in params.stop) if i >= 0), default=-1)
-        if cut >= 0:
-            sample.text, sample.finish_reason = text[:cut], "stop"
-        else:
+        if cut < 0:
             sample.text = text
+            return
+        sample.text, sample.finish_reason = text[:cut], "stop"
+        # Tokens wholly inside the stop string are not part of the answer, nor are their logprobs.
+        while sample.token_ids and len(self.tokenizer.decode(sample.token_ids[:-1], skip_special_tokens=True)) >= cut:
+            sample.token_ids.pop()
+            if sample.logprobs:
+                sample.logprobs.pop()
 
     def score(self, items: list[ScoreItem]) -> list[list[list[float]]]:
         return score_continuations(self.lm, items, self.batch_tokens)

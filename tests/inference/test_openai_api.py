@@ -1,0 +1,150 @@
+"""The OpenAI-compatible and research endpoints over HTTP, on the real model."""
+from __future__ import annotations
+
+import io
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.model
+
+
+@pytest.fixture
+def client(make_client):
+    return make_client(run_worker=False)
+
+
+def chat(client, model, **fields):
+    body = {"model": model, "messages": [{"role": "user", "content": "Name a colour."}], "max_tokens": 8, **fields}
+    return client.post("/v1/chat/completions", json=body)
+
+
+def test_models_and_readiness_reflect_the_loaded_model(client, lm):
+    models = client.get("/v1/models")
+    assert models.status_code == 200
+    assert [m["id"] for m in models.json()["data"]] == [lm.name] == ["SmolLM2-135M-Instruct"]
+    assert client.get(f"/v1/models/{lm.name}").json()["object"] == "model"
+    assert client.get("/v1/models/gpt-4").json()["error"]["code"] == "model_not_found"
+    ready = client.get("/readyz").json()
+    assert ready["ready"] and ready["checks"]["model_loaded"] == "ok"
+
+
+def test_a_model_that_cannot_load_makes_the_server_unready(make_client, tmp_path):
+    from flawforge.inference.errors import RequestError
+    from flawforge.services.inference_server.host import host_for
+
+    client = make_client(run_worker=False, inference_model_path=str(tmp_path / "missing"))
+    with pytest.raises(RequestError, match="does not exist"):
+        host_for(client.platform.settings).wait(timeout=60)
+    ready = client.get("/readyz")
+    assert ready.status_code == 503 and "does not exist" in ready.json()["checks"]["model_loaded"]
+    models = client.get("/v1/models")
+    assert models.status_code == 503 and models.json()["error"]["code"] == "model_unavailable"
+
+
+def test_chat_completion_samples_n_choices_reproducibly_with_a_seed(client, lm):
+    first = chat(client, lm.name, n=3, seed=7, temperature=1.0, top_p=0.95)
+    again = chat(client, lm.name, n=3, seed=7, temperature=1.0, top_p=0.95)
+    assert first.status_code == 200, first.text
+    body = first.json()
+    assert body["object"] == "chat.completion" and len(body["choices"]) == 3
+    assert [c["message"]["content"] for c in body["choices"]] == [c["message"]["content"] for c in again.json()["choices"]]
+    others = {chat(client, lm.name, seed=seed, max_tokens=12).json()["choices"][0]["message"]["content"]
+              for seed in (1, 2, 3, 4)}
+    assert len(others) > 1  # different seeds sample different text
+    usage = body["usage"]
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"] > usage["prompt_tokens"]
+    assert all(c["finish_reason"] in ("stop", "length") for c in body["choices"])
+
+
+def test_chat_logprobs_match_the_model_distribution(client, lm):
+    body = chat(client, lm.name, temperature=0, logprobs=True, top_logprobs=3, max_tokens=4).json()
+    [choice] = body["choices"]
+    content = choice["logprobs"]["content"]
+    assert 1 <= len(content) <= 4 and all(len(t["top_logprobs"]) == 3 for t in content)
+    # Greedy: the sampled token is the most likely one, so it heads its own alternatives.
+    first = content[0]
+    assert first["top_logprobs"][0]["token"] == first["token"]
+    assert first["logprob"] == pytest.approx(first["top_logprobs"][0]["logprob"])
+    prompt = lm.tokenizer.apply_chat_template([{"role": "user", "content": "Name a colour."}], tokenize=False,
+                                              add_generation_prompt=True)
+    prompt_ids = lm.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    with torch.inference_mode():
+        direct = torch.log_softmax(lm.model(torch.tensor([prompt_ids])).logits[0, -1].float(), -1)
+    assert first["logprob"] == pytest.approx(direct.max().item(), abs=1e-4)
+    assert "".join(t["token"] for t in content) == choice["message"]["content"]
+
+
+def test_completions_take_several_prompts_stop_strings_and_logprobs(client, lm):
+    response = client.post("/v1/completions", json={
+        "model": lm.name, "prompt": ["1, 2, 3, 4,", "The capital of France is"], "n": 2, "max_tokens": 12,
+        "temperature": 0, "stop": [","], "logprobs": 2})
+    assert response.status_code == 200, response.text
+    choices = response.json()["choices"]
+    assert [c["index"] for c in choices] == [0, 1, 2, 3]
+    assert choices[0]["text"] == " 5" and choices[0]["finish_reason"] == "stop"  # stopped before the comma
+    assert choices[0]["text"] == choices[1]["text"]  # greedy: the n choices agree
+    logprobs = choices[0]["logprobs"]
+    assert "".join(logprobs["tokens"]) == " 5" and all(len(top) == 2 for top in logprobs["top_logprobs"])
+    assert logprobs["text_offset"][0] == len("1, 2, 3, 4,")
+    assert response.json()["usage"]["completion_tokens"] == sum(len(lm.tokenizer(c["text"])["input_ids"])
+                                                                 for c in choices)
+
+
+def test_bad_requests_get_clear_errors(client, lm):
+    unknown = chat(client, "gpt-4o")
+    assert unknown.status_code == 404
+    assert unknown.json()["error"] | {"message": None} == {"message": None, "type": "invalid_request_error",
+                                                           "param": "model", "code": "model_not_found"}
+    long_prompt = client.post("/v1/completions", json={"model": lm.name, "prompt": "word " * 9000})
+    assert long_prompt.status_code == 400
+    assert long_prompt.json()["error"]["code"] == "context_length_exceeded"
+    assert "maximum context length is 8192" in long_prompt.json()["error"]["message"]
+    too_many = chat(client, lm.name, max_tokens=9000)
+    assert too_many.status_code == 400 and too_many.json()["error"]["param"] == "messages"
+    invalid = chat(client, lm.name, temperature=3)
+    assert invalid.status_code == 422 and invalid.json()["detail"][0]["loc"] == ["body", "temperature"]
+    orphan = chat(client, lm.name, top_logprobs=2)
+    assert orphan.status_code == 422 and "top_logprobs needs logprobs" in orphan.text
+    not_json = chat(client, lm.name, temperature=0, max_tokens=3, response_format={"type": "json_object"})
+    assert not_json.status_code == 422
+    assert not_json.json()["error"]["code"] == "invalid_json_output"
+    assert "not valid JSON" in not_json.json()["error"]["message"]
+
+
+def test_research_endpoints_over_http(client, lm):
+    score = client.post("/v1/research/score", json={"model": lm.name, "items": [
+        {"prompt": "The capital of France is", "continuations": [" Paris", " Berlin"]}]})
+    assert score.status_code == 200, score.text
+    paris, berlin = score.json()["results"][0]["continuations"]
+    assert paris["prob"] > berlin["prob"] and paris["tokens"] == [" Paris"]
+
+    trace = client.post("/v1/research/trace", json={"model": lm.name, "prompts": ["Hello there"]})
+    assert trace.status_code == 200, trace.text
+    [result] = trace.json()["results"]
+    saved = torch.load(io.BytesIO(client.platform.store.get(result["blob"]["key"])), weights_only=True)
+    assert saved["hidden_states"].shape == (31, 1, 576) and saved["next_token_id"] == result["next_token_id"]
+
+    lens = client.post("/v1/research/logit-lens", json={"model": lm.name, "prompts": ["The capital of France is"],
+                                                        "targets": [" Paris", 7042]})
+    assert lens.status_code == 200, lens.text
+    assert [t["token"] for t in lens.json()["targets"]] == [" Paris", " Paris"]
+    assert len(lens.json()["results"][0]["layers"]) == 31
+
+    patch = client.post("/v1/research/patch", json={"model": lm.name, "source": "The capital of Italy is",
+                                                    "target": "The capital of France is", "targets": [" Rome"],
+                                                    "layers": [20, 30], "positions": [-1], "mode": "each"})
+    assert patch.status_code == 200, patch.text
+    assert [p["layers"] for p in patch.json()["patched"]] == [[20], [30]]
+
+    bad_target = client.post("/v1/research/logit-lens", json={"model": lm.name, "prompts": ["x"],
+                                                              "targets": [" Parisian cafe"]})
+    assert bad_target.status_code == 422 and bad_target.json()["error"]["param"] == "targets.0"
+    bad_position = client.post("/v1/research/patch", json={"model": lm.name, "source": "Hi", "target": "Hi there",
+                                                           "targets": [5], "positions": [4]})
+    assert bad_position.status_code == 422 and bad_position.json()["error"]["param"] == "positions"
+    too_long = client.post("/v1/research/score", json={"model": lm.name, "items": [
+        {"prompt": "word " * 9000, "continuations": [" end"]}]})
+    assert too_long.status_code == 400 and too_long.json()["error"]["code"] == "context_length_exceeded"
+    unknown = client.post("/v1/research/trace", json={"model": "other", "prompts": ["x"]})
+    assert unknown.status_code == 404
