@@ -78,6 +78,8 @@ def _program_traceback(exc: BaseException, files: set[str]) -> tuple[int | None,
 
 
 def _error_frame(exc: BaseException, files: set[str]) -> list:
+    if isinstance(exc, MemoryError):  # let go of the program's locals before formatting needs memory
+        traceback.clear_frames(exc.__traceback__)
     line, text = _program_traceback(exc, files)
     code = exc.errno if isinstance(exc, OSError) and isinstance(exc.errno, int) else None
     return ["e", type(exc).__name__, _text(exc, MESSAGE_CHARS), line, text, code]
