@@ -48,6 +48,7 @@ class ProgramError(Model):
     type: str = Field(description="Exception type, e.g. ZeroDivisionError, SyntaxError.")
     message: str
     line: int | None = Field(None, description="Line of the program where it was raised (innermost frame in the program).")
+    file: str | None = Field(None, description="Which source: program.py, or <module>.py / test_<module>.py of a test run.")
     traceback: str = ""
 
 

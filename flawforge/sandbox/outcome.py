@@ -62,15 +62,13 @@ class Report:
             self.steps.append(TraceStep(line=int(frame[1]), name=str(frame[2]), value=typed(frame[3])))
         elif tag == "r":
             self.return_value = typed(frame[1])
-        elif tag in ("e", "x"):
-            error = ProgramError(type=str(frame[1]), message=str(frame[2]),
-                                 line=None if frame[3] is None else int(frame[3]),
-                                 traceback=str(frame[4]) if tag == "e" else "")
-            if tag == "e":
-                self.error = error
-                self.error_errno = None if len(frame) < 6 or frame[5] is None else int(frame[5])
-            else:
-                self.syntax_error = error
+        elif tag == "e":
+            self.error = ProgramError(type=str(frame[1]), message=str(frame[2]), line=_optional_int(frame[3]),
+                                      traceback=str(frame[4]), file=_optional_str(frame[6]))
+            self.error_errno = _optional_int(frame[5])
+        elif tag == "x":
+            self.syntax_error = ProgramError(type=str(frame[1]), message=str(frame[2]), line=_optional_int(frame[3]),
+                                             file=_optional_str(frame[4]))
         elif tag == "f":
             if self.forbidden is None:
                 self.forbidden = f"{frame[2]} ({frame[1]})"
@@ -84,6 +82,14 @@ class Report:
             self.done = True
         else:
             raise ValueError(f"unknown tag {tag!r}")
+
+
+def _optional_int(value) -> int | None:
+    return None if value is None else int(value)
+
+
+def _optional_str(value) -> str | None:
+    return None if value is None else str(value)
 
 
 def usage_of(header: dict) -> ResourceUsage:

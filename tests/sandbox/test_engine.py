@@ -53,7 +53,7 @@ def test_failure_keeps_the_trace_up_to_it_and_says_where(sandbox):
     result = sandbox.trace_call("def solve():\n    a = 4\n    b = a - 4\n    c = a / b\n    return c\n")
     assert result.outcome == "error"
     assert [(s.name, s.value.to_python()) for s in result.trace] == [("a", 4), ("b", 0)]
-    assert (result.error.type, result.error.line) == ("ZeroDivisionError", 4)
+    assert (result.error.type, result.error.line, result.error.file) == ("ZeroDivisionError", 4, "program.py")
     assert result.error.message == "division by zero"
     assert 'File "program.py", line 4, in solve' in result.error.traceback
     assert "c = a / b" in result.error.traceback
@@ -183,8 +183,10 @@ def test_run_tests_when_the_module_does_not_load(sandbox):
     broken = sandbox.run_tests("import nowhere_to_be_found\n", "def test_x():\n    pass\n", "calc")
     assert broken.outcome == "error" and broken.tests == []
     assert broken.error.type == "ModuleNotFoundError" and broken.error.line == 1
-    syntax = sandbox.run_tests("def f(:\n", "def test_x():\n    pass\n", "calc")
-    assert syntax.outcome == "syntax_error"
+    syntax = sandbox.run_tests("X = 1\n", "def test_x(:\n    pass\n", "calc")
+    assert syntax.outcome == "syntax_error" and (syntax.error.file, syntax.error.line) == ("test_calc.py", 1)
+    failing_import = sandbox.run_tests("def f():\n    return 1\nraise KeyError('k')\n", "def test_x():\n    pass\n", "calc")
+    assert (failing_import.error.type, failing_import.error.file, failing_import.error.line) == ("KeyError", "calc.py", 3)
     passing = sandbox.run_tests("X = 1\n", "from calc import X\n\ndef test_x():\n    assert X == 1\n", "calc")
     assert passing.all_passed and passing.passed == 1
 

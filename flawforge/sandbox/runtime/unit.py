@@ -61,28 +61,28 @@ def _text(obj, limit: int) -> str:
         return f"<unprintable {type(obj).__name__}>"
 
 
-def _program_traceback(exc: BaseException, files: set[str]) -> tuple[int | None, str]:
-    """The line of the innermost program frame, and the traceback without the runner's frames."""
+def _program_traceback(exc: BaseException, files: set[str]) -> tuple[str | None, int | None, str]:
+    """The file and line of the innermost program frame, and the traceback without the runner's frames."""
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename not in files:
         tb = tb.tb_next
-    line = None
+    file = line = None
     for frame in traceback.extract_tb(tb):
         if frame.filename in files:
-            line = frame.lineno
+            file, line = frame.filename, frame.lineno
     try:
         text = "".join(traceback.format_exception(type(exc), exc, tb))
     except Exception:
         text = f"{type(exc).__name__}: {_text(exc, MESSAGE_CHARS)}\n"
-    return line, text[-TRACEBACK_CHARS:]
+    return file, line, text[-TRACEBACK_CHARS:]
 
 
 def _error_frame(exc: BaseException, files: set[str]) -> list:
     if isinstance(exc, MemoryError):  # let go of the program's locals before formatting needs memory
         traceback.clear_frames(exc.__traceback__)
-    line, text = _program_traceback(exc, files)
+    file, line, text = _program_traceback(exc, files)
     code = exc.errno if isinstance(exc, OSError) and isinstance(exc.errno, int) else None
-    return ["e", type(exc).__name__, _text(exc, MESSAGE_CHARS), line, text, code]
+    return ["e", type(exc).__name__, _text(exc, MESSAGE_CHARS), line, text, code, file]
 
 
 def _compile(source: str, filename: str, channel: Channel, func: str | None = None, trace: bool = False):
@@ -98,10 +98,10 @@ def _compile(source: str, filename: str, channel: Channel, func: str | None = No
         else:
             code = compile(source, filename, "exec")
     except SyntaxError as exc:
-        channel.send(["x", type(exc).__name__, _text(exc.msg, MESSAGE_CHARS), exc.lineno])
+        channel.send(["x", type(exc).__name__, _text(exc.msg, MESSAGE_CHARS), exc.lineno, filename])
         return None
     except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
-        channel.send(["x", type(exc).__name__, _text(exc, MESSAGE_CHARS), None])
+        channel.send(["x", type(exc).__name__, _text(exc, MESSAGE_CHARS), None, filename])
         return None
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     return code

@@ -5,8 +5,8 @@ A unit reports on its result pipe as JSON lines, one list per line, first item t
 
   ["s", line, name, value]        a variable was assigned (value: see `encode`)
   ["r", value]                    the called function returned
-  ["e", type, message, line, tb, errno]  the program raised (errno: of an OSError, else null)
-  ["x", type, message, line]      the program does not compile
+  ["e", type, message, line, tb, errno, file]  the program raised (errno: of an OSError, else null)
+  ["x", type, message, line, file]            the program does not compile
   ["f", event, reason]            the program attempted a forbidden operation
   ["ts", test]                    a test started
   ["tr", test, outcome, message]  a test finished
