@@ -1,0 +1,210 @@
+"""GSM8K calculator annotations `<<expr=value>>`: finding them and checking that they are true.
+
+An annotation is true when its expression evaluates to the value shown. Evaluation is exact
+(every number is read as a fraction). A number shown with exactly ROUNDED_DECIMALS decimals
+may have been rounded for display (1/3 is shown as 0.33), so it stands for the interval of
+numbers that round to it; the annotation is true when the expression's interval and the
+value's interval meet. Every other number is exact, so a miscalculation by any amount is
+caught.
+"""
+from __future__ import annotations
+
+import ast
+import math
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Callable
+
+from flawforge.math.arithmetic import Evaluator, UnsafeExpression, parse_expression
+
+ROUNDED_DECIMALS = 2
+_HALF_STEP = Fraction(1, 2 * 10**ROUNDED_DECIMALS)
+
+ANNOTATION = re.compile(r"<<(.*?)>>")
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_PERCENT = re.compile(r"(\d+(?:\.\d+)?)\s*%")
+_DECIMALS = re.compile(r"\.(\d+)$")
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A closed interval of exact numbers; a point when lo == hi."""
+
+    lo: Fraction
+    hi: Fraction
+
+    @classmethod
+    def point(cls, value: Fraction | int) -> "Interval":
+        return cls(Fraction(value), Fraction(value))
+
+    def _combine(self, other: "Interval", op: Callable[[Fraction, Fraction], Fraction]) -> "Interval":
+        corners = [op(a, b) for a in (self.lo, self.hi) for b in (other.lo, other.hi)]
+        return Interval(min(corners), max(corners))
+
+    def __add__(self, other: "Interval") -> "Interval":
+        return Interval(self.lo + other.lo, self.hi + other.hi)
+
+    def __sub__(self, other: "Interval") -> "Interval":
+        return Interval(self.lo - other.hi, self.hi - other.lo)
+
+    def __mul__(self, other: "Interval") -> "Interval":
+        return self._combine(other, lambda a, b: a * b)
+
+    def __truediv__(self, other: "Interval") -> "Interval":
+        if other.lo <= 0 <= other.hi:
+            raise ZeroDivisionError("division by an interval containing zero")
+        return self._combine(other, lambda a, b: a / b)
+
+    def __floordiv__(self, other: "Interval") -> "Interval":
+        quotient = self / other
+        return Interval(Fraction(math.floor(quotient.lo)), Fraction(math.floor(quotient.hi)))
+
+    def __mod__(self, other: "Interval") -> "Interval":
+        if not (self.is_point and other.is_point):
+            raise TypeError("% of a rounded number")
+        return Interval.point(self.lo % other.lo)
+
+    def __pow__(self, other: "Interval") -> "Interval":
+        exponent = other.lo
+        if not other.is_point or exponent.denominator != 1:
+            raise TypeError("only whole exponents")
+        if self.is_point:
+            return Interval.point(self.lo ** int(exponent))
+        if self.lo < 0 or exponent < 0:
+            raise TypeError("power of a rounded number")
+        return Interval(self.lo ** int(exponent), self.hi ** int(exponent))
+
+    def __neg__(self) -> "Interval":
+        return Interval(-self.hi, -self.lo)
+
+    def __pos__(self) -> "Interval":
+        return self
+
+    def __abs__(self) -> "Interval":
+        if self.lo >= 0:
+            return self
+        if self.hi <= 0:
+            return -self
+        return Interval(Fraction(0), max(-self.lo, self.hi))
+
+    @property
+    def is_point(self) -> bool:
+        return self.lo == self.hi
+
+    def meets(self, other: "Interval") -> bool:
+        return self.lo <= other.hi and other.lo <= self.hi
+
+
+def _monotone(function: Callable[..., Any]) -> Callable[..., Interval]:
+    """Lifts a non-decreasing function of its first argument to intervals (extra args exact)."""
+    def lifted(value: Interval, *rest: Interval) -> Interval:
+        extra = [int(arg.lo) for arg in rest]
+        return Interval(Fraction(function(value.lo, *extra)), Fraction(function(value.hi, *extra)))
+    return lifted
+
+
+def _fraction(numerator: Interval, denominator: Interval | None = None) -> Interval:
+    return numerator if denominator is None else numerator / denominator
+
+
+class _IntervalEvaluator(Evaluator):
+    functions = {
+        "int": _monotone(int), "float": lambda value: value, "round": _monotone(round), "abs": abs,
+        "min": lambda *values: Interval(min(v.lo for v in values), min(v.hi for v in values)),
+        "max": lambda *values: Interval(max(v.lo for v in values), max(v.hi for v in values)),
+        "Fraction": _fraction, "math.ceil": _monotone(math.ceil), "math.floor": _monotone(math.floor),
+    }
+
+    def __init__(self, text: str):
+        super().__init__({})
+        self.text = text
+
+    def constant(self, node: ast.Constant) -> Interval:
+        super().constant(node)
+        literal = ast.get_source_segment(self.text, node) or repr(node.value)
+        return number_interval(literal)
+
+    @staticmethod
+    def check_exponent(exponent: Any) -> None:
+        Evaluator.check_exponent(exponent.lo)
+
+
+def number_interval(literal: str) -> Interval:
+    """The numbers a shown number may stand for (see the module docstring)."""
+    value = Fraction(literal)
+    match = _DECIMALS.search(literal)
+    if match and len(match.group(1)) == ROUNDED_DECIMALS:
+        return Interval(value - _HALF_STEP, value + _HALF_STEP)
+    return Interval.point(value)
+
+
+def normalize(text: str) -> str:
+    """Annotation text as a Python expression: no '$' or thousands separators, 'x%' -> (x/100)."""
+    text = text.replace("$", "").replace("×", "*").replace("÷", "/")
+    text = _THOUSANDS.sub("", text)
+    return _PERCENT.sub(r"(\1/100)", text)
+
+
+def interval_of(text: str) -> Interval:
+    """The interval of values an annotation side may denote; raises UnsafeExpression."""
+    normalized = normalize(text)
+    node = parse_expression(normalized)
+    # get_source_segment needs the text exactly as parsed
+    value = _IntervalEvaluator(normalized.strip()).evaluate(node)
+    if not isinstance(value, Interval):
+        raise UnsafeExpression(f"not a number: {text!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class Annotation:
+    expression: str
+    shown: str
+    start: int  # offset of '<<' in the line
+    end: int    # offset after '>>'
+
+    def check(self) -> str | None:
+        """None when the expression evaluates to the value shown, else why not."""
+        try:
+            computed, shown = interval_of(self.expression), interval_of(self.shown)
+        except (UnsafeExpression, ZeroDivisionError, TypeError, ValueError, OverflowError) as exc:
+            return f"<<{self.expression}={self.shown}>> cannot be evaluated: {exc}"
+        if computed.meets(shown):
+            return None
+        return f"<<{self.expression}={self.shown}>>: the expression is {_show(computed)}, not {self.shown}"
+
+    @property
+    def is_true(self) -> bool:
+        return self.check() is None
+
+
+def _show(interval: Interval) -> str:
+    if interval.is_point:
+        value = interval.lo
+        return str(value.numerator) if value.denominator == 1 else f"{float(value):g}"
+    return f"{float(interval.lo):g}..{float(interval.hi):g}"
+
+
+def find_annotations(line: str) -> list[Annotation]:
+    """Every `<<expr=value>>` in a line, split at its last '='."""
+    found = []
+    for match in ANNOTATION.finditer(line):
+        body = match.group(1)
+        expression, equals, shown = body.rpartition("=")
+        if equals:
+            found.append(Annotation(expression=expression, shown=shown, start=match.start(), end=match.end()))
+        else:
+            found.append(Annotation(expression=body, shown="", start=match.start(), end=match.end()))
+    return found
+
+
+def false_annotations(text: str) -> list[tuple[int, str]]:
+    """(1-based line number, reason) of every annotation in a solution that is not true."""
+    problems = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        for annotation in find_annotations(line):
+            reason = annotation.check()
+            if reason:
+                problems.append((number, reason))
+    return problems

@@ -1,0 +1,45 @@
+"""How values are written in solution text.
+
+Integers and whole floats print without a decimal point (55.0 -> '55'), fractions as 'n/d'
+(or their whole value), and other floats exactly when they have at most MAX_EXACT_DECIMALS
+decimals (0.125 -> '0.125'); only a float that needs more is rounded to
+annotations.ROUNDED_DECIMALS decimals (10/3 -> '3.33'), which the annotation checker
+knows may be a rounded number.
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any
+
+from flawforge.math.annotations import ROUNDED_DECIMALS
+
+MAX_EXACT_DECIMALS = 4
+
+
+def show(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, Fraction):
+        return str(value.numerator) if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return repr(value)
+        if value.is_integer():
+            return str(int(value))
+        exact = round(value, MAX_EXACT_DECIMALS)
+        if abs(exact - value) <= 1e-9 * max(1.0, abs(value)):
+            return _trim(f"{exact:.{MAX_EXACT_DECIMALS}f}")
+        return _trim(f"{value:.{ROUNDED_DECIMALS}f}", keep=ROUNDED_DECIMALS)
+    return str(value)
+
+
+def _trim(text: str, keep: int = 0) -> str:
+    """Drops trailing zeros after the decimal point, keeping at least `keep` decimals."""
+    whole, _, decimals = text.partition(".")
+    decimals = decimals.rstrip("0")
+    if len(decimals) < keep:
+        decimals = decimals.ljust(keep, "0")
+    return f"{whole}.{decimals}" if decimals else whole

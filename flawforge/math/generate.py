@@ -1,0 +1,257 @@
+"""Flawed solutions for one problem: from its template to review-ready candidates.
+
+1. The correct template runs once in the sandbox, traced; that trace gives every value the
+   mutations need (no prefix of the program is re-executed).
+2. Every registered mutation of the requested families proposes its edits at every site.
+3. For straight-line templates (all but a handful), each mutant's whole flawed execution is
+   predicted from the trace with the safe arithmetic evaluator: the assignments after the
+   mutated one are re-evaluated. The plausibility filter, the solution text and the caps all
+   work on these predictions, and only the selected mutants run in the sandbox, in one
+   batch; a candidate is built from its sandboxed trace, which must pass the same checks.
+   Other templates run all their mutants in one batch before filtering.
+4. Mutants whose text cannot say what they computed are dropped; near-duplicates (same type,
+   line and flawed answer) are merged; the caps select the candidates.
+
+A bad template never raises: it becomes a Reject naming the reason.
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Protocol
+
+from flawforge.math.arithmetic import UnsafeExpression, evaluate, is_number
+from flawforge.math.display import show
+from flawforge.math.mutations import Edit, Mutation, mutations_of
+from flawforge.math.mutations.base import Miscalculate, StopAt
+from flawforge.math.program import FINAL_ANSWER_STEP, BoundProgram, Program, Site, TemplateError
+from flawforge.math.reconstruct import SolutionWriter, Unrenderable
+from flawforge.math.selection import DEFAULT_CAPS, Caps, Choice, implausibility, select, stable_hash, \
+    value_implausibility
+from flawforge.proto.math import Candidate, ProblemTemplate, Reject
+from flawforge.proto.values import TypedValue
+
+FAMILIES = ("computational", "conceptual")
+
+
+class TraceExecutor(Protocol):
+    """What generation needs from the sandbox."""
+
+    def trace_call(self, source: str, func: str = "solve") -> Any: ...
+
+    def trace_batch(self, original: str, variants: list[str], func: str = "solve") -> list[Any]: ...
+
+
+@dataclass
+class ProblemOutput:
+    candidates: list[Candidate] = field(default_factory=list)
+    rejects: list[Reject] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Mutant:
+    mutation: Mutation
+    site: Site
+    edit: Edit
+    code: str
+
+    @property
+    def line(self) -> str:
+        if isinstance(self.edit.text, StopAt):
+            return FINAL_ANSWER_STEP
+        return self.site.assignment.step or self.site.program.step_of(self.site.target)
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """A mutant's flawed execution: predicted (result None) or run in the sandbox."""
+
+    values: dict[str, Any]
+    answer: Any
+    result: Any = None  # the sandbox's ExecutionResult
+
+
+@dataclass(frozen=True)
+class _Flawed:
+    mutant: _Mutant
+    outcome: _Outcome
+    solution: str
+
+
+def generate_for_problem(template: ProblemTemplate, sandbox: TraceExecutor, families: list[str], seed: int,
+                         caps: Caps = DEFAULT_CAPS) -> ProblemOutput:
+    unknown = sorted(set(families) - set(FAMILIES))
+    if unknown:
+        raise ValueError(f"unknown error families {unknown}; expected some of {list(FAMILIES)}")
+
+    def rejected(reason: str, detail: str) -> ProblemOutput:
+        return ProblemOutput(rejects=[_reject(template, reason, detail)])
+
+    try:
+        program = Program.parse(template.code, template.logical_steps)
+    except TemplateError as exc:
+        return rejected("invalid_template", str(exc))
+    correct = sandbox.trace_call(template.code, func="solve")
+    if correct.outcome != "ok" or correct.return_value is None:
+        return rejected("not_executable", _failure(correct))
+    correct_answer = correct.return_value.to_python()
+    if not is_number(correct_answer):
+        return rejected("answer_not_a_number", f"solve() returned {correct.return_value.type}")
+    bound = BoundProgram.bind(program, correct.trace, correct_answer)
+    try:
+        writer = SolutionWriter(program, bound.final_values, correct_answer)
+    except Unrenderable as exc:
+        return rejected("template_not_renderable", str(exc))
+
+    mutants = list(_mutants(bound, families))
+    dropped: Counter = Counter()
+
+    def tell(group: list[tuple[_Mutant, _Outcome]]) -> _Flawed | None:
+        return _tell(writer, group, dropped)
+
+    if not mutants:
+        selected = []
+    elif bound.predictable:
+        groups = _plausible(bound, [(m, _predict(bound, m)) for m in mutants], dropped)
+        chosen = select([_choice(g) for g in groups], caps, seed, accept=tell)
+        results = sandbox.trace_batch(template.code, [f.mutant.code for f in chosen], func="solve")[1:]
+        confirmed = [tell(group) for group in _plausible(
+            bound, [(f.mutant, _ran(r)) for f, r in zip(chosen, results)], dropped, merge=False)]
+        selected = [f for f in confirmed if f is not None]
+    else:
+        results = sandbox.trace_batch(template.code, [m.code for m in mutants], func="solve")[1:]
+        groups = _plausible(bound, [(m, _ran(r)) for m, r in zip(mutants, results)], dropped)
+        selected = select([_choice(g) for g in groups], caps, seed, accept=tell)
+
+    output = ProblemOutput(candidates=[_candidate(template, correct, writer.solution, f, seed) for f in selected])
+    for family in families:
+        if not any(c.family == family for c in output.candidates):
+            proposed = sum(m.mutation.family == family for m in mutants)
+            reasons = ", ".join(f"{reason}: {count}" for (fam, reason), count in sorted(dropped.items())
+                                if fam == family)
+            output.rejects.append(_reject(
+                template, "no_plausible_mutation" if proposed else "no_applicable_mutation",
+                f"{family}: {proposed} mutants" + (f" ({reasons})" if reasons else "")))
+    return output
+
+
+def _mutants(bound: BoundProgram, families: Iterable[str]) -> Iterable[_Mutant]:
+    mutations = mutations_of(families)
+    seen: set[str] = set()
+    for site in bound.sites:
+        for mutation in mutations:
+            for edit in mutation.edits(site):
+                if _implausible_here(site, edit):
+                    continue
+                code = bound.program.with_value(site.assignment, edit.expression)
+                if code not in seen:
+                    seen.add(code)
+                    yield _Mutant(mutation=mutation, site=site, edit=edit, code=code)
+
+
+def _implausible_here(site: Site, edit: Edit) -> bool:
+    """Whether the edit's own new value already breaks a plausibility rule (nothing else computed)."""
+    try:
+        value = evaluate(edit.expression, site.scope)
+    except UnsafeExpression:
+        return False  # decided with the whole execution
+    return value == site.value or value_implausibility(site.value, value) is not None
+
+
+def _predict(bound: BoundProgram, mutant: _Mutant) -> _Outcome | None:
+    try:
+        values, answer = bound.predict(mutant.site, mutant.edit.expression)
+    except UnsafeExpression:
+        return None  # the mutant would fail (e.g. divide by zero)
+    return _Outcome(values=values, answer=answer)
+
+
+def _ran(result: Any) -> _Outcome | None:
+    if result.outcome != "ok" or result.return_value is None:
+        return None
+    return _Outcome(values=result.final_values(), answer=result.return_value.to_python(), result=result)
+
+
+Group = list[tuple[_Mutant, _Outcome]]
+
+
+def _plausible(bound: BoundProgram, outcomes: list[tuple[_Mutant, _Outcome | None]], dropped: Counter,
+               merge: bool = True) -> list[Group]:
+    """The mutants whose flawed execution is plausible, in groups.
+
+    With `merge`, mutants with the same error type, line and flawed answer form one group
+    (the same mistake to a reviewer), most plausible first; otherwise each is its own."""
+    groups: dict[Any, Group] = {}
+    for mutant, outcome in outcomes:
+        if outcome is None:
+            dropped[(mutant.mutation.family, "not_executable")] += 1
+            continue
+        reason = implausibility(bound.final_values, outcome.values, bound.answer, outcome.answer)
+        if reason:
+            dropped[(mutant.mutation.family, reason)] += 1
+            continue
+        key = (mutant.mutation.name, mutant.line, show(outcome.answer)) if merge else len(groups)
+        groups.setdefault(key, []).append((mutant, outcome))
+    for group in groups.values():
+        group.sort(key=lambda pair: (-pair[0].edit.prior, pair[0].code))
+    return list(groups.values())
+
+
+def _tell(writer: SolutionWriter, group: Group, dropped: Counter) -> _Flawed | None:
+    """The first mutant of the group whose solution text can say what it computed."""
+    for mutant, outcome in group:
+        try:
+            if isinstance(mutant.edit.text, Miscalculate):
+                # the line keeps its formula (the original code) and shows the wrong value
+                solution = writer.write(outcome.values, outcome.answer, step=mutant.line, change=mutant.edit.text,
+                                        miscalculated=mutant.site.target)
+            else:
+                solution = writer.write(outcome.values, outcome.answer, step=mutant.line, change=mutant.edit.text,
+                                        code={mutant.site.target: mutant.edit.expression})
+        except Unrenderable:
+            dropped[(mutant.mutation.family, "unrenderable")] += 1
+            continue
+        return _Flawed(mutant=mutant, outcome=outcome, solution=solution)
+    return None
+
+
+def _choice(group: Group) -> Choice[Group]:
+    mutant = group[0][0]
+    return Choice(family=mutant.mutation.family, error_type=mutant.mutation.name, line=mutant.line,
+                  prior=mutant.edit.prior, key=mutant.code, item=group)
+
+
+def _candidate(template: ProblemTemplate, correct: Any, original_solution: str, flawed: _Flawed,
+               seed: int) -> Candidate:
+    mutant = flawed.mutant
+    target = mutant.site.target
+    result = flawed.outcome.result
+    fields = dict(
+        problem_index=template.problem_index, tier=template.tier, template_model=template.template_model,
+        family=mutant.mutation.family, error_type=mutant.mutation.name, target_variable=target,
+        erroneous_line_number=mutant.line,
+        correct_value=TypedValue.of(mutant.site.value),
+        flawed_value=TypedValue.of(flawed.outcome.values.get(target)),
+        correct_final_answer=correct.return_value, flawed_final_answer=result.return_value,
+        mutated_code=mutant.code, correct_trace=correct.trace, flawed_trace=result.trace,
+        original_solution=original_solution, flawed_solution=flawed.solution,
+        explanation=mutant.mutation.explain(mutant.site, mutant.edit),
+        mutation={"name": mutant.mutation.name, **mutant.edit.params}, seed=seed,
+    )
+    identity = json.dumps({k: fields[k] for k in ("problem_index", "tier", "template_model", "error_type",
+                                                  "target_variable", "erroneous_line_number", "mutated_code",
+                                                  "flawed_solution")}, sort_keys=True)
+    return Candidate(id=stable_hash(identity)[:32], **fields)
+
+
+def _reject(template: ProblemTemplate, reason: str, detail: str) -> Reject:
+    return Reject(problem_index=template.problem_index, tier=template.tier, template_model=template.template_model,
+                  reason=reason, detail=detail)
+
+
+def _failure(result: Any) -> str:
+    error = getattr(result, "error", None)
+    where = f" at line {error.line}" if error is not None and error.line else ""
+    what = f"{error.type}: {error.message}" if error is not None else (result.detail or "no return value")
+    return f"{result.outcome}{where}: {what}"

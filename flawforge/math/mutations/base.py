@@ -1,0 +1,116 @@
+"""What a mutation is, and the registry that lists them.
+
+A mutation is one kind of error. Each is a small class with a name, a family, a text that
+explains it, an applicability rule (`applies`) and one `modify` method that turns a site
+(an assignment with its correct values) into edits: a new right-hand side for that
+assignment plus the change the solution text must make to say what the flawed
+computation did. Defining a subclass with a `name` registers it.
+"""
+from __future__ import annotations
+
+import ast
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, ClassVar, Iterable
+
+from flawforge.math.program import Site
+from flawforge.proto.math import Family
+
+
+# --- how the solution text changes -------------------------------------------------------------
+@dataclass(frozen=True)
+class Miscalculate:
+    """The line keeps its formula; only the value it shows is wrong (computational errors)."""
+
+
+@dataclass(frozen=True)
+class SwapOperator:
+    """The operator written between `left` and `right` becomes `new`."""
+
+    left: str
+    right: str
+    old: str
+    new: str
+
+
+@dataclass(frozen=True)
+class SubstituteName:
+    """The line uses variable `new` where it used `old`."""
+
+    old: str
+    new: str
+
+
+@dataclass(frozen=True)
+class DropTerm:
+    """The line leaves `term` (joined by `op`) out of its calculation."""
+
+    term: str
+    op: str
+
+
+@dataclass(frozen=True)
+class StopAt:
+    """The solution stops after the step that computes `variable` and reports it as the answer."""
+
+    variable: str
+
+
+TextChange = Miscalculate | SwapOperator | SubstituteName | DropTerm | StopAt
+
+
+@dataclass(frozen=True)
+class Edit:
+    """One way to apply a mutation at a site."""
+
+    params: dict[str, Any]       # JSON-able; recorded on the candidate for audit
+    expression: ast.expr         # the assignment's new right-hand side
+    text: TextChange
+    prior: float = 0.0           # how plausible a reviewer finds this edit, relative to the others
+    explanation_values: dict[str, Any] = field(default_factory=dict)
+
+
+def literal(value: Any) -> ast.expr:
+    """An expression that evaluates to `value` with its type: 7, 7.5, Fraction(3, 4)."""
+    if isinstance(value, Fraction):
+        return ast.Call(func=ast.Name(id="Fraction", ctx=ast.Load()),
+                        args=[ast.Constant(value.numerator), ast.Constant(value.denominator)], keywords=[])
+    if value < 0:
+        return ast.UnaryOp(op=ast.USub(), operand=ast.Constant(-value))
+    return ast.Constant(value)
+
+
+REGISTRY: dict[str, "Mutation"] = {}
+
+
+class Mutation(ABC):
+    name: ClassVar[str] = ""
+    family: ClassVar[Family]
+    explanation: ClassVar[str]  # str.format template over the edit's params and `target`
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("name"):
+            if cls.name in REGISTRY:
+                raise TypeError(f"mutation {cls.name!r} defined twice")
+            REGISTRY[cls.name] = cls()
+
+    @abstractmethod
+    def applies(self, site: Site) -> bool:
+        """Whether this error can happen at this site (by the value's type and its operation)."""
+
+    @abstractmethod
+    def modify(self, site: Site) -> Iterable[Edit]:
+        """Every way this error changes the site; called only where `applies` is true."""
+
+    def edits(self, site: Site) -> list[Edit]:
+        return list(self.modify(site)) if self.applies(site) else []
+
+    def explain(self, site: Site, edit: Edit) -> str:
+        return self.explanation.format(target=site.target, **edit.params, **edit.explanation_values)
+
+
+def mutations_of(families: Iterable[str]) -> list[Mutation]:
+    wanted = set(families)
+    return [mutation for mutation in REGISTRY.values() if mutation.family in wanted]

@@ -1,0 +1,185 @@
+"""Conceptual errors: a wrong step of reasoning, computed correctly.
+
+Every line of a conceptual candidate is arithmetically true; the error is in what is
+computed: the wrong operation, a term left out, the wrong quantity used, a number from the
+question misread, or an intermediate result reported as the answer.
+"""
+from __future__ import annotations
+
+import ast
+import copy
+from typing import Iterable
+
+from flawforge.math.arithmetic import is_number
+from flawforge.math.display import show
+from flawforge.math.mutations.base import DropTerm, Edit, Mutation, StopAt, SubstituteName, SwapOperator
+from flawforge.math.program import OPERATORS, Site, operator_symbol, variables_read
+
+
+def _in_a_step(site: Site) -> bool:
+    """A computed value of a numbered step (not an input, not the final answer's assignment)."""
+    return (site.assignment.step.startswith("L") and not site.assignment.is_input
+            and site.assignment is not site.program.answer and is_number(site.value))
+
+
+def _copy_at(expression: ast.expr, position: int) -> tuple[ast.expr, ast.AST]:
+    """A deep copy of `expression` and, in it, the node at `position` in ast.walk order."""
+    duplicate = copy.deepcopy(expression)
+    return duplicate, list(ast.walk(duplicate))[position]
+
+
+class OperatorSwap(Mutation):
+    name = "operator_swap"
+    family = "conceptual"
+    explanation = ("Incorrect operation: {target} should be computed with '{old}' ({left} {old} {right}) "
+                   "but '{new}' was used.")
+    # The inverse operation is the common confusion; the other is the "wrong kind of combining".
+    SWAPS = {"+": (("-", 1.0), ("*", 0.5)), "-": (("+", 1.0), ("/", 0.3)),
+             "*": (("/", 1.0), ("+", 0.5)), "/": (("*", 1.0), ("-", 0.3))}
+
+    def _binary_operations(self, site: Site) -> Iterable[tuple[int, ast.BinOp, str, str]]:
+        for position, node in enumerate(ast.walk(site.assignment.value)):
+            if isinstance(node, ast.BinOp) and operator_symbol(node.op) in self.SWAPS:
+                left, right = variables_read(node.left), variables_read(node.right)
+                if left and right:
+                    yield position, node, left[-1], right[0]
+
+    def applies(self, site: Site) -> bool:
+        return _in_a_step(site) and any(True for _ in self._binary_operations(site))
+
+    def modify(self, site: Site) -> Iterable[Edit]:
+        for position, node, left, right in self._binary_operations(site):
+            old = operator_symbol(node.op)
+            for new, prior in self.SWAPS[old]:
+                expression, swapped = _copy_at(site.assignment.value, position)
+                swapped.op = OPERATORS[new]()
+                yield Edit(params={"old": old, "new": new, "left": left, "right": right},
+                           expression=expression, text=SwapOperator(left=left, right=right, old=old, new=new),
+                           prior=prior)
+
+
+class IncompleteCalculation(Mutation):
+    name = "incomplete_calculation"
+    family = "conceptual"
+    explanation = "Incomplete calculation: the term '{term}' (value: {term_value}) was left out of {target}."
+    MIN_TERMS = 3  # with two terms, leaving one out is not a calculation any more
+    PRIORS = {"+": 1.0, "*": 0.5}
+
+    @staticmethod
+    def _chain(node: ast.expr, op: type) -> list[ast.expr]:
+        if isinstance(node, ast.BinOp) and isinstance(node.op, op):
+            return IncompleteCalculation._chain(node.left, op) + IncompleteCalculation._chain(node.right, op)
+        return [node]
+
+    def _chains(self, site: Site) -> Iterable[tuple[int, str, list[str]]]:
+        """(position, operator, term names) of each maximal +/* chain of named terms."""
+        inside: set[int] = set()
+        for position, node in enumerate(ast.walk(site.assignment.value)):
+            if not isinstance(node, ast.BinOp) or id(node) in inside:
+                continue
+            symbol = operator_symbol(node.op)
+            if symbol not in self.PRIORS:
+                continue
+            terms = self._chain(node, type(node.op))
+            inside.update(id(n) for n in ast.walk(node) if isinstance(n, ast.BinOp) and isinstance(n.op, type(node.op)))
+            names = [t.id for t in terms if isinstance(t, ast.Name)]
+            # each term named once, so the text can show which one is left out
+            if len(terms) >= self.MIN_TERMS and len(set(names)) == len(terms):
+                yield position, symbol, names
+
+    def applies(self, site: Site) -> bool:
+        return _in_a_step(site) and any(True for _ in self._chains(site))
+
+    def modify(self, site: Site) -> Iterable[Edit]:
+        for position, symbol, terms in self._chains(site):
+            for dropped in terms:
+                if dropped not in site.scope:
+                    continue
+                kept = [t for t in terms if t != dropped]
+                chain: ast.expr = ast.Name(id=kept[0], ctx=ast.Load())
+                for term in kept[1:]:
+                    chain = ast.BinOp(left=chain, op=OPERATORS[symbol](), right=ast.Name(id=term, ctx=ast.Load()))
+                expression, old = _copy_at(site.assignment.value, position)
+                expression = chain if expression is old else _swap_node(expression, old, chain)
+                yield Edit(params={"term": dropped, "op": symbol}, expression=expression,
+                           text=DropTerm(term=dropped, op=symbol), prior=self.PRIORS[symbol],
+                           explanation_values={"term_value": show(site.scope[dropped])})
+
+
+def _swap_node(expression: ast.expr, old: ast.AST, new: ast.expr) -> ast.expr:
+    for parent in ast.walk(expression):
+        for name, value in ast.iter_fields(parent):
+            if value is old:
+                setattr(parent, name, new)
+                return expression
+    raise ValueError("node not in expression")
+
+
+class OperandSubstitution(Mutation):
+    """Another variable in scope takes the place of one the line reads."""
+
+    family = "conceptual"
+    replaces_inputs: bool
+
+    def _operands(self, site: Site) -> list[str]:
+        inputs = site.program.input_names
+        return [name for name in site.assignment.reads
+                if (name in inputs) == self.replaces_inputs and is_number(site.scope.get(name))]
+
+    def applies(self, site: Site) -> bool:
+        return _in_a_step(site) and bool(self._operands(site))
+
+    def modify(self, site: Site) -> Iterable[Edit]:
+        candidates = site.numeric_scope()
+        for operand in self._operands(site):
+            for replacement, value in candidates.items():
+                if replacement in (operand, site.target) or value == site.scope[operand]:
+                    continue
+                expression = _rename(site.assignment.value, operand, replacement)
+                yield Edit(params={"operand": operand, "replacement": replacement}, expression=expression,
+                           text=SubstituteName(old=operand, new=replacement),
+                           explanation_values={"operand_value": show(site.scope[operand]),
+                                               "replacement_value": show(value)})
+
+
+def _rename(expression: ast.expr, old: str, new: str) -> ast.expr:
+    duplicate = copy.deepcopy(expression)
+    for node in ast.walk(duplicate):
+        if isinstance(node, ast.Name) and node.id == old:
+            node.id = new
+    return duplicate
+
+
+class IncorrectOperand(OperandSubstitution):
+    name = "incorrect_operand"
+    explanation = ("Incorrect operand: {target} used '{replacement}' (value: {replacement_value}) "
+                   "instead of '{operand}' (value: {operand_value}).")
+    replaces_inputs = False
+
+
+class InputMisrepresentation(OperandSubstitution):
+    name = "input_misrepresentation"
+    explanation = ("Input misrepresentation: {target} used '{replacement}' (value: {replacement_value}) "
+                   "where the question's '{operand}' (value: {operand_value}) belongs.")
+    replaces_inputs = True
+
+
+class IncorrectFinalAnswerSelection(Mutation):
+    name = "incorrect_final_answer_selection"
+    family = "conceptual"
+    explanation = ("Incorrect final answer: the intermediate value '{selected}' (value: {selected_value}) was "
+                   "reported instead of {target} (value: {answer_value}).")
+
+    def applies(self, site: Site) -> bool:
+        return site.assignment is site.program.answer
+
+    def modify(self, site: Site) -> Iterable[Edit]:
+        program = site.program
+        computed = [a.target for a in program.assignments[:site.assignment.position] if not a.is_input]
+        for rank, name in enumerate(dict.fromkeys(reversed(computed))):
+            value = site.scope.get(name)
+            if name in site.assignment.reads or not is_number(value) or value == site.value:
+                continue
+            yield Edit(params={"selected": name}, expression=ast.Name(id=name, ctx=ast.Load()),
+                       text=StopAt(variable=name), prior=1.0 / (1 + rank),
+                       explanation_values={"selected_value": show(value), "answer_value": show(site.value)})

@@ -1,0 +1,404 @@
+"""Solution text that tells the truth about the computation behind it.
+
+A solution is written from the template's logical steps, one line per step, filled with the
+values of a trace, and ends with `#### <answer>`. For a flawed computation the text must say
+what was computed:
+
+- the erroneous step's template is changed the way the code was (the operator written between
+  the two operands, the variable used, the term left out); a change the text cannot show
+  makes the candidate unrenderable rather than a solution that contradicts its own numbers;
+- every `<<expr=value>>` annotation whose template does not match the code (templates are
+  written by language models) is rewritten from the code, so conceptual candidates are true in
+  every annotation, and a computational candidate is false in exactly the injected line;
+- a reported intermediate result ends the solution at the step that computed it;
+- placeholders are filled the way the template asks: `{x}`, `{x:.0%}`, `{x.denominator}`,
+  `{x*100}`; fractions and negative numbers are parenthesised inside annotation expressions so
+  the expression still means what the code computed.
+"""
+from __future__ import annotations
+
+import ast
+import copy
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Mapping
+
+from flawforge.math.annotations import find_annotations
+from flawforge.math.arithmetic import UnsafeExpression, evaluate
+from flawforge.math.display import show
+from flawforge.math.mutations.base import DropTerm, StopAt, SubstituteName, SwapOperator, TextChange
+from flawforge.math.program import Program
+
+FINAL_ANSWER_PREFIX = "#### "
+
+
+class Unrenderable(ValueError):
+    """The template cannot be filled, or cannot be changed to say what the computation did."""
+
+
+# --- templates: fields and rendering ----------------------------------------------------------
+@dataclass(frozen=True)
+class Field:
+    start: int  # offset of '{'
+    end: int    # offset after '}'
+    expression: str
+    spec: str
+
+    @property
+    def variable(self) -> str | None:
+        """The variable when the field is a plain `{name}`."""
+        return self.expression if self.expression.isidentifier() else None
+
+    def reads(self, name: str) -> bool:
+        return re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", self.expression) is not None
+
+
+_FIELD_OR_ESCAPE = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
+_ANNOTATION_TEMPLATE = re.compile(r"<<(.*?)>>")
+
+
+def fields(template: str) -> list[Field]:
+    """The replacement fields of a str.format template, with their offsets ('{{' is a literal)."""
+    found = []
+    for match in _FIELD_OR_ESCAPE.finditer(template):
+        body = match.group(1)
+        if body is None:
+            continue
+        expression, _, spec = body.partition(":")
+        found.append(Field(start=match.start(), end=match.end(), expression=expression.split("!", 1)[0].strip(),
+                           spec=spec))
+    return found
+
+
+def _annotation_expression_spans(template: str) -> list[tuple[int, int]]:
+    """Offsets of the expression part (between '<<' and the last '=') of each annotation."""
+    spans = []
+    for match in _ANNOTATION_TEMPLATE.finditer(template):
+        body_start = match.start(1)
+        equals = match.group(1).rfind("=")
+        if equals != -1:
+            spans.append((body_start, body_start + equals))
+    return spans
+
+
+def field_value(expression: str, values: Mapping[str, Any]) -> Any:
+    if expression.isidentifier():
+        if expression not in values:
+            raise Unrenderable(f"no value for placeholder {{{expression}}}")
+        return values[expression]
+    try:
+        return evaluate(expression, values)
+    except UnsafeExpression as exc:
+        raise Unrenderable(f"placeholder {{{expression}}}: {exc}") from None
+
+
+def _format(value: Any, spec: str, in_expression: bool) -> str:
+    if spec:
+        try:
+            return format(value, spec)
+        except (TypeError, ValueError):
+            try:
+                return format(float(value), spec)
+            except (TypeError, ValueError) as exc:
+                raise Unrenderable(f"format spec {spec!r}: {exc}") from None
+    text = show(value)
+    needs_parentheses = (isinstance(value, Fraction) and value.denominator != 1) or text.startswith("-")
+    return f"({text})" if in_expression and needs_parentheses else text
+
+
+def render(template: str, values: Mapping[str, Any]) -> str:
+    """The template with every field filled from `values`."""
+    spans = _annotation_expression_spans(template)
+    pieces, position = [], 0
+    for field in fields(template):
+        pieces.append(_literal(template[position:field.start]))
+        in_expression = any(start <= field.start < end for start, end in spans)
+        pieces.append(_format(field_value(field.expression, values), field.spec, in_expression))
+        position = field.end
+    pieces.append(_literal(template[position:]))
+    return "".join(pieces)
+
+
+def _literal(text: str) -> str:
+    return text.replace("{{", "{").replace("}}", "}")
+
+
+# --- changing a step's template the way the code was changed ----------------------------------
+SIGNS = {"+": ("+",), "-": ("-", "−", "–"), "*": ("*", "x", "X", "×", "·"), "/": ("/", "÷")}
+WORDS = {"+": ("plus",), "-": ("minus",), "*": ("times", "multiplied by"), "/": ("divided by",)}
+# Ways a list of summed terms is joined in prose ("45, 30, 50 and 25").
+LIST_JOINS = {"+": (",", "and"), "*": ()}
+_EDGE = r"(?:^|(?<=[\s()$]))"
+_AFTER = r"(?=[\s()$]|$)"
+COMMUTATIVE = {"+", "*"}
+
+
+def _operator_pattern(op: str, with_list_joins: bool = False) -> re.Pattern:
+    signs = "|".join(re.escape(sign) for sign in SIGNS.get(op, ()))
+    words = list(WORDS.get(op, ())) + (list(LIST_JOINS.get(op, ())) if with_list_joins else [])
+    word_alternatives = "|".join(rf"\b{re.escape(word)}\b" if word[0].isalpha() else re.escape(word) for word in words)
+    alternatives = [f"{_EDGE}(?P<sign>{signs}){_AFTER}"] if signs else []
+    if word_alternatives:
+        alternatives.append(f"(?P<word>{word_alternatives})")
+    return re.compile("|".join(alternatives))
+
+
+def _joins_operands(between: str) -> bool:
+    """Text between two fields that can be the operator joining them (not '=' or an annotation edge)."""
+    return not any(mark in between for mark in ("=", "<<", ">>")) and len(between) <= 40
+
+
+def swap_operator(template: str, change: SwapOperator) -> str:
+    pattern = _operator_pattern(change.old)
+    found = fields(template)
+    edits: list[tuple[int, int, str]] = []
+    shown_together = False  # a text that never writes the two operands side by side claims no operation
+    for first, second in zip(found, found[1:]):
+        between = template[first.end:second.start]
+        if {first.variable, second.variable} == {change.left, change.right}:
+            shown_together = True
+        if not _joins_operands(between):
+            continue
+        in_order = first.variable == change.left and second.variable == change.right
+        reversed_order = (first.variable == change.right and second.variable == change.left
+                          and change.old in COMMUTATIVE)
+        if not (in_order or reversed_order):
+            continue
+        matches = list(pattern.finditer(between))
+        if len(matches) != 1:
+            continue
+        match = matches[0]
+        new_token = WORDS[change.new][0] if match.group("word") else change.new
+        new_between = between[:match.start()] + new_token + between[match.end():]
+        if reversed_order and change.new not in COMMUTATIVE:
+            # "{b} + {a}" for a + b: the new, order-sensitive operation must read a - b
+            new_text = template[second.start:second.end] + new_between + template[first.start:first.end]
+        else:
+            new_text = template[first.start:first.end] + new_between + template[second.start:second.end]
+        edits.append((first.start, second.end, new_text))
+    if not edits and shown_together:
+        raise Unrenderable(f"the text writes {change.left} and {change.right} together, but not as "
+                           f"{change.left} {change.old} {change.right}")
+    return _apply(template, edits)
+
+
+def substitute_name(template: str, change: SubstituteName, old_value: Any) -> str:
+    edits = []
+    for field in fields(template):
+        if field.reads(change.old):
+            renamed = re.sub(rf"(?<![\w.]){re.escape(change.old)}(?!\w)", change.new, field.expression)
+            body = template[field.start + 1:field.end - 1]
+            edits.append((field.start, field.end, "{" + body.replace(field.expression, renamed, 1) + "}"))
+    if not edits:
+        # a value the template wrote as a number (often world knowledge, e.g. 60 minutes)
+        number = re.escape(show(old_value))
+        literal_spans = _literal_spans(template)
+        for match in re.finditer(rf"(?<![\w.]){number}(?![\w]|\.\d)", template):
+            if any(start <= match.start() and match.end() <= end for start, end in literal_spans):
+                edits.append((match.start(), match.end(), "{" + change.new + "}"))
+    # a text that never shows the replaced operand makes no claim about it
+    return _apply(template, edits)
+
+
+def drop_term(template: str, change: DropTerm) -> str:
+    pattern = _operator_pattern(change.op, with_list_joins=True)
+    found = fields(template)
+    edits = []
+    for index, field in enumerate(found):
+        if field.variable != change.term:
+            continue
+        before = found[index - 1] if index > 0 else None
+        after = found[index + 1] if index + 1 < len(found) else None
+        if before and _joins_operands(gap := template[before.end:field.start]) and pattern.search(gap):
+            edits.append((before.end, field.end, ""))
+        elif after and _joins_operands(gap := template[field.end:after.start]) and pattern.search(gap):
+            edits.append((field.start, after.start, ""))
+    if not edits and any(field.variable == change.term for field in found):
+        raise Unrenderable(f"the text shows the term {change.term} but not as part of the calculation")
+    return _apply(template, edits)
+
+
+def _literal_spans(template: str) -> list[tuple[int, int]]:
+    spans, position = [], 0
+    for field in fields(template):
+        spans.append((position, field.start))
+        position = field.end
+    spans.append((position, len(template)))
+    return spans
+
+
+def _apply(template: str, edits: list[tuple[int, int, str]]) -> str:
+    for start, end, text in sorted(edits, reverse=True):
+        template = template[:start] + text + template[end:]
+    return template
+
+
+def change_template(template: str, change: TextChange, values: Mapping[str, Any]) -> str:
+    if isinstance(change, SwapOperator):
+        return swap_operator(template, change)
+    if isinstance(change, SubstituteName):
+        return substitute_name(template, change, values.get(change.old))
+    if isinstance(change, DropTerm):
+        return drop_term(template, change)
+    return template
+
+
+# --- annotations rewritten from the code ------------------------------------------------------
+def expression_template(expression: ast.expr) -> str:
+    """A template for an annotation expression: the code with each variable as a field."""
+    class ToTemplate(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.expr:
+            return ast.Name(id="{" + node.id + "}", ctx=node.ctx)
+
+        def visit_Call(self, node: ast.Call) -> ast.expr:
+            if (isinstance(node.func, ast.Name) and node.func.id == "Fraction" and len(node.args) == 2
+                    and not node.keywords):
+                return ast.BinOp(left=self.visit(node.args[0]), op=ast.Div(), right=self.visit(node.args[1]))
+            return self.generic_visit(node)
+
+    converted = ToTemplate().visit(copy.deepcopy(expression))
+    return ast.unparse(converted).replace(" ", "")
+
+
+@dataclass(frozen=True)
+class _AnnotationSlot:
+    """An annotation in a template: where it is and which variable it shows as its value."""
+
+    start: int
+    end: int
+    equals: int          # offset of its last '=' in the template
+    result: str | None   # the `v` of `={v}>>`
+
+
+def _annotation_slots(template: str) -> list[_AnnotationSlot]:
+    slots = []
+    for match in _ANNOTATION_TEMPLATE.finditer(template):
+        body = match.group(1)
+        equals = body.rfind("=")
+        if equals == -1:
+            continue
+        shown = fields(body[equals + 1:])
+        slots.append(_AnnotationSlot(start=match.start(), end=match.end(), equals=match.start(1) + equals,
+                                     result=shown[0].variable if len(shown) == 1 else None))
+    return slots
+
+
+
+def _render_line(template: str, values: Mapping[str, Any], code: Mapping[str, ast.expr],
+                 miscalculated: str | None) -> str:
+    """The line, with each annotation true, except the one showing `miscalculated` (false).
+
+    An annotation that is not what it must be is rewritten from `code`; raises Unrenderable
+    when that does not help either."""
+    slots = _annotation_slots(template)
+    line = render(template, values)
+    wanted = [miscalculated is None or slot.result != miscalculated for slot in slots]
+    found = find_annotations(line)
+    if len(found) == len(slots) and all(a.is_true == want for a, want in zip(found, wanted)):
+        return line
+    edits = []
+    for slot, want in zip(slots, wanted):
+        original = template[slot.start:slot.end]
+        if _annotation_is_true(original, values) == want:
+            continue
+        if slot.result is None or slot.result not in code:
+            raise Unrenderable(f"annotation {original!r} does not match the computation")
+        rewritten = "<<" + expression_template(code[slot.result]) + template[slot.equals:slot.end]
+        if _annotation_is_true(rewritten, values) != want:
+            raise Unrenderable(f"annotation {original!r} cannot be written from the code")
+        edits.append((slot.start, slot.end, rewritten))
+    return render(_apply(template, edits), values)
+
+
+def _annotation_is_true(annotation_template: str, values: Mapping[str, Any]) -> bool:
+    found = find_annotations(render(annotation_template, values))
+    return bool(found) and found[0].is_true
+
+
+# --- whole solutions --------------------------------------------------------------------------
+# Some templates wrap an annotation in braces ("${<<{a}*{b}={c}>>}{c}"), which is no field.
+_BRACED_ANNOTATION = re.compile(r"(?<!\{)\{(<<[^<>]*>>)\}(?!\})")
+
+
+def step_templates(program: Program) -> list[tuple[str, str]]:
+    return [(step["line_number"], _BRACED_ANNOTATION.sub(r"\1", step["solution_line_template"]))
+            for step in program.logical_steps
+            if isinstance(step.get("line_number"), str) and isinstance(step.get("solution_line_template"), str)]
+
+
+def code_of(program: Program) -> dict[str, ast.expr]:
+    return {assignment.target: assignment.value for assignment in program.assignments}
+
+
+class SolutionWriter:
+    """Writes a problem's correct solution, then flawed ones.
+
+    A flawed solution reuses each correct line whose template reads no value the flaw
+    changed, so only the lines the flaw reaches are written again."""
+
+    def __init__(self, program: Program, values: Mapping[str, Any], answer: Any):
+        self.program = program
+        self.values = values
+        self.code = code_of(program)
+        self.templates = step_templates(program)
+        if not self.templates:
+            raise Unrenderable("the template has no solution lines")
+        self.reads = {number: {name for field in fields(template) for name in values if field.reads(name)}
+                      for number, template in self.templates}
+        self.lines = {number: _render_line(template, values, self.code, None) for number, template in self.templates}
+        self.solution = self._join([self.lines[number] for number, _ in self.templates], answer)
+
+    def write(self, values: Mapping[str, Any], answer: Any, *, step: str, change: TextChange,
+              code: Mapping[str, ast.expr] | None = None, miscalculated: str | None = None) -> str:
+        """The solution for a flawed execution's `values`; `change` says how `step` differs.
+
+        `code` overrides the expressions that computed some variables in this execution (for
+        annotations rewritten from the code); `miscalculated` is the variable whose annotation
+        must be false (computational errors)."""
+        code = {**self.code, **(code or {})}
+        templates = self.templates
+        if isinstance(change, StopAt):
+            templates = _until(templates, self.program.step_of(change.variable), change.variable)
+        elif step not in self.lines:
+            raise Unrenderable(f"no solution line for step {step}")
+        changed = {name for name, value in values.items()
+                   if name not in self.values or not _same(value, self.values[name])}
+        lines = []
+        for number, template in templates:
+            if number != step and not (self.reads[number] & changed):
+                lines.append(self.lines[number])
+                continue
+            if number == step:
+                template = change_template(template, change, values)
+                if miscalculated is not None and miscalculated not in {
+                        slot.result for slot in _annotation_slots(template)}:
+                    raise Unrenderable(f"no annotation of step {step} shows {miscalculated}")
+            lines.append(_render_line(template, values, code, miscalculated if number == step else None))
+        return self._join(lines, answer)
+
+    @staticmethod
+    def _join(lines: list[str], answer: Any) -> str:
+        return "\n".join(lines + [FINAL_ANSWER_PREFIX + show(answer)])
+
+
+def _same(left: Any, right: Any) -> bool:
+    return type(left) is type(right) and left == right
+
+
+def _until(templates: list[tuple[str, str]], step: str, variable: str) -> list[tuple[str, str]]:
+    numbers = [number for number, _ in templates]
+    if step not in numbers:
+        raise Unrenderable(f"{variable} is not computed in a solution line")
+    kept = templates[:numbers.index(step) + 1]
+    if not any(field.variable == variable for _, template in kept for field in fields(template)):
+        raise Unrenderable(f"the solution never shows {variable}")
+    return kept
+
+
+def final_answer_line(solution: str) -> str:
+    """The text after '#### ' on the last line."""
+    last = solution.rstrip().splitlines()[-1]
+    if not last.startswith(FINAL_ANSWER_PREFIX):
+        raise ValueError("the solution does not end with '#### <answer>'")
+    return last[len(FINAL_ANSWER_PREFIX):]

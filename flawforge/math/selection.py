@@ -1,0 +1,131 @@
+"""Which mutants become candidates: the plausibility filter, then the caps.
+
+The filter compares a flawed execution with the correct one: a whole number stays whole, no
+value changes sign, no non-zero value becomes zero, and the final answer changes.
+
+The caps keep at most `per_type` candidates of one error type and `per_line` on one line
+(per family), and at most `conceptual` conceptual candidates per problem. Within them the
+selection covers as much of the problem's plausible error space as it can: each kept mutant
+stands for its share of its error type's plausibility (its prior over the sum of the priors
+of that type's mutants), and the largest shares are taken first, so a type with two plausible
+variants gets one of them before a type with thirty. Ties are broken by a generator seeded
+by the caller, never by global random state.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from fractions import Fraction
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from typing import Any, Callable, Generic, Mapping, Sequence, TypeVar
+
+from flawforge.math.arithmetic import is_int_like, is_number, sign
+from flawforge.math.display import show
+
+
+def implausibility(correct: Mapping[str, Any], flawed: Mapping[str, Any], correct_answer: Any,
+                   flawed_answer: Any) -> str | None:
+    """None when the flawed execution is plausible, else the first rule it breaks."""
+    if not is_number(flawed_answer) or (isinstance(flawed_answer, float) and not math.isfinite(flawed_answer)):
+        return "answer_not_a_number"
+    if flawed_answer == correct_answer or show(flawed_answer) == show(correct_answer):
+        return "answer_unchanged"
+    for name, value in correct.items():
+        if is_number(value) and name in flawed:
+            reason = value_implausibility(value, flawed[name])
+            if reason:
+                return reason
+    return None
+
+
+def value_implausibility(correct: Any, flawed: Any) -> str | None:
+    """The rule a flawed value breaks against the correct one, or None.
+
+    Whole-number values are ints and whole floats. A Fraction is rational by the template's
+    own choice (3/2 cartons, 25/9 liters), so a Fraction that stops being whole is allowed.
+    """
+    if not is_number(flawed):
+        return "not_a_number"
+    if is_int_like(correct) and not isinstance(correct, Fraction) and not is_int_like(flawed):
+        return "whole_became_fractional"
+    if correct != 0 and flawed == 0:
+        return "became_zero"
+    if sign(correct) != 0 and sign(flawed) != sign(correct):
+        return "sign_flip"
+    return None
+
+
+@dataclass(frozen=True)
+class Caps:
+    per_type: int | None = 2
+    per_line: int | None = 2
+    conceptual: int | None = 5
+    computational: int | None = None
+
+    def family_limit(self, family: str) -> int | None:
+        return self.conceptual if family == "conceptual" else self.computational
+
+
+DEFAULT_CAPS = Caps()
+NO_CAPS = Caps(per_type=None, per_line=None, conceptual=None, computational=None)
+
+T = TypeVar("T")
+U = TypeVar("U")
+
+
+@dataclass(frozen=True)
+class Choice(Generic[T]):
+    family: str
+    error_type: str
+    line: str
+    prior: float
+    key: str  # stable identity (e.g. the mutated code): orders choices before the seeded tie-break
+    item: T
+
+
+def select(choices: Sequence[Choice[T]], caps: Caps, seed: int,
+           accept: Callable[[T], U | None] = lambda item: item) -> list[U]:
+    """The choices kept under the caps, in the order they were selected.
+
+    `accept` turns a choice's item into what is kept, or None to pass it over (checked only
+    for choices the caps would take, so expensive checks run on few items)."""
+    ordered = sorted(choices, key=lambda c: (c.family, c.error_type, c.line, c.key))
+    rng = random.Random(seed)
+    tiebreak = {id(choice): rng.random() for choice in ordered}
+    total_prior: dict[tuple[str, str], float] = defaultdict(float)
+    for choice in ordered:
+        total_prior[(choice.family, choice.error_type)] += choice.prior
+    count: Counter = Counter((c.family, c.error_type) for c in ordered)
+    share = {}
+    for c in ordered:
+        kind = (c.family, c.error_type)
+        weight = count[kind] if caps.per_type is None else min(caps.per_type, count[kind])
+        share[id(c)] = weight * c.prior / total_prior[kind] if total_prior[kind] else 0.0
+    per_type: Counter = Counter()
+    per_line: Counter = Counter()
+    per_family: Counter = Counter()
+    kept = []
+    for choice in sorted(ordered, key=lambda c: (-share[id(c)], tiebreak[id(c)])):
+        family_limit = caps.family_limit(choice.family)
+        if ((caps.per_type is not None and per_type[(choice.family, choice.error_type)] >= caps.per_type)
+                or (caps.per_line is not None and per_line[(choice.family, choice.line)] >= caps.per_line)
+                or (family_limit is not None and per_family[choice.family] >= family_limit)):
+            continue
+        accepted = accept(choice.item)
+        if accepted is None:
+            continue
+        per_type[(choice.family, choice.error_type)] += 1
+        per_line[(choice.family, choice.line)] += 1
+        per_family[choice.family] += 1
+        kept.append(accepted)
+    return kept
+
+
+def stable_hash(*parts: str) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part.encode("utf-8"))
+        digest.update(b"\x00")
+    return digest.hexdigest()
