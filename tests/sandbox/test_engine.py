@@ -266,3 +266,15 @@ def test_without_namespaces_work_dirs_and_audit_still_hold(shared_data):
         first = sb.execute("open('left.txt', 'w').write('x')\n")
         second = sb.execute("import os\nprint(os.listdir('.'))\n")
         assert first.outcome == "ok" and second.stdout == "[]\n"
+
+
+def test_a_stray_process_is_killed_when_nothing_else_stops_it():
+    """No uid layer (its process limit would forbid the fork) and no audit: the zygote still kills leftovers."""
+    with Sandbox(SandboxLimits(timeout_s=5), workers=1, audit=False, namespaces=False) as sb:
+        result = sb.execute("import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\n"
+                            "    os._exit(0)\nprint('left a child behind')\n")
+        assert result.outcome == "ok" and result.stdout == "left a child behind\n"
+        zygote = sb.zygote_pid()
+        time.sleep(0.1)
+        with open(f"/proc/{zygote}/task/{zygote}/children") as f:
+            assert f.read().split() == []

@@ -300,6 +300,10 @@ class Server:
         self.inbox = b""
         self.devnull = os.open("/dev/null", os.O_RDWR)
         self.statm = os.open("/proc/self/statm", os.O_RDONLY)  # read in the child: its own after fork
+        try:  # this process's children (it is single-threaded), to find strays after each unit
+            self.children = os.open(f"/proc/{os.getpid()}/task/{os.getpid()}/children", os.O_RDONLY)
+        except OSError:
+            self.children = None
         self.page_size = os.sysconf("SC_PAGE_SIZE")
         self.hidden_modules = unit.hidden_modules()
         self.streams = unit.standard_streams()
@@ -496,10 +500,10 @@ class Server:
 
     def _kill_strays(self) -> None:
         """Processes a unit left behind were re-parented to us; none may outlive its unit."""
-        me = os.getpid()
+        if self.children is None:
+            return
         try:
-            with open(f"/proc/{me}/task/{me}/children") as f:
-                children = [int(p) for p in f.read().split()]
+            children = [int(p) for p in os.pread(self.children, 1 << 16, 0).split()]
         except OSError:
             return
         for pid in children:
