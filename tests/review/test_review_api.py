@@ -6,7 +6,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from conftest import TOKENS, ServedMetrics, make_round
+from review_support import TOKENS, ServedMetrics, make_round
 
 from flawforge.blobstore import LocalBlobStore
 from flawforge.review.store import ReviewStore

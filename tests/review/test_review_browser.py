@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import TOKENS, ServedMetrics, make_round
+from review_support import TOKENS, ServedMetrics, make_round
 
 from flawforge.blobstore import LocalBlobStore
 from flawforge.review.store import ReviewStore

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import make_round
+from review_support import make_round
 
 from flawforge.blobstore import LocalBlobStore
 from flawforge.math.export import ExportError, dataset_row

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from conftest import make_round
+from review_support import make_round
 
 from flawforge.blobstore import LocalBlobStore
 from flawforge.math.gsm8k import numbered_lines

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from conftest import make_round
+from review_support import make_round
 
 from flawforge.blobstore import LocalBlobStore
 from flawforge.proto.review import DecisionRequest
