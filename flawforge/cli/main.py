@@ -63,13 +63,15 @@ def run_templates(gsm8k: Path = typer.Option(..., "--gsm8k", help="GSM8K jsonl f
                   max_tokens: int = typer.Option(1024, help="Reply length limit per request."),
                   mode: str = typer.Option("sync", help="sync calls, or the provider's Batch API (batch)."),
                   concurrency: int = typer.Option(2, help="Synchronous calls in flight at once."),
+                  max_repairs: Optional[int] = typer.Option(
+                      None, help="Repair requests per invalid reply; default FLAWFORGE_LLM_MAX_REPAIRS."),
                   budget_requests: Optional[int] = typer.Option(None, help="Most model requests the job may make."),
                   budget_tokens: Optional[int] = typer.Option(None, help="Most tokens the job may spend."),
                   out: Path = OutOption, stack: Optional[str] = StackOption) -> None:
     """Formalization templates for GSM8K problems, written by a model and validated; reports the pass rate."""
     params = {"gsm8k": str(gsm8k.resolve()), "indices": indices, "model": model, "examples": examples,
               "templates": str(templates.resolve()) if templates else None, "max_tokens": max_tokens,
-              "mode": mode, "concurrency": concurrency, "budget_requests": budget_requests,
+              "mode": mode, "concurrency": concurrency, "max_repairs": max_repairs, "budget_requests": budget_requests,
               "budget_tokens": budget_tokens}
     run_pipeline("templates", params, out, stack)
     report = out / "report.json"

@@ -184,17 +184,20 @@ class BatchManager:
         for batch in record.provider_batches:
             if batch.collected:
                 continue
-            info = self.gateway.providers[batch.provider].get_batch(batch.id, scope)
-            batch.status = str(info.get("status"))
-            batch.output_file_id = info.get("output_file_id") or batch.output_file_id
-            batch.error_file_id = info.get("error_file_id") or batch.error_file_id
-            if batch.status in FINISHED:
-                self._collect(record, batch, info, scope)
-                batch.collected = True
+            self._update(record, batch, self.gateway.providers[batch.provider].get_batch(batch.id, scope), scope)
         self._send_pending(record, scope)
         self._finish_if_settled(record)
         self._save(record)
         return record
+
+    def _update(self, record: BatchRecord, batch: ProviderBatch, info: dict, scope: CallScope) -> None:
+        """Takes in the provider's view of a batch; a finished one has its rows settled."""
+        batch.status = str(info.get("status"))
+        batch.output_file_id = info.get("output_file_id") or batch.output_file_id
+        batch.error_file_id = info.get("error_file_id") or batch.error_file_id
+        if batch.status in FINISHED:
+            self._collect(record, batch, info, scope)
+            batch.collected = True
 
     def _collect(self, record: BatchRecord, batch: ProviderBatch, info: dict, scope: CallScope) -> None:
         provider = self.gateway.providers[batch.provider]
@@ -272,12 +275,15 @@ class BatchManager:
         record = self.get(batch_id)
         if record.state != "in_progress":
             return record
+        scope = CallScope()
         for batch in record.provider_batches:
-            if not batch.collected:
-                try:
-                    self.gateway.providers[batch.provider].cancel_batch(batch.id, CallScope())
-                except LLMError:
-                    pass  # already finished or gone: nothing left to stop
+            if batch.collected:
+                continue
+            try:
+                info = self.gateway.providers[batch.provider].cancel_batch(batch.id, scope)
+            except LLMError:
+                continue  # already finished or gone: nothing left to stop
+            self._update(record, batch, info, scope)  # a batch cancelled at once yields its partial output
         for row in record.rows:
             if row.status in ("pending", "submitted"):
                 row.status, row.error = "failed", call_error(CallCancelled("the batch was cancelled"))

@@ -129,22 +129,26 @@ def run(ctx: JobContext, params: TemplateGenerationParams) -> None:
 
 def validate_outcomes(ctx: JobContext, params: TemplateGenerationParams, todo: list[GSM8KProblem],
                       outcomes: list[StructuredOutcome[FormalizationReply]]) -> tuple[list[ProblemTemplate], list[Reject]]:
-    """Runs the template-loader's validation on every parsed reply; the rest are rejected with the gateway's error."""
+    """Runs the template-loader's validation on every parsed reply; the rest are rejected with the gateway's error.
+
+    The sandbox starts only when some reply parsed."""
     from flawforge.math.validation import validate_template
     from flawforge.sandbox import Sandbox
 
     model_name = template_model_name(params.model)
     kept: list[ProblemTemplate] = []
     rejects: list[Reject] = []
+    parsed = [(problem, outcome) for problem, outcome in zip(todo, outcomes) if outcome.value is not None]
+    for problem, outcome in zip(todo, outcomes):
+        if outcome.value is None:
+            rejects.append(Reject(problem_index=problem.index, tier=tier_of(problem.answer), template_model=model_name,
+                                  reason=outcome.error.code, detail=str(outcome.error)))
+    if not parsed:
+        return kept, rejects
     with Sandbox() as sandbox:
-        for done, (problem, outcome) in enumerate(zip(todo, outcomes), start=1):
+        for done, (problem, outcome) in enumerate(parsed, start=1):
             ctx.check_cancelled()
             tier = tier_of(problem.answer)
-            if outcome.value is None:
-                rejects.append(Reject(problem_index=problem.index, tier=tier, template_model=model_name,
-                                      reason=outcome.error.code if outcome.error else "no_reply",
-                                      detail=str(outcome.error or "")))
-                continue
             steps = [step.model_dump() for step in outcome.value.logical_steps]
             verdict = validate_template(problem_index=problem.index, template_model=model_name,
                                         gsm8k_answer=problem.answer, code=outcome.value.code, logical_steps=steps,
@@ -154,7 +158,8 @@ def validate_outcomes(ctx: JobContext, params: TemplateGenerationParams, todo: l
             else:
                 rejects.append(Reject(problem_index=problem.index, tier=tier, template_model=model_name,
                                       reason=verdict.reason or "invalid_template", detail=verdict.detail))
-            ctx.progress(done, len(todo), "validating")
+            ctx.progress(done, len(parsed), "validating")
+    rejects.sort(key=lambda reject: reject.problem_index)
     return kept, rejects
 
 

@@ -1,0 +1,156 @@
+"""Gateway to the real inference-server (SmolLM2-135M-Instruct on CPU) over HTTP.
+
+Replies are kept a few tokens long: the model is slow on CPU and what is checked is the
+gateway's handling of real replies, not their quality.
+"""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from fastapi.testclient import TestClient
+from pydantic import BaseModel
+
+from flawforge.blobstore import LocalBlobStore
+from flawforge.llm.config import parse_providers
+from flawforge.llm.errors import InvalidModelOutput, ReplayMiss
+from flawforge.llm.gateway import Gateway
+from flawforge.llm.limits import Backoff
+from flawforge.proto.llm import ChatRequest
+
+pytestmark = pytest.mark.model
+
+SECRET = "sk-test-SECRETSECRETSECRET1234"
+
+
+def ask(model: str, content: str, max_tokens: int = 4) -> ChatRequest:
+    return ChatRequest(model=model, messages=[{"role": "user", "content": content}], max_tokens=max_tokens)
+
+
+def logs(store: LocalBlobStore) -> list[str]:
+    return list(store.list("llm/log/"))
+
+
+def test_chat_is_logged_without_secrets_cached_and_replayed(inference_server, providers_json, tmp_path):
+    store = LocalBlobStore(tmp_path)
+    model = inference_server["model"]
+    gateway = Gateway(store, parse_providers(providers_json))
+    first = gateway.chat(ask(model, "What is 2+2?", max_tokens=6))
+    assert not first.cached and first.model == model and first.provider == "local"
+    assert first.content.strip() and 0 < first.usage.completion_tokens <= 6
+    assert first.finish_reason in ("stop", "length")
+
+    # The model list and the chat call, each a request and a response record.
+    records = {key: json.loads(store.get(key)) for key in logs(store)}
+    assert len(records) == 4
+    chat_request = next(r for k, r in records.items() if k.endswith(".request.json") and r["method"] == "POST")
+    assert chat_request["headers"]["Authorization"] == "[REDACTED]"
+    assert chat_request["body"]["messages"] == [{"role": "user", "content": "What is 2+2?"}]
+    assert any(isinstance(r.get("body"), dict) and r["body"].get("choices") for r in records.values())
+    assert all(SECRET not in store.get(key).decode() for key in records)
+
+    again = gateway.chat(ask(model, "What is 2+2?", max_tokens=6))
+    assert again.cached and again.content == first.content
+    assert len(logs(store)) == 4  # served from the cache: no model call
+
+    replay = Gateway(store, parse_providers(providers_json), replay=True)
+    assert replay.chat(ask(model, "What is 2+2?", max_tokens=6)).content == first.content
+    with pytest.raises(ReplayMiss):
+        replay.chat(ask(model, "What is 3+3?", max_tokens=6))
+    assert len(logs(store)) == 4
+
+
+def wait_until_settled(client: TestClient, batch_id: str, timeout_s: float = 150) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        record = client.get(f"/llm/batches/{batch_id}").json()
+        if record["state"] != "in_progress":
+            return record
+        time.sleep(0.2)
+    raise AssertionError(f"batch {batch_id} still in progress: {record}")
+
+
+def test_batch_api_answers_good_rows_and_names_each_bad_one(inference_server, providers_json, tmp_path):
+    from flawforge.runtime.app import create_app
+    from flawforge.runtime.platform import Platform
+    from flawforge.services import load_service
+    from flawforge.settings import Settings
+
+    model = inference_server["model"]
+    settings = Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path), llm_providers=providers_json,
+                        llm_batch_poll_s=0.2)
+
+    def line(custom_id: str, content: str, model_name: str = model) -> str:
+        return json.dumps({"custom_id": custom_id, "method": "POST", "url": "/v1/chat/completions",
+                           "body": {"model": model_name, "messages": [{"role": "user", "content": content}],
+                                    "max_tokens": 3}})
+
+    good = [line("paris", "The capital of France is"), line("two", "One plus one is"), line("sky", "The sky is")]
+    bad = [line("unknown", "Hello", "gpt-9"), line("too-long", "hello " * 9000), '{"custom_id": "broken", "body": ']
+    batch_file = "\n".join(good[:2] + bad[:1] + good[2:] + bad[1:]).encode()
+
+    with TestClient(create_app(load_service("llm-gateway"), Platform.from_settings(settings))) as client:
+        submitted = client.post("/llm/batches", content=batch_file)
+        assert submitted.status_code == 202, submitted.text
+        assert submitted.json()["state"] == "in_progress"
+        record = wait_until_settled(client, submitted.json()["batch_id"])
+        assert record["state"] == "completed"
+        assert len(record["provider_batches"]) == 1  # one file to the provider, with the four sendable rows
+        results = {r["custom_id"]: r for r in client.get(f"/llm/batches/{record['batch_id']}/results").json()}
+
+        for custom_id in ("paris", "two", "sky"):
+            assert results[custom_id]["error"] is None, results[custom_id]
+            assert results[custom_id]["result"]["content"] and not results[custom_id]["result"]["cached"]
+        assert results["unknown"]["error"]["code"] == "unknown_model"
+        assert "gpt-9" in results["unknown"]["error"]["message"]
+        assert results["too-long"]["error"]["code"] == "context_length_exceeded"
+        assert "maximum context length" in results["too-long"]["error"]["message"]
+        assert results["line-6"]["error"]["code"] == "malformed_batch_line"
+        assert results["line-6"]["error"]["message"].startswith("line 6: not valid JSON")
+
+        # The same file again is the same batch; the good rows under new ids cost no model call.
+        assert client.post("/llm/batches", content=batch_file).json()["batch_id"] == record["batch_id"]
+        rerun = client.post("/llm/batches", content="\n".join(g.replace('"custom_id": "', '"custom_id": "re-')
+                                                               for g in good).encode()).json()
+        assert rerun["state"] == "completed" and rerun["provider_batches"] == []
+        rerun_results = client.get(f"/llm/batches/{rerun['batch_id']}/results").json()
+        assert [r["result"]["content"] for r in rerun_results] == [results[c]["result"]["content"]
+                                                                    for c in ("paris", "two", "sky")]
+        assert all(r["result"]["cached"] for r in rerun_results)
+
+    store = LocalBlobStore(tmp_path)
+    assert all(SECRET not in store.get(key).decode() for key in logs(store))
+
+
+class Person(BaseModel):
+    name: str
+    age: int
+
+
+def test_structured_output_validates_repairs_and_reports_invalid_json(inference_server, providers_json, tmp_path):
+    store = LocalBlobStore(tmp_path)
+    model = inference_server["model"]
+    gateway = Gateway(store, parse_providers(providers_json), backoff=Backoff(max_attempts=2))
+    shown = [{"role": "system", "content": "Turn the text into JSON."},
+             {"role": "user", "content": "Bob is 3 years old."},
+             {"role": "assistant", "content": '{"name": "Bob", "age": 3}'},
+             {"role": "user", "content": "Ann is 5 years old."}]
+    roomy = ChatRequest(model=model, messages=shown, max_tokens=16)
+    cramped = ChatRequest(model=model, messages=shown, max_tokens=3)  # cannot hold a whole object
+    outcomes = gateway.structured_many([roomy, cramped], Person, mode="batch", max_repairs=1)
+
+    roomy_outcome, cramped_outcome = outcomes
+    if roomy_outcome.value is not None:
+        assert isinstance(roomy_outcome.value, Person) and len(roomy_outcome.replies) in (1, 2)
+    else:  # the small model may fail twice; then the error says why
+        assert isinstance(roomy_outcome.error, InvalidModelOutput) and len(roomy_outcome.replies) == 2
+    assert isinstance(cramped_outcome.error, InvalidModelOutput)
+    assert "(after 1 repairs)" in str(cramped_outcome.error)
+    assert len(cramped_outcome.replies) == 2  # the reply, then one repair
+    assert all(r.usage.completion_tokens <= 3 for r in cramped_outcome.replies)
+
+    # Parsing is not part of the fingerprint: the same calls again come from the cache.
+    again = gateway.structured(cramped, Person, max_repairs=1)
+    assert [r.content for r in again.replies] == [r.content for r in cramped_outcome.replies]
+    assert all(r.cached for r in again.replies)
