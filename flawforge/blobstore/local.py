@@ -57,13 +57,16 @@ class LocalBlobStore(BlobStore):
         return self._path(key).is_file()
 
     def list(self, prefix: str = "") -> Iterator[str]:
+        # Walk only the deepest folder the prefix names, not the whole store.
+        folder = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        start = self.root / folder if folder else self.root
         keys = []
-        for dirpath, dirnames, filenames in os.walk(self.root):
-            rel_dir = os.path.relpath(dirpath, self.root)
+        for dirpath, _dirnames, filenames in os.walk(start):
+            rel_dir = os.path.relpath(dirpath, self.root).replace(os.sep, "/")
             for name in filenames:
                 if name.startswith(".tmp-"):
                     continue
-                key = name if rel_dir == "." else f"{rel_dir}/{name}".replace(os.sep, "/")
+                key = name if rel_dir == "." else f"{rel_dir}/{name}"
                 if key.startswith(prefix):
                     keys.append(key)
         return iter(sorted(keys))
