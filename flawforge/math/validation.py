@@ -184,7 +184,9 @@ def find_solve(code: str) -> ast.FunctionDef:
     try:
         tree = ast.parse(code)
     except SyntaxError as exc:
-        raise ValueError(f"code does not parse: {exc.msg} (line {exc.lineno})") from None
+        raise ValueError(f"code does not parse: {exc.msg}" + (f" (line {exc.lineno})" if exc.lineno else "")) from None
+    except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
+        raise ValueError(f"code does not parse: {type(exc).__name__}: {exc}") from None
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == "solve":
             if node.args.args or node.args.posonlyargs or node.args.kwonlyargs:
