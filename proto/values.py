@@ -15,7 +15,7 @@ from flawforge.proto.base import Model
 
 class TypedValue(Model):
     type: Literal["int", "float", "fraction", "bool", "str", "none", "other"]
-    # int: JSON integer (any size); float: JSON number, or "inf"/"-inf"/"nan";
+    # int: JSON integer, or a hex string past JSON parsers' digit limits; float: JSON number, or "inf"/"-inf"/"nan";
     # fraction: [numerator, denominator]; other: repr() text, informational only.
     value: Any = None
     type_name: str | None = None  # the Python type's name when type is "other"
@@ -27,7 +27,9 @@ class TypedValue(Model):
         if isinstance(obj, bool):
             return cls(type="bool", value=obj)
         if isinstance(obj, int):
-            return cls(type="int", value=int(obj))
+            value = int(obj)
+            # Python refuses to parse decimal ints over 4,300 digits; hex has no such limit.
+            return cls(type="int", value=hex(value) if value.bit_length() > 12_000 else value)
         if isinstance(obj, float):
             return cls(type="float", value=obj if math.isfinite(obj) else repr(obj))
         if isinstance(obj, Fraction):
@@ -42,7 +44,7 @@ class TypedValue(Model):
         if self.type == "bool":
             return bool(self.value)
         if self.type == "int":
-            return int(self.value)
+            return int(self.value, 16) if isinstance(self.value, str) else int(self.value)
         if self.type == "float":
             return float(self.value)
         if self.type == "fraction":
