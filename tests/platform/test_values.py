@@ -10,7 +10,7 @@ from flawforge.proto.values import TypedValue
 
 
 @pytest.mark.parametrize("value", [0, -3, 10**30, 7**20000, -(7**20000), 2.5, 0.1 + 0.2, -0.0, Fraction(3, 4),
-                                   Fraction(-10, 4), True, False, "12", "", None])
+                                   Fraction(-10, 4), True, False, "12", "", None], ids=lambda v: type(v).__name__)
 def test_round_trip_is_exact_and_keeps_the_type(value):
     typed = TypedValue.of(value)
     back = TypedValue.model_validate_json(typed.model_dump_json()).to_python()
