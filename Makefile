@@ -4,17 +4,24 @@ VENV := .venv
 BIN := $(VENV)/bin
 SHARED ?= ../shared/data
 
-.PHONY: install install-inference test test-fast bench proto run clean
+# Debian packages the browser test drives; installed once, as root or through sudo.
+SYSTEM_PACKAGES := chromium chromium-driver
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: install system-deps test test-fast bench proto clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip setuptools wheel
 
-install: $(BIN)/python
-	$(BIN)/pip install -q -e '.[test]'
-
-install-inference: install
+# Development and CI install every extra (torch comes from the CPU wheel named in the
+# inference extra); service images install only the extras they need (deploy/Dockerfile).
+install: $(BIN)/python system-deps
 	$(BIN)/pip install -q -e '.[inference,test]'
+
+system-deps:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+		{ $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $(SYSTEM_PACKAGES); }
 
 test: install
 	$(BIN)/python -m pytest -q
