@@ -34,7 +34,7 @@ class Settings(BaseSettings):
 
     service: str = Field("", description="Name of the service this process runs (set by `flawforge serve`).")
     http_host: str = Field("0.0.0.0", description="HTTP bind address.")
-    http_port: int = Field(8000, description="HTTP port.")
+    http_port: int | None = Field(None, description="HTTP port; unset: the service's own port (see README).")
     run_worker: bool = Field(True, description="Start the service's queue worker beside its HTTP API.")
     api_tokens: str = Field("", description="Comma-separated `name:token` pairs allowed to call protected endpoints.")
 

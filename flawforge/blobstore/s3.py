@@ -23,7 +23,11 @@ class S3BlobStore(BlobStore):
             try:
                 if not self.client.bucket_exists(bucket_name=bucket):
                     self.client.make_bucket(bucket_name=bucket)
-            except (S3Error, HTTPError, OSError) as exc:
+            except S3Error as exc:
+                # Another service created it between our check and our create: that is fine.
+                if exc.code not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+                    raise BlobStoreUnavailable(f"S3 endpoint {endpoint} unusable: {exc}") from exc
+            except (HTTPError, OSError) as exc:
                 raise BlobStoreUnavailable(f"S3 endpoint {endpoint} unusable: {exc}") from exc
 
     def put(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> BlobRef:

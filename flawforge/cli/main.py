@@ -126,7 +126,7 @@ def export_dataset(candidates: Path = typer.Option(..., "--candidates", help="ca
 
 @app.command()
 def serve(service: str = typer.Argument(..., help="Service name, e.g. trace-executor."),
-          port: Optional[int] = typer.Option(None, help="HTTP port; default: the service's own."),
+          port: Optional[int] = typer.Option(None, help="HTTP port; default FLAWFORGE_HTTP_PORT, else the service's own."),
           host: Optional[str] = typer.Option(None, help="Bind address; default FLAWFORGE_HTTP_HOST.")) -> None:
     """Run one service: its HTTP API and its queue workers."""
     import uvicorn
@@ -142,7 +142,7 @@ def serve(service: str = typer.Argument(..., help="Service name, e.g. trace-exec
         raise FlawforgeError(exc.args[0]) from None
     settings = Settings(service=service)
     platform = Platform.from_settings(settings)
-    uvicorn.run(create_app(spec, platform), host=host or settings.http_host, port=port or spec.port,
+    uvicorn.run(create_app(spec, platform), host=host or settings.http_host, port=port or settings.http_port or spec.port,
                 log_level="info")
 
 

@@ -89,3 +89,24 @@ def test_unreachable_s3_endpoint_is_a_clear_error():
         port = s.getsockname()[1]
     with pytest.raises(BlobStoreUnavailable, match=f"127.0.0.1:{port}"):
         S3BlobStore(endpoint=f"127.0.0.1:{port}", access_key="x", secret_key="y", bucket="bucket")
+
+
+def test_services_creating_the_same_bucket_at_once_all_start(s3_server):
+    bucket = f"b-{uuid.uuid4().hex[:12]}"
+    barrier = threading.Barrier(6)
+    errors = []
+
+    def start():
+        barrier.wait()
+        try:
+            S3BlobStore(endpoint=s3_server, access_key="testing", secret_key="testing", bucket=bucket,
+                        region="us-east-1").put("k", b"v")
+        except Exception as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=start) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
