@@ -1,0 +1,205 @@
+"""Solution text that tells the truth: rendering, annotation checks, and every candidate of the corpus."""
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+import pytest
+
+from flawforge.math.annotations import false_annotations, find_annotations
+from flawforge.math.display import show
+from flawforge.math.generate import generate_for_problem
+from flawforge.math.reconstruct import SIGNS, WORDS, Unrenderable, final_answer_line, render
+from flawforge.math.selection import NO_CAPS
+from flawforge.proto.math import ProblemTemplate
+from flawforge.sandbox import Sandbox
+
+from tests.math.mutation_corpus import LIMITS, corpus_outputs
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    with Sandbox(LIMITS, workers=2) as sb:
+        yield sb
+
+
+# --- values and fields ------------------------------------------------------------------------
+def test_values_print_as_a_solution_writes_them():
+    assert show(55.0) == "55" and show(13.5) == "13.5" and show(0.125) == "0.125"
+    assert show(10 / 3) == "3.33"  # only what needs more than four decimals is rounded
+    assert show(Fraction(3, 2)) == "3/2" and show(Fraction(6, 3)) == "2" and show(-4) == "-4"
+
+
+def test_fields_are_filled_the_way_the_template_asks():
+    values = {"share": 0.25, "part": Fraction(3, 4), "rate": 0.5, "count": 8.0}
+    assert render("{share:.0%} off", values) == "25% off"
+    assert render("{part.numerator} of {part.denominator}", values) == "3 of 4"  # the original crashed here
+    assert render("{rate*100}% of {count}", values) == "50% of 8"
+    assert render("{int(count)} {{literal}}", values) == "8 {literal}"
+    with pytest.raises(Unrenderable, match="no value for placeholder"):
+        render("{missing}", values)
+    with pytest.raises(Unrenderable):
+        render("{__import__('os').getcwd()}", values)
+
+
+def test_fractions_and_negatives_keep_their_meaning_inside_annotations():
+    line = render("{a} / {b} = <<{a}/{b}={c}>>{c}", {"a": 20, "b": Fraction(4, 5), "c": Fraction(25)})
+    assert line == "20 / 4/5 = <<20/(4/5)=25>>25"
+    assert not false_annotations(line)
+    assert not false_annotations(render("<<{a}-{b}={c}>>", {"a": 3, "b": -5, "c": 8}))
+
+
+# --- the annotation checker -------------------------------------------------------------------
+@pytest.mark.parametrize("line, true", [
+    ("He earned $50 x 20 = $<<50*20=1000>>1000.", True),
+    ("50 x 20 = <<50*20=70>>70", False),           # the original's operator-swap text
+    ("<<1000+375=1376>>1376", False),              # off by one is caught at any size
+    ("<<123456+1=123458>>", False),
+    ("<<10/3=3.33>>3.33", True),                   # a rounded value stands for what rounds to it
+    ("<<10/3=3.34>>3.34", False),
+    ("<<3.33*3=10>>10", True),                     # ... also as an operand
+    ("<<1,000+250=1,250>>", True),
+    ("<<20%*50=10>>", True),
+    ("<<4/5*20=16>>", True),
+    ("<<(2/3)/3=2/9>>", True),
+    ("<<7//2=3>>", True),
+    ("<<__import__('os')=1>>", False),             # never evaluated
+    ("<<9**9**9=1>>", False),
+])
+def test_annotation_checker(line, true):
+    assert find_annotations(line) and (not false_annotations(line)) == true
+
+
+# --- small problems through the real sandbox --------------------------------------------------
+PLANT_CODE = '''def solve():
+    # L1
+    orchid_price = 50
+    orchids_sold = 20
+    orchid_earnings = orchid_price * orchids_sold
+    # L2
+    plant_price = 25
+    plants_sold = 15
+    plant_earnings = plant_price * plants_sold
+    # L3
+    total_earnings = orchid_earnings + plant_earnings
+    # FA
+    answer = total_earnings
+    return answer
+'''
+PLANT_STEPS = [
+    {"line_number": "L1", "question_inputs": ["orchid_price", "orchids_sold"], "WK_inputs": [],
+     "output_variable": "orchid_earnings",
+     "solution_line_template": "He earned ${orchid_price} x {orchids_sold} = $<<{orchid_price}*{orchids_sold}="
+                               "{orchid_earnings}>>{orchid_earnings} for the orchids."},
+    {"line_number": "L2", "question_inputs": ["plant_price", "plants_sold"], "WK_inputs": [],
+     "output_variable": "plant_earnings",
+     "solution_line_template": "He earned {plant_price} times {plants_sold} dollars, that is <<{plant_price}*"
+                               "{plants_sold}={plant_earnings}>>{plant_earnings}, for the plants."},
+    {"line_number": "L3", "question_inputs": [], "WK_inputs": [], "output_variable": "total_earnings",
+     "solution_line_template": "In all he earned ${orchid_earnings} + ${plant_earnings} = $<<{orchid_earnings}+"
+                               "{plant_earnings}={total_earnings}>>{total_earnings}."},
+]
+
+
+def plant_template(**changes) -> ProblemTemplate:
+    fields = dict(problem_index=1001, tier="tier1", template_model="test", question="?", gsm8k_answer="#### 1375",
+                  final_answer="1375", code=PLANT_CODE, logical_steps=PLANT_STEPS)
+    return ProblemTemplate(**{**fields, **changes})
+
+
+def test_operator_swap_changes_the_operator_in_the_text(sandbox):
+    output = generate_for_problem(plant_template(), sandbox, ["conceptual"], seed=3)
+    swaps = [c for c in output.candidates if c.error_type == "operator_swap"]
+    assert swaps
+    for c in swaps:
+        step = int(c.erroneous_line_number[1:])
+        prose = c.flawed_solution.splitlines()[step - 1].split("<<")[0]
+        old, new = c.mutation["old"], c.mutation["new"]
+        written_as_word = step == 2  # "{plant_price} times {plants_sold}"
+        assert (WORDS[new][0] if written_as_word else SIGNS[new][0]) in prose
+        assert (WORDS[old][0] if written_as_word else f" {SIGNS[old][0]} ") not in prose.replace(" x ", " * ")
+        assert not false_annotations(c.flawed_solution)
+
+
+def test_the_seed_example_reads_as_what_was_computed(sandbox):
+    output = generate_for_problem(plant_template(), sandbox, ["conceptual"], seed=3, caps=NO_CAPS)
+    lines = {c.flawed_solution.splitlines()[0] for c in output.candidates
+             if c.error_type == "operator_swap" and c.erroneous_line_number == "L1"}
+    # 50 / 20 = 2.5 is no candidate: a whole amount would become fractional
+    assert lines == {"He earned $50 + 20 = $<<50+20=70>>70 for the orchids."}
+
+
+def test_reported_intermediate_ends_the_solution_at_its_step(sandbox):
+    output = generate_for_problem(plant_template(), sandbox, ["conceptual"], seed=3)
+    chosen = [c for c in output.candidates if c.error_type == "incorrect_final_answer_selection"]
+    assert chosen
+    for c in chosen:
+        selected = c.mutation["selected"]
+        lines = c.flawed_solution.splitlines()
+        assert c.erroneous_line_number == "FA"
+        assert lines[-1] == f"#### {show(c.flawed_final_answer.to_python())}"
+        assert lines[:-1] == c.original_solution.splitlines()[:len(lines) - 1]
+        assert {"orchid_earnings": 1, "plant_earnings": 2}[selected] == len(lines) - 1
+
+
+def test_a_text_that_cannot_show_the_change_drops_the_candidate(sandbox):
+    # the operands are written side by side with no operator a swap could change
+    steps = [dict(PLANT_STEPS[0], solution_line_template="Orchids: {orchid_price}({orchids_sold})={orchid_earnings}"),
+             *PLANT_STEPS[1:]]
+    output = generate_for_problem(plant_template(logical_steps=steps), sandbox, ["conceptual"], seed=3)
+    assert not [c for c in output.candidates if c.error_type == "operator_swap" and c.erroneous_line_number == "L1"]
+
+
+def test_computational_candidate_miscalculates_one_line_and_carries_it(sandbox):
+    output = generate_for_problem(plant_template(), sandbox, ["computational"], seed=3)
+    assert output.candidates
+    for c in output.candidates:
+        check_computational(c)
+
+
+# --- every candidate of the corpus ------------------------------------------------------------
+def check_computational(c) -> None:
+    original, flawed = c.original_solution.splitlines(), c.flawed_solution.splitlines()
+    assert len(original) == len(flawed)
+    first_changed = next(k for k, (a, b) in enumerate(zip(original, flawed)) if a != b)
+    false_lines = {number - 1 for number, _ in false_annotations(c.flawed_solution)}
+    assert false_lines == {first_changed}, (c.id, false_annotations(c.flawed_solution))
+    # the wrong value is shown where it was computed and used from there on
+    wrong = show(c.flawed_value.to_python())
+    assert re.search(rf"={re.escape(wrong)}>>", flawed[first_changed])
+    assert flawed[-1] == f"#### {show(c.flawed_final_answer.to_python())}"
+
+
+@pytest.fixture(scope="module")
+def corpus(shared_data):
+    return corpus_outputs(shared_data)
+
+
+@pytest.mark.slow
+def test_every_solution_of_the_corpus_tells_the_truth(corpus):
+    checked = 0
+    for output in corpus.values():
+        for c in output.candidates:
+            assert not false_annotations(c.original_solution), c.id
+            assert final_answer_line(c.original_solution) == show(c.correct_final_answer.to_python())
+            assert final_answer_line(c.flawed_solution) == show(c.flawed_final_answer.to_python())
+            if c.family == "conceptual":
+                assert not false_annotations(c.flawed_solution), (c.id, false_annotations(c.flawed_solution))
+            else:
+                check_computational(c)
+            checked += 1
+    assert checked > 10_000
+
+
+@pytest.mark.slow
+def test_operator_swaps_of_the_corpus_never_keep_the_old_operator(corpus):
+    for output in corpus.values():
+        for c in output.candidates:
+            if c.error_type != "operator_swap":
+                continue
+            values = {s.name: s.value.to_python() for s in c.flawed_trace}
+            line = c.flawed_solution.splitlines()[int(c.erroneous_line_number[1:]) - 1]
+            left, right = re.escape(show(values[c.mutation["left"]])), re.escape(show(values[c.mutation["right"]]))
+            old = "|".join(re.escape(t) for t in SIGNS[c.mutation["old"]] + WORDS[c.mutation["old"]])
+            stale = rf"(?<![\d.]){left}\s*(?:{old})\s*\$?{right}(?![\d.])"
+            assert not re.search(stale, line), (c.id, line)
