@@ -1,8 +1,10 @@
 """The mutator service."""
 from flawforge.runtime.service import ServiceSpec
+from flawforge.services.mutator.worker import PROBLEM_CONSUMERS
 
 SERVICE = ServiceSpec(
     name="mutator",
     port=8002,
     description="Applies computational and conceptual mutations to templates.",
+    consumers=PROBLEM_CONSUMERS,
 )
