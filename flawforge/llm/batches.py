@@ -210,6 +210,12 @@ class BatchManager:
                         lines[str(obj["custom_id"])] = obj
                     except (ValueError, KeyError, TypeError):
                         continue  # an unreadable output line: its row counts as missing and is retried
+        self.settle(record, batch, lines, info, scope)
+
+    def settle(self, record: BatchRecord, batch: ProviderBatch, lines: dict[str, dict], info: dict,
+               scope: CallScope) -> None:
+        """Settles the rows of a finished provider batch from its output and error lines (by custom_id):
+        answers go to the cache, transient failures back to pending for resubmission while attempts remain."""
         rows = {row.custom_id: row for row in record.rows}
         max_attempts = self.gateway.backoff.max_attempts
         for custom_id in batch.custom_ids:

@@ -51,7 +51,7 @@ def inference_server(tmp_path_factory) -> dict:
     model = response.json()["data"][0]["id"]
     yield {"base_url": base_url, "model": model}
     server.should_exit = True
-    thread.join(10)
+    thread.join(60)
 
 
 @pytest.fixture

@@ -154,3 +154,30 @@ def test_structured_output_validates_repairs_and_reports_invalid_json(inference_
     again = gateway.structured(cramped, Person, max_repairs=1)
     assert [r.content for r in again.replies] == [r.content for r in cramped_outcome.replies]
     assert all(r.cached for r in again.replies)
+
+
+def test_cancelled_job_stops_its_batch_and_keeps_what_finished(inference_server, providers_json, tmp_path):
+    from flawforge.llm.errors import CallCancelled
+    from flawforge.llm.limits import CallScope
+    from flawforge.proto.llm import BatchRow
+
+    gateway = Gateway(LocalBlobStore(tmp_path), parse_providers(providers_json), batch_poll_s=0.1)
+    model = inference_server["model"]
+    rows = [BatchRow(custom_id=f"r{i}", request=ask(model, f"Count to {i}:", max_tokens=2)) for i in range(4)]
+    record = gateway.batches.submit(rows)
+    [provider_batch] = record.provider_batches
+    cancelled = CallScope(job_id="j1", is_cancelled=lambda: True)
+    with pytest.raises(CallCancelled, match="job j1 was cancelled"):
+        gateway.batches.wait(record.batch_id, cancelled)
+
+    record = gateway.batches.get(record.batch_id)
+    assert record.state == "cancelled"
+    assert all(row.status == "succeeded" or row.error.code == "cancelled" for row in record.rows)
+    # The provider stops between rows; wait for it so no model work outlives the test.
+    deadline = time.monotonic() + 120
+    while (status := gateway.providers["local"].get_batch(provider_batch.id, CallScope())["status"]) == "cancelling":
+        assert time.monotonic() < deadline, "the provider batch stayed cancelling"
+        time.sleep(0.2)
+    assert status in ("cancelled", "completed")  # completed only if it outran the cancel
+    results = gateway.batches.results(record.batch_id)
+    assert all((r.result is not None) == (row.status == "succeeded") for r, row in zip(results, record.rows))

@@ -187,3 +187,39 @@ def test_formalization_request_shows_rules_examples_and_the_problem():
     assert json.loads(req.messages[2].content)["code"].startswith("def solve")
     assert "Index: 2500" in req.messages[3].content and req.max_tokens == 64
     assert FormalizationReply.model_json_schema()["required"] == ["code", "logical_steps"]
+
+
+def test_settling_a_finished_provider_batch_resubmits_only_transient_failures(tmp_path):
+    from flawforge.blobstore import LocalBlobStore
+    from flawforge.llm.gateway import Gateway
+    from flawforge.proto.llm import BatchRecord, BatchRowState, ProviderBatch
+
+    store = LocalBlobStore(tmp_path)
+    gateway = Gateway(store, parse_providers('{"p": {"base_url": "http://127.0.0.1:9/v1", "models": ["m"]}}'),
+                      backoff=Backoff(max_attempts=2))
+    ids = ["ok", "server-error", "never-ran", "too-long", "last-try"]
+    rows = [BatchRowState(custom_id=c, fingerprint=f"{i:064x}", status="submitted", attempts=2 if c == "last-try" else 1,
+                          provider_batch_id="b1") for i, c in enumerate(ids)]
+    record = BatchRecord(batch_id="x1", state="in_progress", created_at="2026-01-01T00:00:00Z",
+                         updated_at="2026-01-01T00:00:00Z", rows=rows)
+    batch = ProviderBatch(id="b1", provider="p", status="expired", input_file_id="f1", custom_ids=ids)
+    completion = {"model": "m", "choices": [{"message": {"role": "assistant", "content": "Paris"},
+                                             "finish_reason": "stop"}],
+                  "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}}
+    server_error = {"status_code": 500, "body": {"error": {"message": "worker crashed", "code": "server_error"}}}
+    lines = {
+        "ok": {"custom_id": "ok", "response": {"status_code": 200, "body": completion}},
+        "server-error": {"custom_id": "server-error", "response": server_error},
+        "too-long": {"custom_id": "too-long", "response": {"status_code": 400, "body": {"error": {
+            "message": "maximum context length is 8192 tokens", "code": "context_length_exceeded"}}}},
+        "last-try": {"custom_id": "last-try", "response": server_error},
+    }
+    budget = Budget()
+    gateway.batches.settle(record, batch, lines, {"status": "expired"}, CallScope(budget=budget))
+
+    state = {row.custom_id: (row.status, row.error.code if row.error else None) for row in record.rows}
+    assert state == {"ok": ("succeeded", None), "server-error": ("pending", "provider_error"),
+                     "never-ran": ("pending", "provider_error"), "too-long": ("failed", "context_length_exceeded"),
+                     "last-try": ("failed", "provider_error")}
+    assert "expired before this request ran" in record.rows[2].error.message
+    assert gateway.cache.get(rows[0].fingerprint).content == "Paris" and budget.tokens == 6
