@@ -145,15 +145,14 @@ def score_continuations(lm: LoadedModel, items: list[tuple[list[int], list[list[
                         batch_tokens: int) -> list[list[list[float]]]:
     """log P(token | prompt, earlier continuation tokens) for every continuation token.
 
-    The prompts of a group run once, left-padded; their key/value cache is then repeated for each
-    of their continuations, which run together right-padded. Continuation tokens after the first
-    need only a forward pass over the continuation itself.
+    Each prompt is followed, in its row of the batch, by all of its continuations packed one after
+    another; an attention mask lets each continuation see the prompt and itself only, and its
+    position ids go on from the prompt's end. So the prompt runs once for all its continuations.
     """
     results: list[list[list[float]]] = [[[] for _ in conts] for _, conts in items]
 
     def cost(group: list[int]) -> int:
-        conts = [c for i in group for c in items[i][1]]
-        return len(group) * max(len(items[i][0]) for i in group) + len(conts) * (max(map(len, conts)) - 1)
+        return len(group) * (max(len(items[i][0]) for i in group) + max(_packed(items[i][1]) for i in group))
 
     order = sorted(range(len(items)), key=lambda i: len(items[i][0]))
     with lm.lock, torch.inference_mode():
@@ -162,37 +161,46 @@ def score_continuations(lm: LoadedModel, items: list[tuple[list[int], list[list[
     return results
 
 
+def _packed(conts: list[list[int]]) -> int:
+    # A continuation's last token is never an input: nothing after it is predicted.
+    return sum(len(c) - 1 for c in conts)
+
+
 def _score_group(lm: LoadedModel, items, out: list[list[list[float]]]) -> None:
-    model, device, pad = lm.model, lm.device, pad_id(lm)
-    prompts = left_pad([prompt for prompt, _ in items], pad, device)
-    first = model(**prompts.inputs(), use_cache=True, logits_to_keep=1)
-    first_logprobs = torch.log_softmax(first.logits[:, -1].float(), -1).cpu()
-    rows = [(i, c) for i, (_, conts) in enumerate(items) for c in range(len(conts))]
-    for i, c in rows:
-        out[i][c].append(first_logprobs[i, items[i][1][c][0]].item())
-    width = max(len(items[i][1][c]) for i, c in rows) - 1
-    if width == 0:
-        return
-    # Inputs are each continuation without its last token; the targets are the tokens after each input.
-    inputs = torch.full((len(rows), width), pad, dtype=torch.long)
-    targets = torch.zeros((len(rows), width), dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for r, (i, c) in enumerate(rows):
-        tokens = torch.tensor(items[i][1][c], dtype=torch.long)
-        inputs[r, :len(tokens) - 1] = tokens[:-1]
-        targets[r, :len(tokens) - 1] = tokens[1:]
-        mask[r, :len(tokens) - 1] = 1
-    owner = torch.tensor([i for i, _ in rows], dtype=torch.long)
-    cache = first.past_key_values
-    cache.batch_select_indices(owner.to(device))
-    lengths = torch.tensor(prompts.lengths, dtype=torch.long)[owner]
-    logits = model(input_ids=inputs.to(device),
-                   attention_mask=torch.cat([prompts.attention_mask[owner.to(device)], mask.to(device)], 1),
-                   position_ids=(lengths[:, None] + torch.arange(width)).to(device),
-                   past_key_values=cache, use_cache=True).logits
-    picked = torch.log_softmax(logits.float(), -1).gather(-1, targets.to(device)[..., None]).squeeze(-1).cpu()
-    for r, (i, c) in enumerate(rows):
-        out[i][c].extend(picked[r, :len(items[i][1][c]) - 1].tolist())
+    """One forward pass. Row layout: [padding][prompt][continuation inputs...][padding]; every prompt ends at
+    column `prompt_width`, so the logits needed are the last `packed_width + 1` columns of every row."""
+    prompt_width = max(len(prompt) for prompt, _ in items)
+    packed_width = max(_packed(conts) for _, conts in items)
+    width = prompt_width + packed_width
+    ids = torch.full((len(items), width), pad_id(lm), dtype=torch.long)
+    positions = torch.zeros((len(items), width), dtype=torch.long)
+    allowed = torch.eye(width, dtype=torch.bool).repeat(len(items), 1, 1)  # padding sees itself: no empty row
+    picks: list[tuple[int, int, int]] = []  # (row, logit column, token) of every continuation token
+    for row, (prompt, conts) in enumerate(items):
+        start = prompt_width - len(prompt)
+        ids[row, start:prompt_width] = torch.tensor(prompt)
+        positions[row, start:prompt_width] = torch.arange(len(prompt))
+        allowed[row, start:prompt_width, start:prompt_width] = torch.ones(len(prompt), len(prompt)).tril().bool()
+        column = prompt_width
+        for cont in conts:
+            inputs = len(cont) - 1
+            ids[row, column:column + inputs] = torch.tensor(cont[:-1], dtype=torch.long)
+            positions[row, column:column + inputs] = len(prompt) + torch.arange(inputs)
+            allowed[row, column:column + inputs, start:prompt_width] = True
+            allowed[row, column:column + inputs, column:column + inputs] = torch.ones(inputs, inputs).tril().bool()
+            # Logit column 0 is the prompt's last token; column k is packed input k - 1.
+            sources = [0] + list(range(column - prompt_width + 1, column - prompt_width + 1 + inputs))
+            picks += [(row, source, token) for source, token in zip(sources, cont)]
+            column += inputs
+    dtype, device = lm.model.dtype, lm.device
+    mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)[:, None]
+    logits = lm.model(input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions.to(device),
+                      logits_to_keep=packed_width + 1).logits
+    rows, sources, tokens = (torch.tensor(column, device=logits.device) for column in zip(*picks))
+    picked = iter((torch.log_softmax(logits.float(), -1)[rows, sources, tokens]).tolist())
+    for row_out, (_, conts) in zip(out, items):
+        for cont_out, cont in zip(row_out, conts):
+            cont_out.extend(next(picked) for _ in cont)
 
 
 # --- trace --------------------------------------------------------------------------------------
