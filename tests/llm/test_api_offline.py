@@ -62,3 +62,32 @@ def test_unknown_batch_and_empty_file(client):
     assert client.get("/llm/batches/abc123").json()["detail"]["code"] == "batch_not_found"
     response = client.post("/llm/batches", content=b"\n")
     assert response.status_code == 400 and response.json()["detail"]["message"] == "the batch file is empty"
+
+
+def test_chat_worker_answers_a_bus_request_with_the_items_result(tmp_path):
+    import time
+
+    from flawforge.jobs.store import JobStore
+    from flawforge.proto.llm import ChatRequest, ChatRequested, RowResult
+    from flawforge.runtime.service import Workers
+    from flawforge.services.llm_gateway.workers import CHAT_CONSUMER, CHAT_QUEUE
+
+    settings = Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path),
+                        llm_providers='{"local": {"base_url": "http://127.0.0.1:9/v1", "models": ["m"]}}')
+    platform = Platform.from_settings(settings)
+    job = JobStore(platform.store).create("templates", {})
+    request = ChatRequest(model="gpt-9", messages=[{"role": "user", "content": "hi"}])
+    ref = platform.store.put_content("llm/requests", request.model_dump_json().encode())
+    workers = Workers(platform, [CHAT_CONSUMER]).start()
+    try:
+        platform.bus.publish(CHAT_QUEUE, ChatRequested(job_id=job.job_id, item="q1.json", request=ref))
+        key = f"jobs/{job.job_id}/items/q1.json"
+        deadline = time.monotonic() + 10
+        while not platform.store.exists(key):
+            assert time.monotonic() < deadline, "no result for the item"
+            time.sleep(0.02)
+    finally:
+        workers.stop()
+    row = RowResult.model_validate_json(platform.store.get(key))
+    assert row.custom_id == "q1.json" and row.result is None
+    assert row.error.code == "unknown_model" and "gpt-9" in row.error.message
