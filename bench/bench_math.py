@@ -96,6 +96,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--indices", default=None, help="Problems A-B; default: the whole shared corpus.")
     args = parser.parse_args()
+    os.environ.setdefault("TQDM_DISABLE", "1")  # the job's progress bar would bury the measurements
     from flawforge.math.gsm8k import index_range
     from flawforge.math.templates import TemplateFolder
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 import csv
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -50,9 +51,11 @@ def test_scores_reproduce_the_original_report_on_every_row(shared_data, folder, 
     with open(shared_data / "formalization-templates" / "template_validation_report.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 2380
+    with ThreadPoolExecutor(sandbox.workers) as pool:  # the sandbox runs that many units at once
+        verdicts = pool.map(lambda row: validate(folder, problems, sandbox, row["tier"], int(row["index"]),
+                                                 row["model"]), rows)
     disagreements = []
-    for row in rows:
-        verdict = validate(folder, problems, sandbox, row["tier"], int(row["index"]), row["model"])
+    for row, verdict in zip(rows, verdicts):
         ours = (verdict.answer_check_status, verdict.structural_score, verdict.semantic_score,
                 verdict.structural_mismatches, verdict.semantic_mismatches)
         if ours != report_row(row):
