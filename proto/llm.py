@@ -111,12 +111,6 @@ class BatchRecord(Model):
     rows: list[BatchRowState]
     provider_batches: list[ProviderBatch] = Field(default_factory=list)
 
-    def counts(self) -> dict[str, int]:
-        counts = {"total": len(self.rows), "succeeded": 0, "failed": 0, "pending": 0}
-        for row in self.rows:
-            counts[row.status if row.status in ("succeeded", "failed") else "pending"] += 1
-        return counts
-
 
 class RowResult(Model):
     custom_id: str

@@ -9,6 +9,7 @@ from typing import Callable, Generic, Literal, TypeVar
 from pydantic import BaseModel
 
 from flawforge.blobstore import BlobStore
+from flawforge.llm.batches import BatchManager, error_of
 from flawforge.llm.cache import ResponseCache, fingerprint
 from flawforge.llm.calllog import CallLog
 from flawforge.llm.config import ProviderConfig, load_providers
@@ -16,7 +17,7 @@ from flawforge.llm.errors import InvalidModelOutput, LLMError, ReplayMiss, Unkno
 from flawforge.llm.limits import Backoff, CallScope
 from flawforge.llm.openai_compat import OpenAICompatibleProvider
 from flawforge.llm.structured import parse_reply, repair_request
-from flawforge.proto.llm import ChatRequest, ChatResult
+from flawforge.proto.llm import BatchRow, ChatRequest, ChatResult
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -55,9 +56,7 @@ class Gateway:
             provider.close()
 
     @property
-    def batches(self):
-        from flawforge.llm.batches import BatchManager
-
+    def batches(self) -> BatchManager:
         return BatchManager(self)
 
     # --- routing --------------------------------------------------------------------------
@@ -147,9 +146,6 @@ class Gateway:
                    on_settled: Callable[[], None]) -> list[ChatResult | LLMError]:
         if mode == "sync":
             return self.chat_many(requests, scope, concurrency, on_settled)
-        from flawforge.llm.batches import error_of
-        from flawforge.proto.llm import BatchRow
-
         rows = [BatchRow(custom_id=str(i), request=r) for i, r in enumerate(requests)]
         return [row.result if row.result is not None else error_of(row.error)
                 for row in self.batches.run(rows, scope)]
