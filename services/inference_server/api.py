@@ -11,7 +11,7 @@ from typing import Callable
 from fastapi import APIRouter, File, Form, Query, Response, UploadFile
 from fastapi.responses import JSONResponse
 
-from flawforge.inference import openai_api, research_api
+from flawforge.inference import openai_api
 from flawforge.inference.batches import BatchStore, FileStore
 from flawforge.inference.errors import RequestError
 from flawforge.proto.inference import (
@@ -66,6 +66,8 @@ def openai_router(platform: Platform) -> APIRouter:
 
 
 def research_router(platform: Platform) -> APIRouter:
+    from flawforge.inference import research_api  # torch: only where the service runs, not with its spec
+
     host = host_for(platform.settings).start()
     budget = platform.settings.inference_batch_tokens
     router = APIRouter(prefix="/v1/research", tags=["research"], responses=ERRORS)

@@ -5,16 +5,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from flawforge.errors import ConfigError
 from flawforge.inference.backend import Backend
 from flawforge.inference.errors import RequestError
-from flawforge.inference.loading import (
-    LoadedModel, choose_dtype, context_length, hf_folder, load_model, load_tokenizer, resolve_source,
-)
-from flawforge.inference.transformers_backend import TransformersBackend
-from flawforge.inference.vllm_backend import VllmBackend, vllm_usable
 from flawforge.settings import Settings
+
+if TYPE_CHECKING:
+    from flawforge.inference.loading import LoadedModel
 
 log = logging.getLogger(__name__)
 
@@ -23,6 +22,13 @@ MODEL_SETTINGS = ("inference_model_path", "inference_model_name", "inference_cac
 
 
 def open_backend(settings: Settings) -> Backend:
+    # torch is imported here, not with the service spec: images without the inference extra load every spec.
+    from flawforge.inference.loading import (
+        choose_dtype, context_length, hf_folder, load_model, load_tokenizer, resolve_source,
+    )
+    from flawforge.inference.transformers_backend import TransformersBackend
+    from flawforge.inference.vllm_backend import VllmBackend, vllm_usable
+
     choice = settings.inference_backend
     if choice == "vllm" and not vllm_usable():
         raise ConfigError("FLAWFORGE_INFERENCE_BACKEND=vllm needs the vllm package and a CUDA GPU")
@@ -44,7 +50,7 @@ class ModelHost:
         self.backend: Backend | None = None
         self.error: BaseException | None = None
         self.loaded_at = 0
-        self._research: LoadedModel | None = None
+        self._research: "LoadedModel | None" = None
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._done = threading.Event()
@@ -80,8 +86,11 @@ class ModelHost:
         self.start()._done.wait(timeout)
         return self.ready()
 
-    def research_model(self) -> LoadedModel:
+    def research_model(self) -> "LoadedModel":
         """The transformers model the research endpoints need, beside vLLM if that serves sampling."""
+        from flawforge.inference.loading import load_model
+        from flawforge.inference.transformers_backend import TransformersBackend
+
         backend = self.ready()
         if isinstance(backend, TransformersBackend):
             return backend.lm

@@ -56,3 +56,4 @@ def make_client(inference_settings, backend, tmp_path):
     yield make
     for client in clients:
         client.__exit__(None, None, None)
+        client.platform.close()
