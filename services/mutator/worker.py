@@ -22,6 +22,11 @@ def sandbox():
     return Sandbox()
 
 
+def sandbox_ready(platform: Platform) -> None:
+    """Readiness: the sandbox the work items run in can start here."""
+    sandbox()
+
+
 def make_problem_handler(platform: Platform):
     from flawforge.math.generate import generate_for_problem
 
