@@ -6,13 +6,13 @@ a process-dependent hash or RNG), so it is reproducible and stable as candidates
 """
 from __future__ import annotations
 
-import hashlib
 from typing import Sequence
 
 from pydantic import ValidationError
 
 from flawforge.errors import FlawforgeError
 from flawforge.math.gsm8k import GSM8KProblem, numbered_lines
+from flawforge.math.selection import stable_hash
 from flawforge.proto.math import Candidate
 
 SOURCE = "programmatic"  # the original project's label for generated (not hand-written) errors
@@ -41,7 +41,7 @@ def held_out_problems(indices: Sequence[int], test_fraction: float, seed: int) -
     if not 0.0 <= test_fraction <= 1.0:
         raise ExportError(f"test fraction must be between 0 and 1, got {test_fraction}")
     distinct = sorted(set(indices))
-    ordered = sorted(distinct, key=lambda i: hashlib.sha256(f"{seed}:{i}".encode()).digest())
+    ordered = sorted(distinct, key=lambda i: stable_hash(str(seed), str(i)))
     return set(ordered[:round(len(distinct) * test_fraction)])
 
 

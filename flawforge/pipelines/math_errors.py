@@ -9,7 +9,6 @@ summary's elapsed_seconds is a function of the inputs, so reruns give identical 
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections import Counter
@@ -20,6 +19,7 @@ from flawforge.errors import FlawforgeError
 from flawforge.jobs.context import JobContext
 from flawforge.jobs.pipeline import Pipeline, register
 from flawforge.math.gsm8k import index_range, read_gsm8k
+from flawforge.math.selection import stable_hash
 from flawforge.math.templates import DEFAULT_MODEL_PREFERENCE, TemplateFolder, choose_template
 from flawforge.math.tiers import tier_of
 from flawforge.proto.math import (COMPUTATIONAL_TYPES, CONCEPTUAL_TYPES, Candidate, Family, ProblemCandidates,
@@ -55,8 +55,8 @@ class MathErrorsParams(BaseModel):
 
 def problem_seed(base_seed: int, template: ProblemTemplate) -> int:
     """Derived from the job's seed, the problem and its template (never from hash(), which varies per process)."""
-    text = f"{base_seed}\n{template.problem_index}\n{template.template_model}\n{template.code}"
-    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") >> 1
+    digest = stable_hash(str(base_seed), str(template.problem_index), template.template_model, template.code)
+    return int(digest[:16], 16) >> 1
 
 
 def _jsonl(models) -> bytes:
