@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from flawforge.math.gsm8k import index_range, numbered_lines, read_gsm8k
+from flawforge.math.gsm8k import index_range, numbered_lines
 from flawforge.proto.math import COMPUTATIONAL_TYPES, CONCEPTUAL_TYPES, Candidate, Reject, TemplateValidation
 
 IDENTICAL = ("candidates.jsonl", "rejects.jsonl", "validation.jsonl")
@@ -43,11 +43,6 @@ def summary_without_time(out: Path) -> dict:
 @pytest.fixture(scope="module")
 def corpus_run(shared_data, tmp_path_factory) -> Path:
     return run_embedded(corpus_params(shared_data), tmp_path_factory.mktemp("corpus-a"))
-
-
-@pytest.fixture(scope="module")
-def problems(shared_data):
-    return read_gsm8k(shared_data / "gsm8k" / "train.jsonl")
 
 
 def read_jsonl(path: Path, model):
