@@ -149,8 +149,14 @@ class OpenAICompatibleProvider:
                 body["response_format"] = {"type": "json_schema",
                                            "json_schema": {"name": "reply", "schema": request.response_schema}}
             else:
-                messages.append({"role": "system", "content": "Reply with one JSON object, and nothing else, "
-                                 "that matches this JSON schema:\n" + json.dumps(request.response_schema)})
+                # Stated up front with the other instructions: a schema as the last message tempts small
+                # models to echo it instead of answering.
+                note = ("Reply with one JSON object, and nothing else, that matches this JSON schema:\n"
+                        + json.dumps(request.response_schema))
+                if messages[0]["role"] == "system":
+                    messages[0]["content"] += "\n\n" + note
+                else:
+                    messages.insert(0, {"role": "system", "content": note})
         return body
 
     def chat(self, request: ChatRequest, upstream_model: str, fp: str, scope: CallScope) -> ChatResult:

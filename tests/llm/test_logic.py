@@ -223,3 +223,24 @@ def test_settling_a_finished_provider_batch_resubmits_only_transient_failures(tm
                      "last-try": ("failed", "provider_error")}
     assert "expired before this request ran" in record.rows[2].error.message
     assert gateway.cache.get(rows[0].fingerprint).content == "Paris" and budget.tokens == 6
+
+
+def test_schema_is_stated_with_the_first_instructions_or_sent_as_response_format(tmp_path):
+    from flawforge.blobstore import LocalBlobStore
+    from flawforge.llm.gateway import Gateway
+
+    providers = parse_providers('{"plain": {"base_url": "http://127.0.0.1:9/v1"}, '
+                                '"vllm": {"base_url": "http://127.0.0.1:9/v1", "json_schema": true}}')
+    gateway = Gateway(LocalBlobStore(tmp_path), providers)
+    schema = Point.model_json_schema()
+    with_system = request(messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Go"}],
+                          response_schema=schema)
+    body = gateway.providers["plain"].chat_body(with_system, "m")
+    assert [m["role"] for m in body["messages"]] == ["system", "user"] and body["messages"][-1]["content"] == "Go"
+    assert body["messages"][0]["content"].startswith("Be brief.") and '"title": "Point"' in body["messages"][0]["content"]
+    assert with_system.messages[0].content == "Be brief."  # the request itself is left as it was
+    body = gateway.providers["plain"].chat_body(request(response_schema=schema), "m")
+    assert [m["role"] for m in body["messages"]] == ["system", "user"]
+    body = gateway.providers["vllm"].chat_body(request(response_schema=schema), "m")
+    assert body["response_format"]["json_schema"]["schema"] == schema and len(body["messages"]) == 1
+    assert body["model"] == "m" and body["max_tokens"] == 8
