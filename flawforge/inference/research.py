@@ -4,7 +4,7 @@ and attentions, the logit lens and activation patching.
 Prompts of different lengths share a forward pass, left-padded: padding is masked and position
 ids count real tokens only, so each row computes what it would alone (up to float rounding).
 The residual stream is indexed like Hugging Face's hidden states: 0 is the embedding output and
-l the output of block l, always before the final norm.
+l (1..L) the output of the l-th block, always before the final norm.
 """
 from __future__ import annotations
 
