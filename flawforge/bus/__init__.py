@@ -5,13 +5,14 @@ from flawforge.bus.memory import MemoryBus
 __all__ = ["Bus", "Delivery", "MemoryBus", "Middleware", "SkipMessage", "open_bus"]
 
 
-def open_bus(settings, blob_store=None) -> Bus:
+def open_bus(settings, blob_store=None, extra_middleware=()) -> Bus:
     """Builds the backend named by the settings with the standard middleware stack."""
     from flawforge.bus.middleware import Idempotency, Metrics, Retries
 
     middleware = [Metrics(), Retries(settings.max_attempts, settings.retry_delays_ms)]
     if blob_store is not None:
         middleware.append(Idempotency(blob_store))
+    middleware.extend(extra_middleware)
     if settings.bus == "memory":
         return MemoryBus(middleware=middleware)
     from flawforge.bus.rabbitmq import RabbitMQBus

@@ -75,6 +75,9 @@ class Middleware:
         """Returns a retry delay in milliseconds, or None to leave the decision to others."""
         return None
 
+    def after_dead_letter(self, bus: "Bus", delivery: Delivery, reason: str) -> None:
+        """Called once a delivery sits in its dead-letter queue."""
+
 
 class Bus(ABC):
     def __init__(self, middleware: list[Middleware] | None = None):
@@ -129,6 +132,11 @@ class Bus(ABC):
         for message in messages:
             self.publish(queue, message)
 
+    def _dead_letter(self, delivery: Delivery, reason: str) -> None:
+        self.dead_letter(delivery, reason)
+        for m in self.middleware:
+            m.after_dead_letter(self, delivery, reason)
+
     def process(self, delivery: Delivery, handler: Handler) -> str:
         """Runs one delivery through middleware and handler.
 
@@ -143,7 +151,7 @@ class Bus(ABC):
         except SkipMessage:
             return "ack"
         except PoisonMessage as exc:
-            self.dead_letter(delivery, f"poison: {exc}")
+            self._dead_letter(delivery, f"poison: {exc}")
             return "ack"
         except Exception as exc:  # the handler's failure is data for the retry policy
             reason = f"{type(exc).__name__}: {exc}"
@@ -155,7 +163,7 @@ class Bus(ABC):
             if delay is None:
                 log.warning("dead-lettering %s from %s after attempt %d: %s",
                             delivery.message_id, delivery.queue, delivery.attempt, reason)
-                self.dead_letter(delivery, reason)
+                self._dead_letter(delivery, reason)
             else:
                 self.retry_later(delivery, delay, reason)
             return "ack"

@@ -1,9 +1,11 @@
 """What a running pipeline sees: progress, cancellation, artifacts, and its platform."""
 from __future__ import annotations
 
+import json
 import time
 
 from flawforge.errors import FlawforgeError
+from flawforge.jobs.dead_letters import dead_item_prefix
 from flawforge.jobs.store import JobStore
 from flawforge.proto.jobs import Artifact
 from flawforge.runtime.platform import Platform
@@ -40,19 +42,28 @@ class JobContext:
 
     def wait_for_items(self, names: list[str], *, poll_s: float = 0.05, timeout_s: float = 3600,
                        total: int | None = None, message: str = "") -> dict[str, bytes]:
-        """Blocks until every named item result exists; reports progress and honours cancel."""
-        pending = {name: self.item_key(name) for name in names}
+        """Blocks until every named item result exists; reports progress and honours cancel.
+
+        Fails at once when a work item of this job was dead-lettered: its result will never come.
+        """
+        pending = {self.item_key(name): name for name in names}
         results: dict[str, bytes] = {}
         deadline = time.monotonic() + timeout_s
         store = self.platform.store
+        items_prefix = self.item_key("")
         while pending:
-            for name, key in list(pending.items()):
-                if store.exists(key):
-                    results[name] = store.get(key)
-                    del pending[name]
+            # One listing per poll, not one lookup per pending item.
+            for key in store.list(items_prefix):
+                if key in pending:
+                    results[pending.pop(key)] = store.get(key)
             self.progress(len(results), total if total is not None else len(names), message)
             if not pending:
                 break
+            dead = next(iter(store.list(dead_item_prefix(self.job_id))), None)
+            if dead is not None:
+                record = json.loads(store.get(dead))
+                raise FlawforgeError(f"a work item of job {self.job_id} failed for good on queue "
+                                     f"{record['queue']}: {record['reason']}")
             self.check_cancelled()
             if time.monotonic() > deadline:
                 raise FlawforgeError(f"timed out waiting for {len(pending)} work items of job {self.job_id}")

@@ -16,8 +16,10 @@ class Platform:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "Platform":
+        from flawforge.jobs.dead_letters import JobDeadLetters
+
         store = open_blob_store(settings)
-        return cls(settings=settings, bus=open_bus(settings, store), store=store)
+        return cls(settings=settings, bus=open_bus(settings, store, [JobDeadLetters(store)]), store=store)
 
     def close(self) -> None:
         self.bus.close()

@@ -130,3 +130,31 @@ def test_restart_loses_nothing_on_rabbitmq(amqp_url, tmp_path):
     with make_client(settings) as second:
         assert wait_for_state(second, job_id, {"succeeded", "failed"})["state"] == "succeeded"
         assert second.get(f"/jobs/{job_id}/artifacts/digests.json").json()["count"] == 5
+
+
+def test_a_dead_lettered_work_item_fails_its_job_at_once(tmp_path):
+    from flawforge.jobs.pipeline import pipelines
+    from flawforge.jobs.runner import job_consumer, submit
+    from flawforge.jobs.store import JobStore
+    from flawforge.pipelines.smoke import QUEUE
+    from flawforge.runtime.service import Consumer, Workers
+
+    def broken_handler(platform):
+        def handle(message):
+            raise RuntimeError(f"cannot digest item {message.item}")
+        return handle
+
+    settings = Settings(bus="memory", blob_dir=str(tmp_path / "blobs"), max_attempts=2, retry_delays_ms=[10])
+    platform = Platform.from_settings(settings)
+    workers = Workers(platform, [job_consumer(pipelines()["smoke"]), Consumer(QUEUE, broken_handler)]).start()
+    try:
+        job_id = submit(platform, pipelines()["smoke"], {"count": 3}).job_id
+        jobs = JobStore(platform.store)
+        deadline = time.monotonic() + 10
+        while not jobs.get(job_id).state.finished and time.monotonic() < deadline:
+            time.sleep(0.05)
+        status = jobs.get(job_id)
+    finally:
+        workers.stop()
+    assert status.state.value == "failed"
+    assert "failed for good on queue smoke.digest: RuntimeError: cannot digest item" in status.error
