@@ -208,3 +208,38 @@ def false_annotations(text: str) -> list[tuple[int, str]]:
             if reason:
                 problems.append((number, reason))
     return problems
+
+
+# A calculation written in the prose: "30 - 26 = 4", "$50 x 20 = $1,000", "2 * 23 - 4 = 46 - 4 = 42".
+# "1/4" written without spaces is one number (8 / 1/4 is 32).
+_NUMBER = r"\$?\d+(?:,\d{3})*(?:\.\d+)?(?:/\d+(?![.\d]))?%?"
+_OPERATOR = r"[-+*/x×÷]"
+_EXPRESSION = rf"{_NUMBER}(?:\s*{_OPERATOR}\s*{_NUMBER})*"
+PROSE_CALCULATION = re.compile(rf"(?<![\w.,/$]){_EXPRESSION}(?:\s*=\s*{_EXPRESSION})+(?![\w/]|[.,]\d)")
+_CONTINUES_A_CALCULATION = re.compile(rf"(?:^|\s){_OPERATOR}\s*$")
+_WRITTEN_FRACTION = re.compile(r"(?<![\d.])(\d+/\d+)(?![.\d])")
+
+
+def false_equations(line: str) -> list[str]:
+    """Calculations written in the prose of a line (an annotation counts as the value it
+    shows) in which some side does not equal the last.
+
+    Only whole calculations count: "60 students x 2/3 = 40" is not read as "2/3 = 40". A
+    percentage on the last side alone is percentage points ("100 - 50 = 50%")."""
+    prose = ANNOTATION.sub(" ", line)
+    wrong = []
+    for match in PROSE_CALCULATION.finditer(prose):
+        sides = [side.strip() for side in match.group(0).split("=")]
+        if not any(re.search(_OPERATOR, side.replace("$", "")) for side in sides) \
+                or _CONTINUES_A_CALCULATION.search(prose[:match.start()]):
+            continue
+        if not any("%" in side for side in sides[:-1]):
+            sides[-1] = sides[-1].replace("%", "")
+        sides = [_WRITTEN_FRACTION.sub(r"(\1)", side.replace("x", "*")) for side in sides]
+        try:
+            result = interval_of(sides[-1])
+            if not all(interval_of(side).meets(result) for side in sides[:-1]):
+                wrong.append(match.group(0))
+        except (UnsafeExpression, ZeroDivisionError, TypeError, ValueError, OverflowError):
+            wrong.append(match.group(0))
+    return wrong

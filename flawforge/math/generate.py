@@ -115,7 +115,8 @@ def generate_for_problem(template: ProblemTemplate, sandbox: TraceExecutor, fami
     elif bound.predictable:
         groups = _plausible(bound, [(m, _predict(bound, m)) for m in mutants], dropped)
         chosen = select([_choice(g) for g in groups], caps, seed, accept=tell)
-        results = sandbox.trace_batch(template.code, [f.mutant.code for f in chosen], func="solve")[1:]
+        results = sandbox.trace_batch(template.code, [f.mutant.code for f in chosen], func="solve")[1:] \
+            if chosen else []
         confirmed = [tell(group) for group in _plausible(
             bound, [(f.mutant, _ran(r)) for f, r in zip(chosen, results)], dropped, merge=False)]
         selected = [f for f in confirmed if f is not None]

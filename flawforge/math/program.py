@@ -132,6 +132,20 @@ class Program:
             return assignment.step
         return next((s.get("line_number", "") for s in self.logical_steps if s.get("output_variable") == variable), "")
 
+    def aliases(self, variable: str) -> frozenset[str]:
+        """The variable and every variable that is a plain copy of it, or it of them (`b = a`)."""
+        group = {variable}
+        grew = True
+        while grew:
+            grew = False
+            for assignment in self.assignments:
+                if isinstance(assignment.value, ast.Name):
+                    pair = {assignment.target, assignment.value.id}
+                    if pair & group and not pair <= group:
+                        group |= pair
+                        grew = True
+        return frozenset(group)
+
     def assignment_of(self, variable: str) -> Assignment | None:
         return next((a for a in reversed(self.assignments) if a.target == variable), None)
 

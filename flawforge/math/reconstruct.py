@@ -21,10 +21,11 @@ import ast
 import copy
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from fractions import Fraction
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
-from flawforge.math.annotations import find_annotations
+from flawforge.math.annotations import false_equations, find_annotations
 from flawforge.math.arithmetic import UnsafeExpression, evaluate
 from flawforge.math.display import show
 from flawforge.math.mutations.base import DropTerm, StopAt, SubstituteName, SwapOperator, TextChange
@@ -73,13 +74,7 @@ def fields(template: str) -> list[Field]:
 
 def _annotation_expression_spans(template: str) -> list[tuple[int, int]]:
     """Offsets of the expression part (between '<<' and the last '=') of each annotation."""
-    spans = []
-    for match in _ANNOTATION_TEMPLATE.finditer(template):
-        body_start = match.start(1)
-        equals = match.group(1).rfind("=")
-        if equals != -1:
-            spans.append((body_start, body_start + equals))
-    return spans
+    return [(slot.start + 2, slot.equals) for slot in _annotation_slots(template)]
 
 
 def field_value(expression: str, values: Mapping[str, Any]) -> Any:
@@ -134,6 +129,7 @@ _AFTER = r"(?=[\s()$]|$)"
 COMMUTATIVE = {"+", "*"}
 
 
+@lru_cache(maxsize=None)
 def _operator_pattern(op: str, with_list_joins: bool = False) -> re.Pattern:
     signs = "|".join(re.escape(sign) for sign in SIGNS.get(op, ()))
     words = list(WORDS.get(op, ())) + (list(LIST_JOINS.get(op, ())) if with_list_joins else [])
@@ -149,19 +145,28 @@ def _joins_operands(between: str) -> bool:
     return not any(mark in between for mark in ("=", "<<", ">>")) and len(between) <= 40
 
 
-def swap_operator(template: str, change: SwapOperator) -> str:
+Aliases = Callable[[str], frozenset[str]]
+
+
+def _itself(name: str) -> frozenset[str]:
+    return frozenset((name,))
+
+
+def swap_operator(template: str, change: SwapOperator, same: Aliases = _itself) -> str:
     pattern = _operator_pattern(change.old)
     found = fields(template)
     edits: list[tuple[int, int, str]] = []
     shown_together = False  # a text that never writes the two operands side by side claims no operation
     for first, second in zip(found, found[1:]):
         between = template[first.end:second.start]
-        if {first.variable, second.variable} == {change.left, change.right}:
+        lefts, rights = same(change.left), same(change.right)
+        if (first.variable in lefts and second.variable in rights) or (first.variable in rights
+                                                                         and second.variable in lefts):
             shown_together = True
         if not _joins_operands(between):
             continue
-        in_order = first.variable == change.left and second.variable == change.right
-        reversed_order = (first.variable == change.right and second.variable == change.left
+        in_order = first.variable in lefts and second.variable in rights
+        reversed_order = (first.variable in rights and second.variable in lefts
                           and change.old in COMMUTATIVE)
         if not (in_order or reversed_order):
             continue
@@ -183,11 +188,14 @@ def swap_operator(template: str, change: SwapOperator) -> str:
     return _apply(template, edits)
 
 
-def substitute_name(template: str, change: SubstituteName, old_value: Any) -> str:
+def substitute_name(template: str, change: SubstituteName, old_value: Any, same: Aliases = _itself) -> str:
     edits = []
+    olds = same(change.old)
     for field in fields(template):
-        if field.reads(change.old):
-            renamed = re.sub(rf"(?<![\w.]){re.escape(change.old)}(?!\w)", change.new, field.expression)
+        if any(field.reads(old) for old in olds):
+            renamed = field.expression
+            for old in olds:
+                renamed = re.sub(rf"(?<![\w.]){re.escape(old)}(?!\w)", change.new, renamed)
             body = template[field.start + 1:field.end - 1]
             edits.append((field.start, field.end, "{" + body.replace(field.expression, renamed, 1) + "}"))
     if not edits:
@@ -201,20 +209,31 @@ def substitute_name(template: str, change: SubstituteName, old_value: Any) -> st
     return _apply(template, edits)
 
 
-def drop_term(template: str, change: DropTerm) -> str:
-    pattern = _operator_pattern(change.op, with_list_joins=True)
+def drop_term(template: str, change: DropTerm, same: Aliases = _itself) -> str:
+    operator = _operator_pattern(change.op)
+    joined = _operator_pattern(change.op, with_list_joins=True)
+
+    def strength(gap: str) -> int:
+        """2: the gap is the operator ("+", "plus"); 1: a list join (", ", "and"); 0: neither."""
+        if not _joins_operands(gap):
+            return 0
+        return 2 if operator.search(gap) else 1 if joined.search(gap) else 0
+
     found = fields(template)
+    terms = same(change.term)
     edits = []
     for index, field in enumerate(found):
-        if field.variable != change.term:
+        if field.variable not in terms:
             continue
         before = found[index - 1] if index > 0 else None
         after = found[index + 1] if index + 1 < len(found) else None
-        if before and _joins_operands(gap := template[before.end:field.start]) and pattern.search(gap):
+        left = strength(template[before.end:field.start]) if before else 0
+        right = strength(template[field.end:after.start]) if after else 0
+        if left and left >= right:
             edits.append((before.end, field.end, ""))
-        elif after and _joins_operands(gap := template[field.end:after.start]) and pattern.search(gap):
+        elif right:
             edits.append((field.start, after.start, ""))
-    if not edits and any(field.variable == change.term for field in found):
+    if not edits and any(field.variable in terms for field in found):
         raise Unrenderable(f"the text shows the term {change.term} but not as part of the calculation")
     return _apply(template, edits)
 
@@ -229,18 +248,22 @@ def _literal_spans(template: str) -> list[tuple[int, int]]:
 
 
 def _apply(template: str, edits: list[tuple[int, int, str]]) -> str:
-    for start, end, text in sorted(edits, reverse=True):
+    ordered = sorted(edits)
+    if any(end > start for (_, end, _), (start, _, _) in zip(ordered, ordered[1:])):
+        raise Unrenderable("the text changes overlap")
+    for start, end, text in reversed(ordered):
         template = template[:start] + text + template[end:]
     return template
 
 
-def change_template(template: str, change: TextChange, values: Mapping[str, Any]) -> str:
+def change_template(template: str, change: TextChange, values: Mapping[str, Any], same: Aliases = _itself) -> str:
+    """The template changed as `change` says; `same` gives the names a variable is also known by."""
     if isinstance(change, SwapOperator):
-        return swap_operator(template, change)
+        return swap_operator(template, change, same)
     if isinstance(change, SubstituteName):
-        return substitute_name(template, change, values.get(change.old))
+        return substitute_name(template, change, values.get(change.old), same)
     if isinstance(change, DropTerm):
-        return drop_term(template, change)
+        return drop_term(template, change, same)
     return template
 
 
@@ -347,6 +370,8 @@ class SolutionWriter:
         self.reads = {number: {name for field in fields(template) for name in values if field.reads(name)}
                       for number, template in self.templates}
         self.lines = {number: _render_line(template, values, self.code, None) for number, template in self.templates}
+        # calculations a template's prose already gets wrong (or that the checker misreads) are not the flaw's
+        self.false_in_prose = {number: len(false_equations(line)) for number, line in self.lines.items()}
         self.solution = self._join([self.lines[number] for number, _ in self.templates], answer)
 
     def write(self, values: Mapping[str, Any], answer: Any, *, step: str, change: TextChange,
@@ -370,11 +395,14 @@ class SolutionWriter:
                 lines.append(self.lines[number])
                 continue
             if number == step:
-                template = change_template(template, change, values)
+                template = change_template(template, change, values, self.program.aliases)
                 if miscalculated is not None and miscalculated not in {
                         slot.result for slot in _annotation_slots(template)}:
                     raise Unrenderable(f"no annotation of step {step} shows {miscalculated}")
-            lines.append(_render_line(template, values, code, miscalculated if number == step else None))
+            line = _render_line(template, values, code, miscalculated if number == step else None)
+            if not (number == step and miscalculated) and len(false_equations(line)) > self.false_in_prose[number]:
+                raise Unrenderable(f"the prose of step {number} states a calculation the flawed values make false")
+            lines.append(line)
         return self._join(lines, answer)
 
     @staticmethod

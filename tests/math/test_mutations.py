@@ -217,8 +217,8 @@ def test_every_candidate_passes_the_plausibility_filter(corpus):
                     continue
                 if is_int_like(value) and not isinstance(value, Fraction):
                     assert is_int_like(new), (c.id, name, value, new)
-                assert (value > 0) == (new > 0) and (value < 0) == (new < 0), (c.id, name, value, new)
-                assert value == 0 or new != 0
+                if value != 0:  # a zero may become anything; anything else keeps its sign and stays non-zero
+                    assert (value > 0) == (new > 0) and (value < 0) == (new < 0), (c.id, name, value, new)
 
 
 @pytest.mark.slow

@@ -3,10 +3,12 @@
 The human sample was drawn at random from the original generator's output, so a capped
 selection of at most 5 errors per problem can only match a part of it; the uncapped pool of
 plausible errors shows what the mutations can produce at all. Measured on the shared data:
-pool 380/395 accepted (96.2%); capped 224/395 accepted (56.7%) and 27/79 rejected (34.2%)
+pool 378/395 accepted (95.7%); capped 223/395 accepted (56.5%) and 26/79 rejected (32.9%)
 (with the seeds the tests derive from each problem and template).
-Of the 15 accepted errors outside the pool, 12 name another line than the one their
-mutation changed, 2 use numbers the reviewer typed in, and 1 writes "14(0.5)=28" for 14/0.5.
+Of the 17 accepted errors outside the pool, 12 name another line than the one their
+mutation changed, 2 use numbers the reviewer typed in, and 3 have prose that contradicts the
+flawed computation ("14(0.5)=28" for 14/0.5, "12/60 = 1/5" after 12*60, "4-2=6 hours"),
+which the generator does not write.
 """
 from __future__ import annotations
 
@@ -20,9 +22,9 @@ from flawforge.sandbox import Sandbox
 
 from tests.math.mutation_corpus import LIMITS, all_templates, corpus_outputs, generate_all, key_of
 
-POOL_ACCEPTED_RECALL = 0.96
-CAPPED_ACCEPTED_RECALL = 0.565
-CAPPED_REJECTED_RECALL = 0.345
+POOL_ACCEPTED_RECALL = 0.957
+CAPPED_ACCEPTED_RECALL = 0.564
+CAPPED_REJECTED_RECALL = 0.33
 
 
 def accepted_file(solution: str, error_type: str = "operator_swap", line: str = "L2") -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import copy
+from collections import Counter
 from typing import Iterable
 
 from flawforge.math.arithmetic import is_number
@@ -38,11 +39,15 @@ class OperatorSwap(Mutation):
              "*": (("/", 1.0), ("+", 0.5)), "/": (("*", 1.0), ("-", 0.3))}
 
     def _binary_operations(self, site: Site) -> Iterable[tuple[int, ast.BinOp, str, str]]:
+        found = []
         for position, node in enumerate(ast.walk(site.assignment.value)):
             if isinstance(node, ast.BinOp) and operator_symbol(node.op) in self.SWAPS:
                 left, right = variables_read(node.left), variables_read(node.right)
                 if left and right:
-                    yield position, node, left[-1], right[0]
+                    found.append((position, node, left[-1], right[0]))
+        pairs = Counter((left, right) for _, _, left, right in found)
+        # in "a + a + a" the text cannot say which "+" changed
+        return [operation for operation in found if pairs[operation[2:]] == 1]
 
     def applies(self, site: Site) -> bool:
         return _in_a_step(site) and any(True for _ in self._binary_operations(site))
@@ -168,7 +173,7 @@ class IncorrectFinalAnswerSelection(Mutation):
     name = "incorrect_final_answer_selection"
     family = "conceptual"
     explanation = ("Incorrect final answer: the intermediate value '{selected}' (value: {selected_value}) was "
-                   "reported instead of {target} (value: {answer_value}).")
+                   "reported instead of the answer '{answer_variable}' (value: {answer_value}).")
 
     def applies(self, site: Site) -> bool:
         return site.assignment is site.program.answer
@@ -182,4 +187,5 @@ class IncorrectFinalAnswerSelection(Mutation):
                 continue
             yield Edit(params={"selected": name}, expression=ast.Name(id=name, ctx=ast.Load()),
                        text=StopAt(variable=name), prior=1.0 / (1 + rank),
-                       explanation_values={"selected_value": show(value), "answer_value": show(site.value)})
+                       explanation_values={"selected_value": show(value), "answer_value": show(site.value),
+                                           "answer_variable": ast.unparse(site.assignment.value)})
