@@ -13,6 +13,7 @@ from flawforge.bus.middleware import Idempotency, Retries
 from flawforge.errors import BusUnavailable
 from flawforge.proto.base import BlobRef
 from flawforge.proto.smoke import DigestRequested
+from polling import wait_until
 
 DELAYS = [50, 100]
 
@@ -52,15 +53,6 @@ class Consuming:
     def __exit__(self, *exc):
         self.stop.set()
         self.thread.join(10)
-
-
-def wait_until(predicate, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
 
 
 def test_round_trip_keeps_type_and_fields(bus, queue_name):

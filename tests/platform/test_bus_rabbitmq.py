@@ -16,21 +16,13 @@ from flawforge.bus.rabbitmq import RabbitMQBus
 from flawforge.errors import BusUnavailable
 from flawforge.proto.base import BlobRef
 from flawforge.proto.smoke import DigestRequested
+from polling import wait_until
 
 WORKER = Path(__file__).with_name("crash_worker.py")
 
 
 def _start_worker(amqp_url, queue, tmp_path, work_s):
     return subprocess.Popen([sys.executable, str(WORKER), amqp_url, queue, str(tmp_path / "blobs"), str(work_s)])
-
-
-def _wait(predicate, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 @pytest.fixture
@@ -48,17 +40,17 @@ def test_worker_killed_mid_message_redelivers_and_the_effect_happens_once(amqp_u
     rabbit.publish(queue_name, message)
 
     first = _start_worker(amqp_url, queue_name, tmp_path, work_s=60)
-    assert _wait(lambda: (tmp_path / f"started-{first.pid}").exists()), "first worker never got the message"
+    assert wait_until(lambda: (tmp_path / f"started-{first.pid}").exists(), timeout=20), "first worker never got the message"
     os.kill(first.pid, signal.SIGKILL)  # mid-message: artifact stored, not yet acked
     first.wait()
     assert not store.exists(f"bus/processed/{queue_name}/{message.message_id}")
 
     second = _start_worker(amqp_url, queue_name, tmp_path, work_s=0)
     try:
-        assert _wait(lambda: (tmp_path / f"started-{second.pid}").exists()), "message was not redelivered"
-        assert _wait(lambda: store.exists(f"bus/processed/{queue_name}/{message.message_id}"))
+        assert wait_until(lambda: (tmp_path / f"started-{second.pid}").exists(), timeout=20), "message was not redelivered"
+        assert wait_until(lambda: store.exists(f"bus/processed/{queue_name}/{message.message_id}"))
         # Acked once done: nothing left in the queue, nothing dead-lettered.
-        assert _wait(lambda: rabbit.depth(queue_name) == 0)
+        assert wait_until(lambda: rabbit.depth(queue_name) == 0)
     finally:
         (tmp_path / "stop").touch()
         second.wait(10)
@@ -76,8 +68,8 @@ def test_long_work_keeps_the_connection_alive_past_the_heartbeat_timeout(amqp_ur
     rabbit.publish(queue_name, message)
     worker = _start_worker(amqp_url, queue_name, tmp_path, work_s=4)
     try:
-        assert _wait(lambda: store.exists(f"bus/processed/{queue_name}/{message.message_id}"), timeout=30)
-        assert _wait(lambda: rabbit.depth(queue_name) == 0)
+        assert wait_until(lambda: store.exists(f"bus/processed/{queue_name}/{message.message_id}"), timeout=30)
+        assert wait_until(lambda: rabbit.depth(queue_name) == 0)
         time.sleep(1.5)
     finally:
         (tmp_path / "stop").touch()
