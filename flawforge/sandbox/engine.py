@@ -3,6 +3,11 @@
 One `Sandbox` per process is enough: it is thread-safe and keeps up to `workers` units
 running at once. If the zygote dies (it never should), the units it had are reported
 `crashed` and the next call starts a new one.
+
+A batch (`trace_batch`) runs its programs in batch units, many per process, which saves
+a fork and a process set-up per program. Each result is still the program's result as if
+it ran alone: programs that could notice the sharing run alone (see runtime.sharing), and
+so does every program whose batch result could depend on it (see outcome.batch_results).
 """
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ import socket
 import subprocess
 import sys
 import threading
+from collections import Counter
 from concurrent.futures import Future
 from importlib import resources
 from itertools import count
@@ -31,6 +37,9 @@ RUNTIME_PACKAGE = "flawforge.sandbox.runtime"
 UID_BLOCKS = range(100_000, 1 << 30, 64)
 MAX_WORKERS = 64
 START_TIMEOUT_S = 60
+# A batch is split over several units only above this many programs each: below it, the extra
+# forks cost more than running in parallel gains.
+MIN_PROGRAMS_PER_UNIT = 16
 # Receives the runtime's source on its control socket: the zygote never needs the service's files.
 BOOTSTRAP = """\
 import json, sys, types
@@ -190,6 +199,9 @@ class Sandbox:
         self._slots = threading.BoundedSemaphore(self.workers)
         self._ids = count(1)
         self._lock = threading.Lock()
+        # Units started, by kind ("exec", "batch", "tests"), and "alone": batch programs that ran in
+        # their own unit. Tells how well batches share their units.
+        self.counts: Counter = Counter()
         self._closed = False
         self._zygote: _Zygote | None = None
         self._ensure_zygote()
@@ -245,6 +257,8 @@ class Sandbox:
     # --- units -------------------------------------------------------------------------------
     def _submit(self, request: dict, limits: SandboxLimits) -> Future:
         request = {**request, "id": next(self._ids), "limits": limits.model_dump()}
+        with self._lock:
+            self.counts[request["unit"]] += 1
         self._slots.acquire()
         try:
             try:
@@ -259,8 +273,8 @@ class Sandbox:
         return future
 
     @staticmethod
-    def _wait(future: Future, limits: SandboxLimits) -> tuple[dict, bytes]:
-        return future.result(timeout=limits.timeout_s + START_TIMEOUT_S)
+    def _wait(future: Future, limits: SandboxLimits, programs: int = 1) -> tuple[dict, bytes]:
+        return future.result(timeout=programs * limits.timeout_s + START_TIMEOUT_S)
 
     def execute(self, source: str, call: str | None = None, *, trace: bool = False,
                 limits: SandboxLimits | None = None) -> ExecutionResult:
@@ -275,11 +289,30 @@ class Sandbox:
 
     def trace_batch(self, original: str, variants: list[str], func: str = "solve", *,
                     limits: SandboxLimits | None = None) -> list[ExecutionResult]:
-        """trace_call on the original and each variant, in parallel; results in order, original first."""
+        """trace_call on the original and each variant; results in order, original first.
+
+        The programs share batch units, split over the workers when there are many; what
+        `trace_call` would give each of them is what it gets."""
         limits = limits or self.limits
-        futures = [self._submit({"unit": "exec", "source": s, "call": func, "trace": True}, limits)
-                   for s in [original, *variants]]
-        return [outcome.execution_result(*self._wait(f, limits), limits) for f in futures]
+        if not variants:
+            return [self.trace_call(original, func, limits=limits)]
+        call = {"call": func, "trace": True}
+        sources = [original, *variants]
+        units = min(self.workers, max(1, len(sources) // MIN_PROGRAMS_PER_UNIT))
+        size = -(-len(sources) // units)
+        parts = [range(start, min(start + size, len(sources))) for start in range(0, len(sources), size)]
+        futures = [self._submit({**call, "unit": "batch", "sources": sources[part.start:part.stop]}, limits)
+                   for part in parts]
+        results: list[ExecutionResult | None] = []
+        for part, future in zip(parts, futures):
+            results += outcome.batch_results(*self._wait(future, limits, len(part)), limits, len(part))
+        alone = {index: self._submit({**call, "unit": "exec", "source": sources[index]}, limits)
+                 for index, result in enumerate(results) if result is None}
+        with self._lock:
+            self.counts["alone"] += len(alone)
+        for index, future in alone.items():
+            results[index] = outcome.execution_result(*self._wait(future, limits), limits)
+        return results
 
     def run_tests(self, module_source: str, test_source: str, module_name: str, *,
                   limits: SandboxLimits | None = None) -> TestRunResult:

@@ -2,6 +2,8 @@
 
 Pure logic: no processes here. The report lines come from the untrusted unit, so each
 is parsed defensively; anything malformed makes the unit `crashed`, never the service.
+A batch unit's report is split into its programs' sections; a program gets its result
+from the batch only where that result cannot depend on having shared the unit.
 """
 from __future__ import annotations
 
@@ -17,7 +19,6 @@ from flawforge.sandbox.runtime import wire
 CPU_SIGNALS = (signal.SIGXCPU,)
 CRASH_SIGNALS = {signal.SIGSEGV: "segmentation fault", signal.SIGBUS: "bus error", signal.SIGABRT: "abort",
                  signal.SIGILL: "illegal instruction", signal.SIGFPE: "floating-point exception"}
-RUNNER_FAILED = 121
 
 
 def typed(item: list) -> TypedValue:
@@ -44,8 +45,12 @@ class Report:
 
     @classmethod
     def parse(cls, data: bytes) -> "Report":
+        return cls.of_lines(data.splitlines())
+
+    @classmethod
+    def of_lines(cls, lines: list[bytes]) -> "Report":
         report = cls()
-        for number, raw in enumerate(data.splitlines(), 1):
+        for number, raw in enumerate(lines, 1):
             if report.done:
                 report.malformed = "report lines after the runner finished"
                 break
@@ -136,7 +141,7 @@ def classify(header: dict, report: Report, limits) -> tuple[str, str]:
             why = CRASH_SIGNALS.get(signal_number, _signal_name(signal_number))
             return "crashed", f"killed by {_signal_name(signal_number)} ({why})" if signal_number in CRASH_SIGNALS \
                 else f"killed by {why}"
-        if exit_code == RUNNER_FAILED:
+        if exit_code == wire.RUNNER_FAILED:
             return "crashed", "the in-sandbox runner failed (out of memory while reporting?)"
         return "crashed", f"exited with status {exit_code} before the runner reported"
     if report.syntax_error is not None:
@@ -164,3 +169,80 @@ def suite_result(header: dict, data: bytes, limits) -> TestRunResult:
                                     message=f"the unit ended during this test: {detail or 'no result reported'}"))
     return TestRunResult(outcome=outcome, detail=detail, tests=tests, error=report.syntax_error or report.error,
                          stdout=header.get("stdout", ""), stderr=header.get("stderr", ""), usage=usage_of(header))
+
+
+# Outcomes a batch program may keep: its own doing, whatever ran before it in the unit. Anything
+# else (a limit, a forbidden operation, a crash) the program gets by running alone.
+BATCH_OUTCOMES = ("ok", "error", "syntax_error")
+
+
+def _sections(data: bytes) -> list[list[bytes]]:
+    """The report split at each program's marker line, markers included."""
+    sections: list[list[bytes]] = []
+    for line in data.splitlines():
+        if line.startswith(wire.PROGRAM_MARKER):
+            sections.append([line])
+        elif sections:
+            sections[-1].append(line)
+    return sections
+
+
+def _frame(line: bytes) -> list:
+    try:
+        frame = json.loads(line)
+    except ValueError:
+        return []
+    return frame if isinstance(frame, list) else []
+
+
+def _program_header(output: list, cpu_limit: float) -> dict:
+    """What the zygote would have said about the program alone, from its ["o", ...] frame."""
+    _, stdout, stdout_bytes, stderr, stderr_bytes, cpu_s, wall_s, max_rss_kb = output
+    return {"exit": 0, "cpu_s": float(cpu_s), "wall_s": float(wall_s), "max_rss_kb": int(max_rss_kb),
+            "stdout": str(stdout), "stdout_bytes": int(stdout_bytes), "stderr": str(stderr),
+            "stderr_bytes": int(stderr_bytes), "cpu_limit_s": cpu_limit}
+
+
+def batch_results(header: dict, data: bytes, limits, count: int) -> list[ExecutionResult | None]:
+    """Each program's result from a batch unit's report, in order; None where it must run alone.
+
+    A program keeps its batch result when its section is complete and the outcome is its own
+    (BATCH_OUTCOMES), or when the wall clock stopped it. After a program that changed the
+    unit's shared state, and from where the report breaks off, all are None."""
+    results: list[ExecutionResult | None] = [None] * count
+    if header.get("failed"):
+        return results
+    cpu_limit = header.get("cpu_limit_s", 1e9)  # each program's
+    spent_cpu = spent_wall = 0.0
+    sections = _sections(data)
+    for index, section in enumerate(sections[:count]):
+        if _frame(section[0]) != ["b", index]:
+            break
+        body, last = section[1:], _frame(section[-1])
+        if last[:1] == ["a"]:  # may not share the unit: not run
+            continue
+        changed = last[:1] == ["p"]
+        if changed:
+            body = body[:-1]
+            last = _frame(body[-1]) if body else []
+        output = _frame(body[-2]) if len(body) >= 2 else []
+        if last == ["d"] and output[:1] == ["o"]:
+            try:
+                program_header = _program_header(output, cpu_limit)
+            except (ValueError, TypeError):
+                break
+            result = execution_result(program_header, b"\n".join(body[:-2] + body[-1:]), limits)  # without "o"
+            spent_cpu, spent_wall = spent_cpu + result.usage.cpu_s, spent_wall + result.usage.wall_s
+            if result.outcome in BATCH_OUTCOMES:
+                results[index] = result
+            if changed:
+                break
+        else:
+            if index == len(sections) - 1 and header.get("timed_out"):
+                program_header = {**header, "cpu_s": max(0.0, header.get("cpu_s", 0.0) - spent_cpu),
+                                  "wall_s": max(0.0, header.get("wall_s", 0.0) - spent_wall)}
+                result = execution_result(program_header, b"\n".join(body), limits)
+                if result.outcome == "timeout":
+                    results[index] = result
+            break
+    return results

@@ -1,9 +1,9 @@
 """What one unit process runs after the zygote forked it and dropped its privileges.
 
 It resets the interpreter state inherited from the zygote, installs the audit policy,
-runs the program (or the module and its tests) and reports JSON lines on the result
-pipe. It ends with os._exit, so atexit handlers and buffered tricks never run after
-the report.
+runs the program, the programs of a batch one after another, or the module and its
+tests, and reports JSON lines on the result pipe. It ends with os._exit, so atexit
+handlers and buffered tricks never run after the report.
 """
 import ast
 import builtins
@@ -11,7 +11,9 @@ import importlib.machinery
 import io
 import linecache
 import os
+import resource
 import sys
+import time
 import traceback
 import types
 import unittest
@@ -20,6 +22,7 @@ from json import dumps
 
 from flawforge.sandbox.runtime import policy, wire
 from flawforge.sandbox.runtime.instrument import NeedsTree, instrument, instrument_source
+from flawforge.sandbox.runtime.sharing import SharedState, reason_to_run_alone
 
 RESULT_FD = 3
 PROGRAM_FILE = "program.py"
@@ -32,15 +35,24 @@ HIDDEN_MODULES = ("flawforge", "ctypes", "_ctypes", "__main__")
 
 
 class Channel:
-    """Buffered JSON lines on the result pipe; `flush` makes them survive a later kill."""
+    """Buffered JSON lines on the result pipe; `flush` makes them survive a later kill.
 
-    def __init__(self, fd: int):
+    With `section_cap`, a batch program whose report outgrows it ends the unit on the spot
+    (that program then runs alone, where the zygote caps its report as for any unit)."""
+
+    def __init__(self, fd: int, section_cap: int | None = None):
         self.fd = fd
         self.lines: list[str] = []
         self.size = 0
+        self.section_cap = section_cap
+        self.section = 0
 
     def send(self, frame: list, *, flush: bool = False) -> None:
         line = dumps(frame, separators=(",", ":")) + "\n"
+        if self.section_cap is not None:
+            self.section += len(line)
+            if self.section > self.section_cap:
+                os._exit(wire.RUNNER_FAILED)
         self.lines.append(line)
         self.size += len(line)
         if flush or self.size >= FLUSH_BYTES:
@@ -85,10 +97,32 @@ def _error_frame(exc: BaseException, files: set[str]) -> list:
     return ["e", type(exc).__name__, _text(exc, MESSAGE_CHARS), line, text, code, file]
 
 
-def _compile(source: str, filename: str, channel: Channel, func: str | None = None, trace: bool = False):
+# What parsing or compiling raises for a source it cannot take: besides syntax errors, null
+# bytes (ValueError) and absurd nesting.
+NOT_COMPILABLE = (SyntaxError, ValueError, RecursionError, MemoryError)
+
+
+def _not_compiled(exc: BaseException, filename: str, channel: Channel) -> None:
+    if isinstance(exc, SyntaxError):
+        channel.send(["x", type(exc).__name__, _text(exc.msg, MESSAGE_CHARS), exc.lineno, filename])
+    else:
+        channel.send(["x", type(exc).__name__, _text(exc, MESSAGE_CHARS), None, filename])
+
+
+def _parse(source: str, channel: Channel) -> ast.Module | None:
+    """The program's tree, or None after reporting why it does not parse."""
+    try:
+        return ast.parse(source, PROGRAM_FILE)
+    except NOT_COMPILABLE as exc:
+        _not_compiled(exc, PROGRAM_FILE, channel)
+        return None
+
+
+def _compile(source: str, filename: str, channel: Channel, func: str | None = None, trace: bool = False,
+             tree: ast.Module | None = None):
     """Compiled code, or None after reporting why the source does not compile."""
     try:
-        tree = ast.parse(source, filename)
+        tree = tree or ast.parse(source, filename)
         code = None
         if trace:
             try:
@@ -97,11 +131,8 @@ def _compile(source: str, filename: str, channel: Channel, func: str | None = No
                 code = compile(instrument(tree, func, RECORDER, walrus=":=" in source), filename, "exec")
         else:
             code = compile(source, filename, "exec")
-    except SyntaxError as exc:
-        channel.send(["x", type(exc).__name__, _text(exc.msg, MESSAGE_CHARS), exc.lineno, filename])
-        return None
-    except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
-        channel.send(["x", type(exc).__name__, _text(exc, MESSAGE_CHARS), None, filename])
+    except NOT_COMPILABLE as exc:
+        _not_compiled(exc, filename, channel)
         return None
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     return code
@@ -162,9 +193,9 @@ class TempfileInWorkdir:
         return spec
 
 
-def run_program(request: dict, channel: Channel) -> None:
-    call, trace = request.get("call"), request.get("trace", False)
-    code = _compile(request["source"], PROGRAM_FILE, channel, call, trace)
+def run_program(source: str, call: str | None, trace: bool, channel: Channel, builtins_namespace,
+                tree: ast.Module | None = None) -> None:
+    code = _compile(source, PROGRAM_FILE, channel, call, trace, tree)
     if code is None:
         return
 
@@ -174,7 +205,7 @@ def run_program(request: dict, channel: Channel) -> None:
 
     main = types.ModuleType("__main__" if call is None else "program")
     main.__file__ = PROGRAM_FILE
-    main.__builtins__ = builtins
+    main.__builtins__ = builtins_namespace
     if trace:
         setattr(main, RECORDER, record)
     sys.modules[main.__name__] = main
@@ -190,6 +221,71 @@ def run_program(request: dict, channel: Channel) -> None:
             channel.send(_error_frame(exc, {PROGRAM_FILE}))
     except BaseException as exc:
         channel.send(_error_frame(exc, {PROGRAM_FILE}))
+
+
+def _take_output(fd: int, cap: int) -> tuple[str, int]:
+    """What a batch program wrote to stdout or stderr (kept as the zygote keeps a unit's), then an
+    empty file again for the next program."""
+    size = os.fstat(fd).st_size
+    text = os.pread(fd, min(size, cap), 0).decode("utf-8", "replace")
+    os.ftruncate(fd, 0)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return text, size
+
+
+def _flush_streams() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+
+
+def run_programs(request: dict, channel: Channel, forbidden: list) -> None:
+    """One program, or each program of a batch in turn.
+
+    Both call run_program from this same frame, so a program recurses exactly as deep either way.
+    Each batch program's report is a section: ["b", index] first (the zygote restarts the wall
+    clock on it), then the program's own lines, then ["o", stdout, stdout_bytes, stderr,
+    stderr_bytes, cpu_s, wall_s, max_rss_kb] and ["d"]. A program that may not share the unit
+    reports ["a", why] instead, and is not run. After a program that changed what the next
+    would see (or did something forbidden), ["p", why] ends the batch.
+    """
+    call, trace = request.get("call"), request.get("trace", False)
+    if request["unit"] == "exec":
+        run_program(request["source"], call, trace, channel, builtins)
+        return
+    output_cap = request["limits"]["output_bytes"]
+    shared = SharedState()
+    pristine_builtins = dict(builtins.__dict__)
+    for index, source in enumerate(request["sources"]):
+        channel.section = 0
+        channel.send(["b", index], flush=True)
+        started, usage = time.monotonic(), resource.getrusage(resource.RUSAGE_SELF)
+        linecache.cache.pop(PROGRAM_FILE, None)  # a warning must not quote the previous program
+        tree = _parse(source, channel)
+        if tree is not None:
+            alone = reason_to_run_alone(tree)
+            if alone is not None:
+                channel.send(["a", alone])
+                continue
+            run_program(source, call, trace, channel, dict(pristine_builtins), tree)
+            for name in ("__main__", "program"):
+                sys.modules.pop(name, None)
+        _flush_streams()
+        stdout, stdout_bytes = _take_output(1, output_cap)
+        stderr, stderr_bytes = _take_output(2, output_cap)
+        now = resource.getrusage(resource.RUSAGE_SELF)
+        channel.send(["o", stdout, stdout_bytes, stderr, stderr_bytes,
+                      now.ru_utime + now.ru_stime - usage.ru_utime - usage.ru_stime, time.monotonic() - started,
+                      now.ru_maxrss])
+        channel.send(["d"])
+        if forbidden:
+            channel.send(["p", "the program attempted a forbidden operation"])
+            return
+        if shared.changed():
+            channel.send(["p", "the program changed what the next program would see"])
+            return
 
 
 class ReportingResult(unittest.TestResult):
@@ -289,23 +385,26 @@ def run(request: dict, interpreter: Interpreter, read_roots: list[str], audit: b
     """The unit's whole life after the fork; never returns. read_roots and the work dir (the
     current directory) are real paths."""
     status = 0
-    channel = Channel(RESULT_FD)
+    batch = request["unit"] == "batch"
+    channel = Channel(RESULT_FD, request["limits"]["result_bytes"] if batch else None)
+    forbidden: list[str] = []
+
+    def report(event: str, reason: str) -> None:
+        forbidden.append(event)
+        channel.send(["f", event, reason], flush=True)
+
     try:
         interpreter.reset()
         if audit:
-            policy.install(policy.Paths(os.getcwd(), read_roots),
-                           lambda event, reason: channel.send(["f", event, reason], flush=True))
+            policy.install(policy.Paths(os.getcwd(), read_roots), report)
         if request["unit"] == "tests":
             run_tests(request, channel)
         else:
-            run_program(request, channel)
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except BaseException:
-                pass
-        channel.send(["d"])
+            run_programs(request, channel, forbidden)
+        _flush_streams()
+        if not batch:
+            channel.send(["d"])
         channel.flush()
     except BaseException:
-        status = 121  # the runner itself failed (e.g. out of memory while reporting)
+        status = wire.RUNNER_FAILED  # the runner itself failed (e.g. out of memory while reporting)
     os._exit(status)

@@ -11,6 +11,15 @@ A unit reports on its result pipe as JSON lines, one list per line, first item t
   ["ts", test]                    a test started
   ["tr", test, outcome, message]  a test finished
   ["d"]                           the runner finished: the report above is complete
+
+A batch unit's report is one section per program, in order (see unit.run_programs):
+
+  ["b", index]                    the program starts (the zygote restarts the wall clock)
+  ...                             its own lines, as above
+  ["o", stdout, stdout_bytes, stderr, stderr_bytes, cpu_s, wall_s, max_rss_kb]
+  ["d"]                           the program finished
+  ["a", why]                      instead of all but ["b"]: the program may not share the unit
+  ["p", why]                      after ["d"]: the batch ends here (the program changed shared state)
 """
 import json
 import struct
@@ -18,6 +27,10 @@ from fractions import Fraction
 from math import isfinite
 
 HEADER = struct.Struct(">I")
+RUNNER_FAILED = 121  # exit status of a unit whose runner failed (e.g. out of memory while reporting)
+# Starts each program's section. JSON escapes every quote inside a string, so these bytes
+# occur nowhere else in a report.
+PROGRAM_MARKER = b'["b",'
 # Ints wider than this travel as hex text: decimal conversion of huge ints is slow and
 # limited by sys.int_max_str_digits, hex is neither.
 MAX_DECIMAL_INT_BITS = 14_000
@@ -54,6 +67,8 @@ def encode(value) -> list:
         return ["str", str(value)]
     try:
         text = repr(value)[:REPR_CHARS]
+    except MemoryError:
+        raise  # the program ran out of memory: its outcome, not a value's text
     except Exception:
         text = "<unrepresentable>"
     return ["other", type(value).__name__, text]

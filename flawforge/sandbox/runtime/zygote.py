@@ -7,7 +7,9 @@ root filesystem holding only the system and Python libraries, and serves request
 each unit is forked from this warm parent (fast), gets its own throwaway work dir,
 resource limits and an unprivileged uid, and is killed with its process group at the
 wall-clock deadline. The service gets back the unit's exit status, resource usage,
-capped stdout/stderr and its report lines, uninterpreted.
+capped stdout/stderr and its report lines, uninterpreted. A batch unit runs several
+programs one after another; each gets the whole wall-clock limit, counted from its
+start marker in the report.
 """
 import ctypes
 import fcntl
@@ -39,7 +41,6 @@ NEW_ROOT = "/tmp"  # in the private mount namespace only: the host's /tmp is unt
 UNITS_DIR = "/tmp"  # inside the new root
 SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin")
 DEVICES = ("null", "zero", "full", "random", "urandom")
-RUNNER_FAILED = 121
 FIRST_FREE_FD = 64
 # Not random (nor statistics, tempfile, which import it): its fork hook would reseed in every unit.
 PRELOAD = ("fractions", "decimal", "math", "cmath", "itertools", "functools",
@@ -285,7 +286,8 @@ def _scratch_file(directory: str) -> int:
 
 class Unit:
     __slots__ = ("id", "pid", "slot", "workdir", "pipe", "out", "err", "started", "deadline", "result",
-                 "result_cap", "overflow", "timed_out", "output_cap", "cpu_limit")
+                 "result_cap", "overflow", "timed_out", "output_cap", "cpu_limit", "timeout", "programs",
+                 "started_programs", "marker_tail")
 
 
 class Server:
@@ -364,6 +366,8 @@ class Server:
     # --- one unit --------------------------------------------------------------------------
     def _start(self, request: dict) -> None:
         limits = request["limits"]
+        batch = request["unit"] == "batch"
+        programs = len(request["sources"]) if batch else 1
         slot = self.free_slots.pop()
         opened: list[int] = []
         workdir = None
@@ -382,14 +386,15 @@ class Server:
             self.free_slots.append(slot)
             raise
         if pid == 0:
-            self._child(request, limits, slot, workdir, out, err, write_fd)
+            self._child(request, limits, self._cpu_limit(limits) * programs, slot, workdir, out, err, write_fd)
         os.close(write_fd)
         os.set_blocking(read_fd, False)
         u = Unit()
         u.id, u.pid, u.slot, u.workdir, u.pipe, u.out, u.err = request["id"], pid, slot, workdir, read_fd, out, err
-        u.started, u.deadline = started, started + limits["timeout_s"]
-        u.result, u.result_cap, u.overflow, u.timed_out = [], limits["result_bytes"], False, False
-        u.output_cap, u.cpu_limit = limits["output_bytes"], self._cpu_limit(limits)
+        u.started, u.deadline, u.timeout = started, started + limits["timeout_s"], limits["timeout_s"]
+        u.result, u.result_cap, u.overflow, u.timed_out = [], limits["result_bytes"] * programs, False, False
+        u.output_cap, u.cpu_limit = limits["output_bytes"], self._cpu_limit(limits)  # each program's
+        u.programs, u.started_programs, u.marker_tail = programs if batch else 0, 0, b""
         self.units[pid] = u
         self.by_pipe[read_fd] = u
         self.selector.register(read_fd, selectors.EVENT_READ)
@@ -398,7 +403,7 @@ class Server:
     def _cpu_limit(limits: dict) -> int:
         return math.ceil(limits["timeout_s"]) + 1  # the wall clock normally fires first
 
-    def _child(self, request, limits, slot, workdir, out, err, result_fd) -> None:
+    def _child(self, request, limits, cpu_limit, slot, workdir, out, err, result_fd) -> None:
         try:
             os.setsid()
             signal.set_wakeup_fd(-1)
@@ -413,7 +418,7 @@ class Server:
             os.chdir(workdir)
             mib = 1 << 20
             mapped = self.page_size * int(os.pread(self.statm, 64, 0).split()[0])  # memory_mb is on top of this
-            for kind, value in ((resource.RLIMIT_CPU, self._cpu_limit(limits)), (resource.RLIMIT_CORE, 0),
+            for kind, value in ((resource.RLIMIT_CPU, cpu_limit), (resource.RLIMIT_CORE, 0),
                                 (resource.RLIMIT_AS, mapped + limits["memory_mb"] * mib),
                                 (resource.RLIMIT_FSIZE, limits["file_size_mb"] * mib),
                                 (resource.RLIMIT_NOFILE, limits["open_files"]),
@@ -430,7 +435,7 @@ class Server:
             unit.run(request, unit.Interpreter(self.config["library_path"], self.hidden_modules, self.streams),
                      self.config["unit_read_roots"], self.isolation.active("audit"))
         finally:
-            os._exit(RUNNER_FAILED)
+            os._exit(wire.RUNNER_FAILED)
 
     def _read_result(self, u: Unit) -> None:
         try:
@@ -443,11 +448,23 @@ class Server:
             return
         if u.overflow:
             return
+        if u.programs:
+            self._count_programs(u, chunk)
         u.result.append(chunk)
         u.result_cap -= len(chunk)
         if u.result_cap < 0:
             u.overflow = True
             self._kill(u)
+
+    @staticmethod
+    def _count_programs(u: Unit, chunk: bytes) -> None:
+        """A batch program started: it gets the whole wall-clock limit from now."""
+        joined = u.marker_tail + chunk  # a marker may straddle two chunks
+        seen = joined.count(wire.PROGRAM_MARKER)
+        u.marker_tail = joined[1 - len(wire.PROGRAM_MARKER):]
+        if seen and u.started_programs < u.programs:
+            u.started_programs = min(u.programs, u.started_programs + seen)
+            u.deadline = time.monotonic() + u.timeout
 
     @staticmethod
     def _kill(u: Unit, *, reaped: bool = False) -> None:
@@ -487,7 +504,7 @@ class Server:
         header = {"op": "done", "id": u.id, "exit": os.waitstatus_to_exitcode(status),
                   "cpu_s": usage.ru_utime + usage.ru_stime, "wall_s": wall, "max_rss_kb": usage.ru_maxrss,
                   "timed_out": u.timed_out, "result_overflow": u.overflow, "cpu_limit_s": u.cpu_limit,
-                  "workdir_full": self.workdirs.full(u.workdir)}
+                  "workdir_full": self.workdirs.full(u.workdir), "programs_started": u.started_programs}
         for name, fd in (("stdout", u.out), ("stderr", u.err)):
             size = os.fstat(fd).st_size
             header[name] = os.pread(fd, min(size, u.output_cap), 0).decode("utf-8", "replace")
