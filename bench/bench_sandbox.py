@@ -35,6 +35,12 @@ def own_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
+def reaped_cpu(pid: int) -> float:
+    """CPU seconds of the children a process has waited for (the zygote's units), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[13]) + int(fields[14])) / TICK
+
+
 def zygote_pids(sandbox: Sandbox) -> list[int]:
     """The zygote, and its PID-namespace init if it has one."""
     outer = sandbox.zygote_pid()
@@ -57,17 +63,18 @@ class Sandboxed:
 
     def run(self, sources: list[str]) -> None:
         pids = zygote_pids(self.sandbox)
-        zygote_before, service_before = sum(map(own_cpu, pids)), self_cpu(resource.RUSAGE_SELF)
+
+        def processes_cpu() -> float:  # service, zygote and the units it reaped (a batch's whole unit)
+            return sum(own_cpu(p) + reaped_cpu(p) for p in pids) + self_cpu(resource.RUSAGE_SELF)
+
+        before = processes_cpu()
         start = time.perf_counter()
-        units_cpu = 0.0
         for first in range(0, len(sources), self.chunk):
             part = sources[first:first + self.chunk]
             for result in self.sandbox.trace_batch(part[0], part[1:]):
                 self.outcomes[result.outcome] = self.outcomes.get(result.outcome, 0) + 1
-                units_cpu += result.usage.cpu_s
         self.wall += time.perf_counter() - start
-        self.cpu += (units_cpu + sum(map(own_cpu, pids)) - zygote_before
-                     + self_cpu(resource.RUSAGE_SELF) - service_before)
+        self.cpu += processes_cpu() - before
         self.count += len(sources)
 
 
