@@ -111,11 +111,12 @@ def original_answer_status(outcome_ok: bool, returned: Any, expected: float) -> 
     return "pass" if returned == (int(expected) if expected.is_integer() else expected) else "fail_wrong_answer"
 
 
+# Imports Fraction by name (not the fractions module), so the sandbox can batch it with the template.
 _FRACTION_AS_WRITTEN = '''
-import fractions as __flawforge_fractions
+from fractions import Fraction as __flawforge_Fraction
 
 
-class Fraction(__flawforge_fractions.Fraction):
+class Fraction(__flawforge_Fraction):
     def __new__(cls, numerator=0, denominator=None):
         self = super().__new__(cls, numerator, denominator)
         self.written = self.as_integer_ratio() if denominator is None else (numerator, denominator)
