@@ -13,6 +13,7 @@ import ast
 import math
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from fractions import Fraction
 from typing import Any, Callable
 
@@ -166,17 +167,22 @@ class Annotation:
 
     def check(self) -> str | None:
         """None when the expression evaluates to the value shown, else why not."""
-        try:
-            computed, shown = interval_of(self.expression), interval_of(self.shown)
-        except (UnsafeExpression, ZeroDivisionError, TypeError, ValueError, OverflowError) as exc:
-            return f"<<{self.expression}={self.shown}>> cannot be evaluated: {exc}"
-        if computed.meets(shown):
-            return None
-        return f"<<{self.expression}={self.shown}>>: the expression is {_show(computed)}, not {self.shown}"
+        return _check(self.expression, self.shown)
 
     @property
     def is_true(self) -> bool:
         return self.check() is None
+
+
+@lru_cache(maxsize=8192)  # solutions of one problem repeat most of their annotations
+def _check(expression: str, shown: str) -> str | None:
+    try:
+        computed, value = interval_of(expression), interval_of(shown)
+    except (UnsafeExpression, ZeroDivisionError, TypeError, ValueError, OverflowError) as exc:
+        return f"<<{expression}={shown}>> cannot be evaluated: {exc}"
+    if computed.meets(value):
+        return None
+    return f"<<{expression}={shown}>>: the expression is {_show(computed)}, not {shown}"
 
 
 def _show(interval: Interval) -> str:

@@ -19,13 +19,14 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Iterable, Protocol
 
 from flawforge.math.arithmetic import UnsafeExpression, evaluate, is_number
 from flawforge.math.display import show
 from flawforge.math.mutations import Edit, Mutation, mutations_of
 from flawforge.math.mutations.base import Miscalculate, StopAt
-from flawforge.math.program import FINAL_ANSWER_STEP, BoundProgram, Program, Site, TemplateError
+from flawforge.math.program import FINAL_ANSWER_STEP, BoundProgram, Program, Site, TemplateError, same_values
 from flawforge.math.reconstruct import SolutionWriter, Unrenderable
 from flawforge.math.selection import DEFAULT_CAPS, Caps, Choice, implausibility, select, stable_hash, \
     value_implausibility
@@ -54,13 +55,22 @@ class _Mutant:
     mutation: Mutation
     site: Site
     edit: Edit
-    code: str
 
     @property
     def line(self) -> str:
         if isinstance(self.edit.text, StopAt):
             return FINAL_ANSWER_STEP
         return self.site.assignment.step or self.site.program.step_of(self.site.target)
+
+    @cached_property
+    def code(self) -> str:
+        """The template's code with this mutation (built only for mutants that run)."""
+        return self.site.program.with_value(self.site.assignment, self.edit.expression)
+
+    @cached_property
+    def key(self) -> str:
+        """A stable identity: where the mutation applies and how."""
+        return json.dumps([self.site.assignment.position, self.mutation.name, self.edit.params], sort_keys=True)
 
 
 @dataclass(frozen=True)
@@ -117,9 +127,8 @@ def generate_for_problem(template: ProblemTemplate, sandbox: TraceExecutor, fami
         chosen = select([_choice(g) for g in groups], caps, seed, accept=tell)
         results = sandbox.trace_batch(template.code, [f.mutant.code for f in chosen], func="solve")[1:] \
             if chosen else []
-        confirmed = [tell(group) for group in _plausible(
-            bound, [(f.mutant, _ran(r)) for f, r in zip(chosen, results)], dropped, merge=False)]
-        selected = [f for f in confirmed if f is not None]
+        selected = [f for f in (_confirm(bound, flawed, _ran(result), tell, dropped)
+                                for flawed, result in zip(chosen, results)) if f is not None]
     else:
         results = sandbox.trace_batch(template.code, [m.code for m in mutants], func="solve")[1:]
         groups = _plausible(bound, [(m, _ran(r)) for m, r in zip(mutants, results)], dropped)
@@ -139,16 +148,11 @@ def generate_for_problem(template: ProblemTemplate, sandbox: TraceExecutor, fami
 
 def _mutants(bound: BoundProgram, families: Iterable[str]) -> Iterable[_Mutant]:
     mutations = mutations_of(families)
-    seen: set[str] = set()
     for site in bound.sites:
         for mutation in mutations:
             for edit in mutation.edits(site):
-                if _implausible_here(site, edit):
-                    continue
-                code = bound.program.with_value(site.assignment, edit.expression)
-                if code not in seen:
-                    seen.add(code)
-                    yield _Mutant(mutation=mutation, site=site, edit=edit, code=code)
+                if not _implausible_here(site, edit):
+                    yield _Mutant(mutation=mutation, site=site, edit=edit)
 
 
 def _implausible_here(site: Site, edit: Edit) -> bool:
@@ -166,6 +170,15 @@ def _predict(bound: BoundProgram, mutant: _Mutant) -> _Outcome | None:
     except UnsafeExpression:
         return None  # the mutant would fail (e.g. divide by zero)
     return _Outcome(values=values, answer=answer)
+
+
+def _confirm(bound: BoundProgram, flawed: _Flawed, ran: _Outcome | None, tell, dropped: Counter) -> _Flawed | None:
+    """The selected mutant as the sandbox ran it: the prediction when they agree, else checked again."""
+    if ran is not None and same_values(ran.values, flawed.outcome.values) \
+            and same_values({"": ran.answer}, {"": flawed.outcome.answer}):
+        return _Flawed(mutant=flawed.mutant, outcome=ran, solution=flawed.solution)
+    groups = _plausible(bound, [(flawed.mutant, ran)], dropped, merge=False)
+    return tell(groups[0]) if groups else None
 
 
 def _ran(result: Any) -> _Outcome | None:
@@ -195,7 +208,7 @@ def _plausible(bound: BoundProgram, outcomes: list[tuple[_Mutant, _Outcome | Non
         key = (mutant.mutation.name, mutant.line, show(outcome.answer)) if merge else len(groups)
         groups.setdefault(key, []).append((mutant, outcome))
     for group in groups.values():
-        group.sort(key=lambda pair: (-pair[0].edit.prior, pair[0].code))
+        group.sort(key=lambda pair: (-pair[0].edit.prior, pair[0].key))
     return list(groups.values())
 
 
@@ -220,7 +233,7 @@ def _tell(writer: SolutionWriter, group: Group, dropped: Counter) -> _Flawed | N
 def _choice(group: Group) -> Choice[Group]:
     mutant = group[0][0]
     return Choice(family=mutant.mutation.family, error_type=mutant.mutation.name, line=mutant.line,
-                  prior=mutant.edit.prior, key=mutant.code, item=group)
+                  prior=mutant.edit.prior, key=mutant.key, item=group)
 
 
 def _candidate(template: ProblemTemplate, correct: Any, original_solution: str, flawed: _Flawed,

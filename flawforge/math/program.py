@@ -67,6 +67,21 @@ def operator_symbol(op: ast.operator) -> str:
     return _OPERATOR_SYMBOLS.get(type(op), "?")
 
 
+def clone(node: ast.AST) -> ast.AST:
+    """A deep copy of a small expression tree (copy.deepcopy is ten times slower on these)."""
+    copied = type(node)()
+    for name, value in ast.iter_fields(node):
+        if isinstance(value, ast.AST):
+            value = clone(value)
+        elif isinstance(value, list):
+            value = [clone(item) if isinstance(item, ast.AST) else item for item in value]
+        setattr(copied, name, value)
+    for name in node._attributes:
+        if hasattr(node, name):
+            setattr(copied, name, getattr(node, name))
+    return copied
+
+
 def variables_read(expression: ast.expr) -> tuple[str, ...]:
     """Variables read by an expression, in source order, without function and module names."""
     called = {id(node.func) for node in ast.walk(expression) if isinstance(node, ast.Call)}
@@ -252,14 +267,15 @@ class BoundProgram:
             values, answer = self.predict(first, first.assignment.value)
         except (Unpredictable, UnsafeExpression):
             return False
-        return _same_values(values, self.final_values) and _same_values({"": answer}, {"": self.answer})
+        return same_values(values, self.final_values) and same_values({"": answer}, {"": self.answer})
 
 
 class Unpredictable(Exception):
     """The program's execution cannot be re-evaluated without running it."""
 
 
-def _same_values(left: Mapping[str, Any], right: Mapping[str, Any]) -> bool:
+def same_values(left: Mapping[str, Any], right: Mapping[str, Any]) -> bool:
+    """Same names with the same values of the same types (1 and 1.0 differ)."""
     return left.keys() == right.keys() and all(
         type(left[name]) is type(right[name]) and left[name] == right[name] for name in left)
 

@@ -18,7 +18,6 @@ what was computed:
 from __future__ import annotations
 
 import ast
-import copy
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -29,7 +28,7 @@ from flawforge.math.annotations import false_equations, find_annotations
 from flawforge.math.arithmetic import UnsafeExpression, evaluate
 from flawforge.math.display import show
 from flawforge.math.mutations.base import DropTerm, StopAt, SubstituteName, SwapOperator, TextChange
-from flawforge.math.program import Program
+from flawforge.math.program import Program, clone
 
 FINAL_ANSWER_PREFIX = "#### "
 
@@ -52,9 +51,15 @@ class Field:
         return self.expression if self.expression.isidentifier() else None
 
     def reads(self, name: str) -> bool:
-        return re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", self.expression) is not None
+        return name in self.names
+
+    @property
+    def names(self) -> set[str]:
+        """The names the field's expression reads (not attributes such as `.denominator`)."""
+        return set(_NAME.findall(self.expression))
 
 
+_NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
 _FIELD_OR_ESCAPE = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
 _ANNOTATION_TEMPLATE = re.compile(r"<<(.*?)>>")
 
@@ -280,7 +285,7 @@ def expression_template(expression: ast.expr) -> str:
                 return ast.BinOp(left=self.visit(node.args[0]), op=ast.Div(), right=self.visit(node.args[1]))
             return self.generic_visit(node)
 
-    converted = ToTemplate().visit(copy.deepcopy(expression))
+    converted = ToTemplate().visit(clone(expression))
     return ast.unparse(converted).replace(" ", "")
 
 
@@ -367,7 +372,7 @@ class SolutionWriter:
         self.templates = step_templates(program)
         if not self.templates:
             raise Unrenderable("the template has no solution lines")
-        self.reads = {number: {name for field in fields(template) for name in values if field.reads(name)}
+        self.reads = {number: {name for field in fields(template) for name in field.names} & values.keys()
                       for number, template in self.templates}
         self.lines = {number: _render_line(template, values, self.code, None) for number, template in self.templates}
         # calculations a template's prose already gets wrong (or that the checker misreads) are not the flaw's

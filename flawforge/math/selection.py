@@ -33,10 +33,12 @@ def implausibility(correct: Mapping[str, Any], flawed: Mapping[str, Any], correc
     if flawed_answer == correct_answer or show(flawed_answer) == show(correct_answer):
         return "answer_unchanged"
     for name, value in correct.items():
-        if is_number(value) and name in flawed:
-            reason = value_implausibility(value, flawed[name])
-            if reason:
-                return reason
+        new = flawed.get(name, value)
+        if new is value or (type(new) is type(value) and new == value) or not is_number(value):
+            continue  # unchanged: nothing to check
+        reason = value_implausibility(value, new)
+        if reason:
+            return reason
     return None
 
 

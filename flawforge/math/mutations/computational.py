@@ -8,7 +8,6 @@ value's type and on the operation that produced it.
 from __future__ import annotations
 
 import ast
-import copy
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any, ClassVar, Iterable
@@ -16,7 +15,7 @@ from typing import Any, ClassVar, Iterable
 from flawforge.math.arithmetic import UnsafeExpression, evaluate, is_int_like, is_number
 from flawforge.math.display import show
 from flawforge.math.mutations.base import Edit, Miscalculate, Mutation, literal
-from flawforge.math.program import Site
+from flawforge.math.program import Site, clone
 
 ADDITIVE = ("+", "-")
 MULTIPLICATIVE = ("*", "/", "//")
@@ -209,7 +208,7 @@ class MultiplicationByReciprocal(ComputationalMutation):
 
     def modify(self, site: Site) -> Iterable[Edit]:
         for position, factor in self._fraction_factors(site):
-            expression = copy.deepcopy(site.assignment.value)
+            expression = clone(site.assignment.value)
             operand = list(ast.walk(expression))[position]
             reciprocal = 1 / factor
             expression = _replace(expression, operand, literal(reciprocal))

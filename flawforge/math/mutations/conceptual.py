@@ -7,14 +7,13 @@ question misread, or an intermediate result reported as the answer.
 from __future__ import annotations
 
 import ast
-import copy
 from collections import Counter
 from typing import Iterable
 
 from flawforge.math.arithmetic import is_number
 from flawforge.math.display import show
 from flawforge.math.mutations.base import DropTerm, Edit, Mutation, StopAt, SubstituteName, SwapOperator
-from flawforge.math.program import OPERATORS, Site, operator_symbol, variables_read
+from flawforge.math.program import OPERATORS, Site, clone, operator_symbol, variables_read
 
 
 def _in_a_step(site: Site) -> bool:
@@ -25,7 +24,7 @@ def _in_a_step(site: Site) -> bool:
 
 def _copy_at(expression: ast.expr, position: int) -> tuple[ast.expr, ast.AST]:
     """A deep copy of `expression` and, in it, the node at `position` in ast.walk order."""
-    duplicate = copy.deepcopy(expression)
+    duplicate = clone(expression)
     return duplicate, list(ast.walk(duplicate))[position]
 
 
@@ -148,7 +147,7 @@ class OperandSubstitution(Mutation):
 
 
 def _rename(expression: ast.expr, old: str, new: str) -> ast.expr:
-    duplicate = copy.deepcopy(expression)
+    duplicate = clone(expression)
     for node in ast.walk(duplicate):
         if isinstance(node, ast.Name) and node.id == old:
             node.id = new
