@@ -31,17 +31,18 @@ from flawforge.math.reconstruct import SolutionWriter, Unrenderable
 from flawforge.math.selection import DEFAULT_CAPS, Caps, Choice, implausibility, select, stable_hash, \
     value_implausibility
 from flawforge.proto.math import Candidate, ProblemTemplate, Reject
+from flawforge.proto.sandbox import ExecutionResult
 from flawforge.proto.values import TypedValue
 
 FAMILIES = ("computational", "conceptual")
 
 
 class TraceExecutor(Protocol):
-    """What generation needs from the sandbox."""
+    """What generation needs from the sandbox (flawforge.sandbox.Sandbox)."""
 
-    def trace_call(self, source: str, func: str = "solve") -> Any: ...
+    def trace_call(self, source: str, func: str = "solve") -> ExecutionResult: ...
 
-    def trace_batch(self, original: str, variants: list[str], func: str = "solve") -> list[Any]: ...
+    def trace_batch(self, original: str, variants: list[str], func: str = "solve") -> list[ExecutionResult]: ...
 
 
 @dataclass
@@ -79,7 +80,7 @@ class _Outcome:
 
     values: dict[str, Any]
     answer: Any
-    result: Any = None  # the sandbox's ExecutionResult
+    result: ExecutionResult | None = None
 
 
 @dataclass(frozen=True)
@@ -181,7 +182,7 @@ def _confirm(bound: BoundProgram, flawed: _Flawed, ran: _Outcome | None, tell, d
     return tell(groups[0]) if groups else None
 
 
-def _ran(result: Any) -> _Outcome | None:
+def _ran(result: ExecutionResult) -> _Outcome | None:
     if result.outcome != "ok" or result.return_value is None:
         return None
     return _Outcome(values=result.final_values(), answer=result.return_value.to_python(), result=result)
@@ -236,7 +237,7 @@ def _choice(group: Group) -> Choice[Group]:
                   prior=mutant.edit.prior, key=mutant.key, item=group)
 
 
-def _candidate(template: ProblemTemplate, correct: Any, original_solution: str, flawed: _Flawed,
+def _candidate(template: ProblemTemplate, correct: ExecutionResult, original_solution: str, flawed: _Flawed,
                seed: int) -> Candidate:
     mutant = flawed.mutant
     target = mutant.site.target
@@ -264,8 +265,8 @@ def _reject(template: ProblemTemplate, reason: str, detail: str) -> Reject:
                   reason=reason, detail=detail)
 
 
-def _failure(result: Any) -> str:
-    error = getattr(result, "error", None)
+def _failure(result: ExecutionResult) -> str:
+    error = result.error
     where = f" at line {error.line}" if error is not None and error.line else ""
     what = f"{error.type}: {error.message}" if error is not None else (result.detail or "no return value")
     return f"{result.outcome}{where}: {what}"

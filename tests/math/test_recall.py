@@ -3,8 +3,9 @@
 The human sample was drawn at random from the original generator's output, so a capped
 selection of at most 5 errors per problem can only match a part of it; the uncapped pool of
 plausible errors shows what the mutations can produce at all. Measured on the shared data:
-pool 378/395 accepted (95.7%); capped 223/395 accepted (56.5%) and 26/79 rejected (32.9%)
-(with the seeds the tests derive from each problem and template).
+pool 378/395 accepted (95.7%); capped 214/395 accepted (54.2%) and 26/79 rejected (32.9%)
+(with the seeds the tests derive from each problem and template; other seeds break the ties
+within an error type differently and give 53-57% accepted).
 Of the 17 accepted errors outside the pool, 12 name another line than the one their
 mutation changed, 2 use numbers the reviewer typed in, and 3 have prose that contradicts the
 flawed computation ("14(0.5)=28" for 14/0.5, "12/60 = 1/5" after 12*60, "4-2=6 hours"),
@@ -22,9 +23,9 @@ from flawforge.sandbox import Sandbox
 
 from tests.math.mutation_corpus import LIMITS, all_templates, corpus_outputs, generate_all, key_of
 
-POOL_ACCEPTED_RECALL = 0.957
-CAPPED_ACCEPTED_RECALL = 0.564
-CAPPED_REJECTED_RECALL = 0.33
+POOL_ACCEPTED = 378    # of 395
+CAPPED_ACCEPTED = 214  # of 395
+CAPPED_REJECTED = 26   # of 79
 
 
 def accepted_file(solution: str, error_type: str = "operator_swap", line: str = "L2") -> str:
@@ -71,8 +72,8 @@ def test_capped_recall(decisions, shared_data):
     candidates = [c for output in corpus_outputs(shared_data).values() for c in output.candidates]
     report = recall(decisions, candidates)
     print(report.summary())
-    assert report.accepted_recall >= CAPPED_ACCEPTED_RECALL
-    assert report.rejected_recall <= CAPPED_REJECTED_RECALL
+    assert report.accepted_produced >= CAPPED_ACCEPTED
+    assert report.rejected_produced <= CAPPED_REJECTED
     assert report.rejected_recall < report.accepted_recall
 
 
@@ -85,4 +86,4 @@ def test_pool_recall(decisions, shared_data):
         outputs = generate_all(sandbox, templates, families=["conceptual"], caps=NO_CAPS)
     report = recall(decisions, [c for output in outputs.values() for c in output.candidates])
     print(report.summary())
-    assert report.accepted_recall >= POOL_ACCEPTED_RECALL
+    assert report.accepted_produced >= POOL_ACCEPTED
