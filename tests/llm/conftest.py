@@ -23,11 +23,10 @@ def inference_server(tmp_path_factory) -> dict:
 
     from flawforge.runtime.app import create_app
     from flawforge.runtime.platform import Platform
-    from flawforge.services import consumers_of, load_service
+    from flawforge.services import load_service
     from flawforge.settings import Settings
 
     spec = load_service("inference-server")
-    spec = spec.__class__(**{**spec.__dict__, "consumers": tuple(consumers_of(spec))})
     settings = Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path_factory.mktemp("inference")),
                         service="inference-server")
     port = _free_port()
