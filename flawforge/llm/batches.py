@@ -181,6 +181,8 @@ class BatchManager:
         record = self.get(batch_id)
         if record.state != "in_progress":
             return record
+        if self.gateway.replay:
+            raise ReplayMiss(f"replay mode: batch {batch_id} is still running at its provider; replay makes no calls")
         for batch in record.provider_batches:
             if batch.collected:
                 continue

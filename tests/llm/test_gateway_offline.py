@@ -72,3 +72,20 @@ def test_spent_budget_and_cancellation_stop_calls_before_the_network(tmp_path, c
     with pytest.raises(CallCancelled, match="job j was cancelled"):
         gateway.chat(request(), CallScope(job_id="j", is_cancelled=lambda: True))
     assert list(store.list("llm/log/")) == []
+
+
+def test_replay_refuses_to_poll_a_batch_still_running_at_its_provider(tmp_path, closed_port):
+    from datetime import datetime, timezone
+
+    from flawforge.proto.llm import BatchRecord, BatchRowState, ProviderBatch
+
+    store = LocalBlobStore(tmp_path)
+    now = datetime.now(timezone.utc)
+    record = BatchRecord(batch_id="b0", state="in_progress", created_at=now, updated_at=now,
+                         rows=[BatchRowState(custom_id="r1", status="submitted", attempts=1, provider_batch_id="p1")],
+                         provider_batches=[ProviderBatch(id="p1", provider="local", status="in_progress",
+                                                         input_file_id="f1", custom_ids=["r1"])])
+    store.put("llm/batches/b0/record.json", record.model_dump_json().encode())
+    with pytest.raises(ReplayMiss, match="batch b0 is still running"):
+        make_gateway(store, closed_port, replay=True).batches.advance("b0")
+    assert list(store.list("llm/log/")) == []
