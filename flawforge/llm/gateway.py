@@ -147,5 +147,7 @@ class Gateway:
         if mode == "sync":
             return self.chat_many(requests, scope, concurrency, on_settled)
         rows = [BatchRow(custom_id=str(i), request=r) for i, r in enumerate(requests)]
-        return [row.result if row.result is not None else error_of(row.error)
-                for row in self.batches.run(rows, scope)]
+        results = self.batches.run(rows, scope)
+        for _ in results:
+            on_settled()
+        return [row.result if row.result is not None else error_of(row.error) for row in results]
