@@ -15,6 +15,7 @@ import math
 import numbers
 import sys
 from fractions import Fraction
+from operator import is_
 
 # Builtins an admitted program may name; the others reach the interpreter's internals
 # (getattr, vars, globals, type, open, __import__, ...).
@@ -151,22 +152,21 @@ def reason_to_run_alone(tree: ast.Module) -> str | None:
 
 
 class SharedState:
-    """Identities of everything an admitted program can reach and change, taken before the first program.
+    """What an admitted program can reach and change, as it was before the first program.
 
     Admitted programs can name only the safe builtins, `math` and `Fraction`; an attribute
-    they assign lands in one of these dicts, and an import in sys.modules."""
+    they assign lands in one of these dicts, and an import in sys.modules. The comparison is
+    by identity, in C: no id() calls (each is an audit event, a call of the unit's hook), and
+    no __eq__ a program's class could answer."""
 
     def __init__(self):
-        self.namespaces = (builtins.__dict__, math.__dict__, sys.modules["fractions"].__dict__, numbers.__dict__,
-                           *(vars(cls) for cls in Fraction.__mro__ if cls is not object))
-        self.fingerprint = self._take()
-
-    def _take(self) -> list:
-        taken = [list(map(id, sys.modules)), list(map(id, sys.modules.values()))]
-        for namespace in self.namespaces:
-            taken.append(list(map(id, namespace)))
-            taken.append(list(map(id, namespace.values())))
-        return taken
+        self.namespaces = (sys.modules, builtins.__dict__, math.__dict__, sys.modules["fractions"].__dict__,
+                           numbers.__dict__, *(vars(cls) for cls in Fraction.__mro__ if cls is not object))
+        self.taken = [(list(namespace), list(namespace.values())) for namespace in self.namespaces]
 
     def changed(self) -> bool:
-        return self._take() != self.fingerprint
+        for namespace, (keys, values) in zip(self.namespaces, self.taken):
+            if len(namespace) != len(keys) or not all(map(is_, namespace, keys)) \
+                    or not all(map(is_, namespace.values(), values)):
+                return True
+        return False
