@@ -1,7 +1,16 @@
-"""The mutator's worker: one problem's template in, its candidates and rejects out (at the job's item key)."""
+"""The mutator's worker: one problem's template in, its candidates and rejects out (at the job's item key).
+
+Generation is pure Python between its sandbox calls: on the consumer threads it would share one
+core under the interpreter lock. So each problem is generated in a pool of processes, one per
+problem in flight, each with its own sandbox; the consumer threads only move blobs. What a
+problem yields depends on its template, families and seed, never on the process.
+"""
 from __future__ import annotations
 
 import logging
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from functools import lru_cache
 
 from flawforge.errors import FlawforgeError
@@ -13,47 +22,73 @@ from flawforge.runtime.service import Consumer
 
 log = logging.getLogger(__name__)
 
+# Problems one mutator process works on at once. Between its sandbox batches a problem waits on its
+# own serial steps; a few problems at once keep the cores and the sandbox busy.
+CONCURRENT_PROBLEMS = 4
+
 
 @lru_cache(maxsize=1)
 def sandbox():
-    """The process's sandbox, shared by its worker threads; started with the first work item."""
+    """The generation process's sandbox; started with its first problem."""
     from flawforge.sandbox import Sandbox
 
     return Sandbox()
 
 
-def sandbox_ready(platform: Platform) -> None:
-    """Readiness: the sandbox the work items run in can start here."""
+@lru_cache(maxsize=1)
+def generation_processes() -> ProcessPoolExecutor:
+    """Started with the first work item. They come from a fork server that has imported the mutation
+    engine once: quick to start, and never forked from the service's threads."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["flawforge.math.generate", __name__])
+    return ProcessPoolExecutor(CONCURRENT_PROBLEMS, mp_context=context)
+
+
+def start_sandbox() -> None:
     sandbox()
 
 
-def make_problem_handler(platform: Platform):
+def sandbox_ready(platform: Platform) -> None:
+    """Readiness: a generation process can start the sandbox the work items run in."""
+    generation_processes().submit(start_sandbox).result()
+
+
+def generate_problem(template_json: bytes, families: list[str], seed: int) -> bytes:
+    """One problem's ProblemCandidates as JSON; runs in a generation process."""
     from flawforge.math.generate import generate_for_problem
 
+    template = ProblemTemplate.model_validate_json(template_json)
+    try:
+        output = generate_for_problem(template, sandbox(), families, seed)
+        produced = ProblemCandidates(problem_index=template.problem_index, candidates=output.candidates,
+                                     rejects=output.rejects)
+    except FlawforgeError:
+        raise  # the platform failed, not the template: retried by the bus
+    except Exception as exc:  # a template that breaks generation is a reject, never a lost problem
+        log.exception("generation failed for problem %d", template.problem_index)
+        produced = ProblemCandidates(problem_index=template.problem_index, candidates=[], rejects=[Reject(
+            problem_index=template.problem_index, tier=template.tier, template_model=template.template_model,
+            reason="generation_failed", detail=f"{type(exc).__name__}: {exc}")])
+    return produced.model_dump_json().encode()
+
+
+def make_problem_handler(platform: Platform):
     def handle(message: ProblemWorkItem) -> None:
         store = platform.store
-        template = ProblemTemplate.model_validate_json(store.get_verified(message.template))
+        template_json = store.get_verified(message.template)
         try:
-            output = generate_for_problem(template, sandbox(), list(message.families), message.seed)
-            produced = ProblemCandidates(problem_index=template.problem_index, candidates=output.candidates,
-                                         rejects=output.rejects)
-        except FlawforgeError:
-            raise  # the platform failed, not the template: retried by the bus
-        except Exception as exc:  # a template that breaks generation is a reject, never a lost problem
-            log.exception("generation failed for problem %d", template.problem_index)
-            produced = ProblemCandidates(problem_index=template.problem_index, candidates=[], rejects=[Reject(
-                problem_index=template.problem_index, tier=template.tier, template_model=template.template_model,
-                reason="generation_failed", detail=f"{type(exc).__name__}: {exc}")])
-        ref = store.put_content("math/results", produced.model_dump_json().encode(), ".json")
-        result = ProblemResult(job_id=message.job_id, problem_index=template.problem_index, result=ref)
-        store.put(JobContext(platform, message.job_id).item_key(f"{template.problem_index}.json"),
+            produced = generation_processes().submit(generate_problem, template_json, list(message.families),
+                                                     message.seed).result()
+        except BrokenProcessPool:
+            generation_processes.cache_clear()  # the next work item starts a new pool
+            raise FlawforgeError(f"a generation process died on problem {message.problem_index}") from None
+        ref = store.put_content("math/results", produced, ".json")
+        result = ProblemResult(job_id=message.job_id, problem_index=message.problem_index, result=ref)
+        store.put(JobContext(platform, message.job_id).item_key(f"{message.problem_index}.json"),
                   result.model_dump_json().encode(), "application/json")
 
     return handle
 
 
-# Problems one mutator process works on at once. Each problem's mutants already run in parallel, but
-# between its batches a problem waits on its own serial steps; a few problems at once keep the sandbox busy.
-CONCURRENT_PROBLEMS = 4
 PROBLEM_CONSUMERS = tuple(Consumer(queue=PROBLEM_QUEUE, make_handler=make_problem_handler)
                           for _ in range(CONCURRENT_PROBLEMS))

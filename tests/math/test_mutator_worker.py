@@ -1,0 +1,38 @@
+"""The mutator's worker: problems generated in its pool of processes yield exactly what in-process generation does."""
+from __future__ import annotations
+
+from flawforge.jobs.context import JobContext
+from flawforge.math.generate import generate_for_problem
+from flawforge.math.gsm8k import read_gsm8k
+from flawforge.math.templates import TemplateFolder, problem_template
+from flawforge.proto.math import ProblemCandidates, ProblemResult, ProblemWorkItem
+from flawforge.runtime.platform import Platform
+from flawforge.sandbox import Sandbox
+from flawforge.services.mutator.worker import make_problem_handler, sandbox_ready
+from flawforge.settings import Settings
+
+FAMILIES = ["computational", "conceptual"]
+
+
+def test_pool_generation_is_stored_byte_for_byte_as_in_process(shared_data, tmp_path):
+    platform = Platform.from_settings(Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path)))
+    folder = TemplateFolder(shared_data / "formalization-templates")
+    problems = read_gsm8k(shared_data / "gsm8k" / "train.jsonl")
+    sandbox_ready(platform)
+    handle = make_problem_handler(platform)
+    with Sandbox() as sandbox:
+        for index, seed in ((0, 11), (3, 12), (7, 13)):
+            tier = folder.tiers_of(index)[0]
+            model = sorted(folder.models(tier, index))[0]
+            template = problem_template(problems[index], tier, model, *folder.files(tier, index, model).read())
+            ref = platform.store.put_content("math/templates", template.model_dump_json().encode(), ".json")
+            handle(ProblemWorkItem(job_id="job1", problem_index=index, tier=tier, template_model=model, template=ref,
+                                   families=FAMILIES, seed=seed))
+
+            stored = ProblemResult.model_validate_json(platform.store.get(JobContext(platform, "job1").item_key(
+                f"{index}.json")))
+            output = generate_for_problem(template, sandbox, FAMILIES, seed)
+            expected = ProblemCandidates(problem_index=index, candidates=output.candidates, rejects=output.rejects)
+            assert platform.store.get_verified(stored.result) == expected.model_dump_json().encode()
+            assert output.candidates
+    platform.close()
