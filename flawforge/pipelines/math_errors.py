@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -20,12 +21,13 @@ from flawforge.jobs.context import JobContext
 from flawforge.jobs.pipeline import Pipeline, register
 from flawforge.math.gsm8k import index_range, read_gsm8k
 from flawforge.math.selection import stable_hash
-from flawforge.math.templates import DEFAULT_MODEL_PREFERENCE, TemplateFolder, choose_template
+from flawforge.math.templates import DEFAULT_MODEL_PREFERENCE, TemplateChoice, TemplateFolder, choose_template
 from flawforge.math.tiers import tier_of
 from flawforge.proto.math import (COMPUTATIONAL_TYPES, CONCEPTUAL_TYPES, Candidate, Family, ProblemCandidates,
                                   ProblemResult, ProblemTemplate, ProblemWorkItem, Reject, TemplateValidation)
 
 PROBLEM_QUEUE = "math.problems"
+VALIDATING_AT_ONCE = 4
 ERROR_TYPES = {"computational": COMPUTATIONAL_TYPES, "conceptual": CONCEPTUAL_TYPES}
 
 
@@ -102,20 +104,27 @@ def run(ctx: JobContext, params: MathErrorsParams) -> None:
     rejects: list[Reject] = []
     verdicts: list[TemplateValidation] = []
     with Sandbox() as sandbox:
-        for done, index in enumerate(indices):
-            ctx.check_cancelled()
+        def choose(index: int) -> TemplateChoice:
             problem = problems[index]
-            choice = choose_template(problem, tier_of(problem.answer), folder, params.model_preference, sandbox)
-            rejects += choice.rejects
-            verdicts += choice.verdicts
-            if choice.template is not None:
-                template = templates[index] = choice.template
-                ref = store.put_content("math/templates", template.model_dump_json().encode(), ".json")
-                bus.publish(PROBLEM_QUEUE, ProblemWorkItem(
-                    job_id=ctx.job_id, problem_index=index, tier=template.tier,
-                    template_model=template.template_model, template=ref, families=params.families,
-                    seed=problem_seed(params.seed, template)))
-            ctx.progress(done + 1, len(indices), "validating templates")
+            return choose_template(problem, tier_of(problem.answer), folder, params.model_preference, sandbox)
+
+        # Validation mostly waits on the sandbox: a few problems at once keep it busy. Results come in order.
+        validating = ThreadPoolExecutor(VALIDATING_AT_ONCE, thread_name_prefix="validate")
+        try:
+            for done, (index, choice) in enumerate(zip(indices, validating.map(choose, indices))):
+                ctx.check_cancelled()
+                rejects += choice.rejects
+                verdicts += choice.verdicts
+                if choice.template is not None:
+                    template = templates[index] = choice.template
+                    ref = store.put_content("math/templates", template.model_dump_json().encode(), ".json")
+                    bus.publish(PROBLEM_QUEUE, ProblemWorkItem(
+                        job_id=ctx.job_id, problem_index=index, tier=template.tier,
+                        template_model=template.template_model, template=ref, families=params.families,
+                        seed=problem_seed(params.seed, template)))
+                ctx.progress(done + 1, len(indices), "validating templates")
+        finally:
+            validating.shutdown(cancel_futures=True)
 
     results = ctx.wait_for_items([f"{index}.json" for index in templates], total=len(templates),
                                  message="generating candidates")
