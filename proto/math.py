@@ -113,6 +113,9 @@ class ProblemWorkItem(Message):
     template: BlobRef  # JSON of a ProblemTemplate
     families: list[Family]
     seed: int = Field(description="The problem's seed, derived from the job's seed, the problem and its template.")
+    template_run: BlobRef | None = Field(None, description="JSON of the sandbox's traced run of the template's "
+                                                            "solve() from validation: the mutator starts from it "
+                                                            "instead of running the template again.")
 
 
 class ProblemCandidates(Model):

@@ -5,10 +5,11 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from flawforge.errors import FlawforgeError
 from flawforge.math.gsm8k import GSM8KProblem
-from flawforge.math.validation import validate_template
+from flawforge.math.validation import validate_template_run
 from flawforge.proto.math import ProblemTemplate, Reject, TemplateValidation
 
 DEFAULT_MODEL_PREFERENCE = ("google_gemini-2.5-flash", "openai_gpt-4.1")
@@ -108,6 +109,7 @@ class TemplateChoice:
     template: ProblemTemplate | None
     verdicts: list[TemplateValidation]
     rejects: list[Reject]
+    run: Any = None  # the sandbox's traced run of the chosen template's solve()
 
 
 def choose_template(problem: GSM8KProblem, tier: str, folder: TemplateFolder, preference: tuple[str, ...] | list[str],
@@ -127,11 +129,13 @@ def choose_template(problem: GSM8KProblem, tier: str, folder: TemplateFolder, pr
             rejects.append(Reject(problem_index=problem.index, tier=tier, template_model=template_files.model,
                                   reason="invalid_template", detail=str(exc)))
             continue
-        verdict = validate_template(problem_index=problem.index, template_model=template_files.model,
-                                    gsm8k_answer=problem.answer, code=code, logical_steps=steps, sandbox=sandbox)
+        verdict, run = validate_template_run(problem_index=problem.index, template_model=template_files.model,
+                                             gsm8k_answer=problem.answer, code=code, logical_steps=steps,
+                                             sandbox=sandbox)
         verdicts.append(verdict)
         if verdict.valid:
-            return TemplateChoice(problem_template(problem, tier, template_files.model, code, steps), verdicts, rejects)
+            return TemplateChoice(problem_template(problem, tier, template_files.model, code, steps), verdicts, rejects,
+                                  run)
         rejects.append(Reject(problem_index=problem.index, tier=tier, template_model=template_files.model,
                               reason=verdict.reason, detail=verdict.detail))
     return TemplateChoice(None, verdicts, rejects)

@@ -200,16 +200,23 @@ def find_solve(code: str) -> ast.FunctionDef:
 def validate_template(*, problem_index: int, template_model: str, gsm8k_answer: str, code: str,
                       logical_steps: list[dict], sandbox) -> TemplateValidation:
     """Checks one template in the sandbox; never raises for a bad template (the verdict says why)."""
+    return validate_template_run(problem_index=problem_index, template_model=template_model,
+                                 gsm8k_answer=gsm8k_answer, code=code, logical_steps=logical_steps, sandbox=sandbox)[0]
+
+
+def validate_template_run(*, problem_index: int, template_model: str, gsm8k_answer: str, code: str,
+                          logical_steps: list[dict], sandbox) -> tuple[TemplateValidation, Any]:
+    """validate_template's verdict, and the sandbox's traced run of solve() it rests on (None if it never ran)."""
     tier = tier_of(gsm8k_answer)
     verdict = dict(problem_index=problem_index, tier=tier, template_model=template_model)
     expected = final_answer_value(gsm8k_answer)
     if expected is None:
         return TemplateValidation(**verdict, valid=False, reason="invalid_gsm8k_answer",
-                                  detail="GSM8K's final answer is not a number")
+                                  detail="GSM8K's final answer is not a number"), None
     try:
         solve = find_solve(code)
     except ValueError as exc:
-        return TemplateValidation(**verdict, valid=False, reason="invalid_template", detail=str(exc))
+        return TemplateValidation(**verdict, valid=False, reason="invalid_template", detail=str(exc)), None
 
     original_lines = solution_lines(gsm8k_answer)
     structural_score, structural_mismatches = structural_check(logical_steps, original_lines)
@@ -233,12 +240,13 @@ def validate_template(*, problem_index: int, template_model: str, gsm8k_answer: 
     if not ran:
         why = f"{run.error.type}: {run.error.message}" if run.error else run.detail
         return TemplateValidation(**verdict, valid=False, reason="not_executable",
-                                  detail=f"{run.outcome}: {why}" if why else run.outcome)
+                                  detail=f"{run.outcome}: {why}" if why else run.outcome), run
     if not answers_match(returned, expected):
         return TemplateValidation(**verdict, valid=False, reason="answer_mismatch",
                                   detail=f"solve() returned {returned.to_python()!r}, "
-                                         f"GSM8K's answer is {expected:g}")
+                                         f"GSM8K's answer is {expected:g}"), run
     problems = step_problems(logical_steps, {step.name for step in run.trace})
     if problems:
-        return TemplateValidation(**verdict, valid=False, reason="inconsistent_steps", detail="; ".join(problems))
-    return TemplateValidation(**verdict, valid=True)
+        return TemplateValidation(**verdict, valid=False, reason="inconsistent_steps",
+                                  detail="; ".join(problems)), run
+    return TemplateValidation(**verdict, valid=True), run

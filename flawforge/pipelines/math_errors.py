@@ -118,10 +118,11 @@ def run(ctx: JobContext, params: MathErrorsParams) -> None:
                 if choice.template is not None:
                     template = templates[index] = choice.template
                     ref = store.put_content("math/templates", template.model_dump_json().encode(), ".json")
+                    run_ref = store.put_content("math/template-runs", choice.run.model_dump_json().encode(), ".json")
                     bus.publish(PROBLEM_QUEUE, ProblemWorkItem(
                         job_id=ctx.job_id, problem_index=index, tier=template.tier,
-                        template_model=template.template_model, template=ref, families=params.families,
-                        seed=problem_seed(params.seed, template)))
+                        template_model=template.template_model, template=ref, template_run=run_ref,
+                        families=params.families, seed=problem_seed(params.seed, template)))
                 ctx.progress(done + 1, len(indices), "validating templates")
         finally:
             validating.shutdown(cancel_futures=True)

@@ -17,6 +17,7 @@ from flawforge.errors import FlawforgeError
 from flawforge.jobs.context import JobContext
 from flawforge.pipelines.math_errors import PROBLEM_QUEUE
 from flawforge.proto.math import ProblemCandidates, ProblemResult, ProblemTemplate, ProblemWorkItem, Reject
+from flawforge.proto.sandbox import ExecutionResult
 from flawforge.runtime.platform import Platform
 from flawforge.runtime.service import Consumer
 
@@ -53,13 +54,31 @@ def sandbox_ready(platform: Platform) -> None:
     generation_processes().submit(start_sandbox).result()
 
 
-def generate_problem(template_json: bytes, families: list[str], seed: int) -> bytes:
+class ValidatedRun:
+    """The sandbox, except that the template's own traced run of solve() is the one its validation made
+    (the same call under the same default limits) rather than a second one."""
+
+    def __init__(self, sandbox, code: str, run: ExecutionResult):
+        self.sandbox, self.code, self.run = sandbox, code, run
+
+    def trace_call(self, source: str, func: str = "solve") -> ExecutionResult:
+        if source == self.code and func == "solve":
+            return self.run
+        return self.sandbox.trace_call(source, func)
+
+    def trace_batch(self, original: str, variants: list[str], func: str = "solve") -> list[ExecutionResult]:
+        return self.sandbox.trace_batch(original, variants, func)
+
+
+def generate_problem(template_json: bytes, run_json: bytes | None, families: list[str], seed: int) -> bytes:
     """One problem's ProblemCandidates as JSON; runs in a generation process."""
     from flawforge.math.generate import generate_for_problem
 
     template = ProblemTemplate.model_validate_json(template_json)
+    executor = sandbox() if run_json is None else \
+        ValidatedRun(sandbox(), template.code, ExecutionResult.model_validate_json(run_json))
     try:
-        output = generate_for_problem(template, sandbox(), families, seed)
+        output = generate_for_problem(template, executor, families, seed)
         produced = ProblemCandidates(problem_index=template.problem_index, candidates=output.candidates,
                                      rejects=output.rejects)
     except FlawforgeError:
@@ -76,9 +95,10 @@ def make_problem_handler(platform: Platform):
     def handle(message: ProblemWorkItem) -> None:
         store = platform.store
         template_json = store.get_verified(message.template)
+        run_json = store.get_verified(message.template_run) if message.template_run is not None else None
         try:
-            produced = generation_processes().submit(generate_problem, template_json, list(message.families),
-                                                     message.seed).result()
+            produced = generation_processes().submit(generate_problem, template_json, run_json,
+                                                     list(message.families), message.seed).result()
         except BrokenProcessPool:
             generation_processes.cache_clear()  # the next work item starts a new pool
             raise FlawforgeError(f"a generation process died on problem {message.problem_index}") from None

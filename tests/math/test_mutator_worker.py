@@ -1,4 +1,5 @@
-"""The mutator's worker: problems generated in its pool of processes yield exactly what in-process generation does."""
+"""The mutator's worker: problems generated in its pool of processes, with or without the template's run from
+validation, yield exactly what in-process generation does."""
 from __future__ import annotations
 
 from flawforge.jobs.context import JobContext
@@ -21,13 +22,15 @@ def test_pool_generation_is_stored_byte_for_byte_as_in_process(shared_data, tmp_
     sandbox_ready(platform)
     handle = make_problem_handler(platform)
     with Sandbox() as sandbox:
-        for index, seed in ((0, 11), (3, 12), (7, 13)):
+        for index, seed, with_run in ((0, 11, True), (3, 12, False), (7, 13, True)):
             tier = folder.tiers_of(index)[0]
             model = sorted(folder.models(tier, index))[0]
             template = problem_template(problems[index], tier, model, *folder.files(tier, index, model).read())
             ref = platform.store.put_content("math/templates", template.model_dump_json().encode(), ".json")
+            run = platform.store.put_content("math/template-runs", sandbox.trace_call(
+                template.code).model_dump_json().encode(), ".json") if with_run else None
             handle(ProblemWorkItem(job_id="job1", problem_index=index, tier=tier, template_model=model, template=ref,
-                                   families=FAMILIES, seed=seed))
+                                   template_run=run, families=FAMILIES, seed=seed))
 
             stored = ProblemResult.model_validate_json(platform.store.get(JobContext(platform, "job1").item_key(
                 f"{index}.json")))
