@@ -9,7 +9,7 @@ from typing import Any
 
 from flawforge.errors import FlawforgeError
 from flawforge.math.gsm8k import GSM8KProblem
-from flawforge.math.validation import validate_template_run
+from flawforge.math.validation import PendingValidation, start_validation
 from flawforge.proto.math import ProblemTemplate, Reject, TemplateValidation
 
 DEFAULT_MODEL_PREFERENCE = ("google_gemini-2.5-flash", "openai_gpt-4.1")
@@ -114,28 +114,70 @@ class TemplateChoice:
 
 def choose_template(problem: GSM8KProblem, tier: str, folder: TemplateFolder, preference: tuple[str, ...] | list[str],
                     sandbox) -> TemplateChoice:
-    files = folder.in_preference_order(tier, problem.index, preference)
-    if not files:
-        found = [f"{t}: {', '.join(sorted(folder.models(t, problem.index)))}" for t in folder.tiers_of(problem.index)]
-        detail = f"no template by {', '.join(preference)} in {tier}/{problem.index}"
-        return TemplateChoice(None, [], [Reject(problem_index=problem.index, tier=tier, reason="missing_template",
-                                                detail=detail + (f" (found {'; '.join(found)})" if found else ""))])
-    verdicts: list[TemplateValidation] = []
-    rejects: list[Reject] = []
-    for template_files in files:
-        try:
-            code, steps = template_files.read()
-        except InvalidTemplate as exc:
-            rejects.append(Reject(problem_index=problem.index, tier=tier, template_model=template_files.model,
-                                  reason="invalid_template", detail=str(exc)))
-            continue
-        verdict, run = validate_template_run(problem_index=problem.index, template_model=template_files.model,
-                                             gsm8k_answer=problem.answer, code=code, logical_steps=steps,
-                                             sandbox=sandbox)
-        verdicts.append(verdict)
-        if verdict.valid:
-            return TemplateChoice(problem_template(problem, tier, template_files.model, code, steps), verdicts, rejects,
-                                  run)
-        rejects.append(Reject(problem_index=problem.index, tier=tier, template_model=template_files.model,
-                              reason=verdict.reason, detail=verdict.detail))
-    return TemplateChoice(None, verdicts, rejects)
+    return choose_templates([(problem, tier)], folder, preference, sandbox)[0]
+
+
+@dataclass
+class _Choosing:
+    """One problem's way through its templates in preference order."""
+
+    problem: GSM8KProblem
+    tier: str
+    files: list[TemplateFiles]
+    choice: TemplateChoice
+
+    def next_check(self) -> tuple[TemplateFiles, str, list[dict], PendingValidation] | None:
+        """The next template that needs sandbox runs; the ones before it that fail without are recorded."""
+        while self.files:
+            template_files = self.files.pop(0)
+            try:
+                code, steps = template_files.read()
+            except InvalidTemplate as exc:
+                self.reject(template_files, "invalid_template", str(exc))
+                continue
+            check = start_validation(problem_index=self.problem.index, template_model=template_files.model,
+                                     gsm8k_answer=self.problem.answer, code=code, logical_steps=steps)
+            if isinstance(check, PendingValidation):
+                return template_files, code, steps, check
+            self.choice.verdicts.append(check)
+            self.reject(template_files, check.reason, check.detail)
+        return None
+
+    def reject(self, template_files: TemplateFiles, reason: str, detail: str) -> None:
+        self.choice.rejects.append(Reject(problem_index=self.problem.index, tier=self.tier,
+                                          template_model=template_files.model, reason=reason, detail=detail))
+
+
+def choose_templates(problems: list[tuple[GSM8KProblem, str]], folder: TemplateFolder,
+                     preference: tuple[str, ...] | list[str], sandbox) -> list[TemplateChoice]:
+    """choose_template for each (problem, tier), in order. Their templates are validated together: one
+    sandbox batch for every problem's preferred template, then one for the next template of those still
+    without a valid one, and so on."""
+    choosing = []
+    for problem, tier in problems:
+        files = folder.in_preference_order(tier, problem.index, preference)
+        choice = TemplateChoice(None, [], [])
+        if not files:
+            found = [f"{t}: {', '.join(sorted(folder.models(t, problem.index)))}" for t in folder.tiers_of(problem.index)]
+            detail = f"no template by {', '.join(preference)} in {tier}/{problem.index}"
+            choice.rejects.append(Reject(problem_index=problem.index, tier=tier, reason="missing_template",
+                                         detail=detail + (f" (found {'; '.join(found)})" if found else "")))
+        choosing.append(_Choosing(problem, tier, files, choice))
+    while True:
+        checks = []
+        for state in choosing:
+            if state.choice.template is None and (check := state.next_check()) is not None:
+                checks.append((state, *check))
+        if not checks:
+            break
+        programs = [program for *_, pending in checks for program in pending.programs]
+        results = iter(sandbox.trace_batch(programs[0], programs[1:], func="solve"))
+        for state, template_files, code, steps, pending in checks:
+            verdict, run = pending.finish([next(results) for _ in pending.programs])
+            state.choice.verdicts.append(verdict)
+            if verdict.valid:
+                state.choice.template = problem_template(state.problem, state.tier, template_files.model, code, steps)
+                state.choice.run = run
+            else:
+                state.reject(template_files, verdict.reason, verdict.detail)
+    return [state.choice for state in choosing]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import math
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from flawforge.math.gsm8k import final_answer_value, solution_lines
@@ -207,46 +208,75 @@ def validate_template(*, problem_index: int, template_model: str, gsm8k_answer: 
 def validate_template_run(*, problem_index: int, template_model: str, gsm8k_answer: str, code: str,
                           logical_steps: list[dict], sandbox) -> tuple[TemplateValidation, Any]:
     """validate_template's verdict, and the sandbox's traced run of solve() it rests on (None if it never ran)."""
+    check = start_validation(problem_index=problem_index, template_model=template_model, gsm8k_answer=gsm8k_answer,
+                             code=code, logical_steps=logical_steps)
+    if isinstance(check, TemplateValidation):
+        return check, None
+    return check.finish(sandbox.trace_batch(check.programs[0], check.programs[1:], func="solve"))
+
+
+@dataclass
+class PendingValidation:
+    """A template's validation waiting for its sandbox runs: traced runs of solve() in `programs` (the template,
+    then the original project's scoring program when it would score semantics). Split off so that many
+    templates' programs can share one sandbox batch."""
+
+    verdict: dict
+    logical_steps: list[dict]
+    expected: float
+    original_lines: dict[str, str]
+    scored_names: list[str]
+    programs: list[str]
+
+    def finish(self, results: list) -> tuple[TemplateValidation, Any]:
+        """The verdict and the template's run, from the results of `programs`, in order."""
+        verdict = dict(self.verdict)
+        run = results[0]
+        if len(results) > 1 and results[1].outcome == "ok":
+            texts = {step.name: step.value.to_python() for step in results[1].trace}
+            shown = {name: texts[f"{_SHOWN_PREFIX}{number}"] for number, name in enumerate(self.scored_names)
+                     if texts.get(f"{_SHOWN_PREFIX}{number}") is not None}
+            verdict["semantic_score"], verdict["semantic_mismatches"] = semantic_check(
+                self.logical_steps, shown, self.original_lines)
+
+        ran = run.outcome == "ok"
+        returned = run.return_value or TypedValue.of(None)
+        verdict["answer_check_status"] = original_answer_status(ran, returned.to_python(), self.expected)
+        if not ran:
+            why = f"{run.error.type}: {run.error.message}" if run.error else run.detail
+            return TemplateValidation(**verdict, valid=False, reason="not_executable",
+                                      detail=f"{run.outcome}: {why}" if why else run.outcome), run
+        if not answers_match(returned, self.expected):
+            return TemplateValidation(**verdict, valid=False, reason="answer_mismatch",
+                                      detail=f"solve() returned {returned.to_python()!r}, "
+                                             f"GSM8K's answer is {self.expected:g}"), run
+        problems = step_problems(self.logical_steps, {step.name for step in run.trace})
+        if problems:
+            return TemplateValidation(**verdict, valid=False, reason="inconsistent_steps",
+                                      detail="; ".join(problems)), run
+        return TemplateValidation(**verdict, valid=True), run
+
+
+def start_validation(*, problem_index: int, template_model: str, gsm8k_answer: str, code: str,
+                     logical_steps: list[dict]) -> TemplateValidation | PendingValidation:
+    """The verdict, when it needs no sandbox run; otherwise the validation waiting for its runs."""
     tier = tier_of(gsm8k_answer)
     verdict = dict(problem_index=problem_index, tier=tier, template_model=template_model)
     expected = final_answer_value(gsm8k_answer)
     if expected is None:
         return TemplateValidation(**verdict, valid=False, reason="invalid_gsm8k_answer",
-                                  detail="GSM8K's final answer is not a number"), None
+                                  detail="GSM8K's final answer is not a number")
     try:
         solve = find_solve(code)
     except ValueError as exc:
-        return TemplateValidation(**verdict, valid=False, reason="invalid_template", detail=str(exc)), None
+        return TemplateValidation(**verdict, valid=False, reason="invalid_template", detail=str(exc))
 
     original_lines = solution_lines(gsm8k_answer)
     structural_score, structural_mismatches = structural_check(logical_steps, original_lines)
     verdict.update(structural_score=structural_score, structural_mismatches=structural_mismatches)
     scoring_source, scored_names = original_trace_program(solve)
     # The original scored semantics only for a perfect structure and a non-empty trace.
-    if structural_score == 1.0 and scored_names:
-        run, scoring_run = sandbox.trace_batch(code, [scoring_source], func="solve")
-        if scoring_run.outcome == "ok":
-            texts = {step.name: step.value.to_python() for step in scoring_run.trace}
-            shown = {name: texts[f"{_SHOWN_PREFIX}{number}"] for number, name in enumerate(scored_names)
-                     if texts.get(f"{_SHOWN_PREFIX}{number}") is not None}
-            verdict["semantic_score"], verdict["semantic_mismatches"] = semantic_check(logical_steps, shown,
-                                                                                       original_lines)
-    else:
-        run = sandbox.trace_call(code, func="solve")
-
-    ran = run.outcome == "ok"
-    returned = run.return_value or TypedValue.of(None)
-    verdict["answer_check_status"] = original_answer_status(ran, returned.to_python(), expected)
-    if not ran:
-        why = f"{run.error.type}: {run.error.message}" if run.error else run.detail
-        return TemplateValidation(**verdict, valid=False, reason="not_executable",
-                                  detail=f"{run.outcome}: {why}" if why else run.outcome), run
-    if not answers_match(returned, expected):
-        return TemplateValidation(**verdict, valid=False, reason="answer_mismatch",
-                                  detail=f"solve() returned {returned.to_python()!r}, "
-                                         f"GSM8K's answer is {expected:g}"), run
-    problems = step_problems(logical_steps, {step.name for step in run.trace})
-    if problems:
-        return TemplateValidation(**verdict, valid=False, reason="inconsistent_steps",
-                                  detail="; ".join(problems)), run
-    return TemplateValidation(**verdict, valid=True), run
+    scored = structural_score == 1.0 and bool(scored_names)
+    return PendingValidation(verdict=verdict, logical_steps=logical_steps, expected=expected,
+                             original_lines=original_lines, scored_names=scored_names,
+                             programs=[code, scoring_source] if scored else [code])

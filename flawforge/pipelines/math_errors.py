@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -21,13 +21,14 @@ from flawforge.jobs.context import JobContext
 from flawforge.jobs.pipeline import Pipeline, register
 from flawforge.math.gsm8k import index_range, read_gsm8k
 from flawforge.math.selection import stable_hash
-from flawforge.math.templates import DEFAULT_MODEL_PREFERENCE, TemplateChoice, TemplateFolder, choose_template
+from flawforge.math.templates import DEFAULT_MODEL_PREFERENCE, TemplateFolder, choose_templates
 from flawforge.math.tiers import tier_of
 from flawforge.proto.math import (COMPUTATIONAL_TYPES, CONCEPTUAL_TYPES, Candidate, Family, ProblemCandidates,
                                   ProblemResult, ProblemTemplate, ProblemWorkItem, Reject, TemplateValidation)
 
 PROBLEM_QUEUE = "math.problems"
-VALIDATING_AT_ONCE = 4
+# Problems whose templates are validated in one sandbox batch (a fork per program would cost more than the run).
+VALIDATED_TOGETHER = 64
 ERROR_TYPES = {"computational": COMPUTATIONAL_TYPES, "conceptual": CONCEPTUAL_TYPES}
 
 
@@ -65,8 +66,26 @@ def _jsonl(models) -> bytes:
     return "".join(model.model_dump_json() + "\n" for model in models).encode()
 
 
+class CandidateLine(NamedTuple):
+    """A candidate as the job keeps it until the end: its JSON line and the fields it is sorted and counted by.
+    (The whole models of every candidate, millions of objects, would cost the garbage collector seconds.)"""
+
+    problem_index: int
+    family: str
+    error_type: str
+    target_variable: str
+    id: str
+    tier: str
+    line: str
+
+    @classmethod
+    def of(cls, candidate: Candidate) -> "CandidateLine":
+        return cls(candidate.problem_index, candidate.family, candidate.error_type, candidate.target_variable,
+                   candidate.id, candidate.tier, candidate.model_dump_json())
+
+
 def _summary(params: MathErrorsParams, requested: int, templates: dict[int, ProblemTemplate],
-             candidates: list[Candidate], rejects: list[Reject], elapsed: float) -> dict:
+             candidates: list[CandidateLine], rejects: list[Reject], elapsed: float) -> dict:
     with_candidates = {c.problem_index for c in candidates}
     by_type = Counter({t: 0 for family in params.families for t in ERROR_TYPES[family]})
     by_type.update(c.error_type for c in candidates)
@@ -104,15 +123,12 @@ def run(ctx: JobContext, params: MathErrorsParams) -> None:
     rejects: list[Reject] = []
     verdicts: list[TemplateValidation] = []
     with Sandbox() as sandbox:
-        def choose(index: int) -> TemplateChoice:
-            problem = problems[index]
-            return choose_template(problem, tier_of(problem.answer), folder, params.model_preference, sandbox)
-
-        # Validation mostly waits on the sandbox: a few problems at once keep it busy. Results come in order.
-        validating = ThreadPoolExecutor(VALIDATING_AT_ONCE, thread_name_prefix="validate")
-        try:
-            for done, (index, choice) in enumerate(zip(indices, validating.map(choose, indices))):
-                ctx.check_cancelled()
+        for first in range(0, len(indices), VALIDATED_TOGETHER):
+            ctx.check_cancelled()
+            chunk = indices[first:first + VALIDATED_TOGETHER]
+            choices = choose_templates([(problems[index], tier_of(problems[index].answer)) for index in chunk],
+                                       folder, params.model_preference, sandbox)
+            for index, choice in zip(chunk, choices):
                 rejects += choice.rejects
                 verdicts += choice.verdicts
                 if choice.template is not None:
@@ -123,23 +139,21 @@ def run(ctx: JobContext, params: MathErrorsParams) -> None:
                         job_id=ctx.job_id, problem_index=index, tier=template.tier,
                         template_model=template.template_model, template=ref, template_run=run_ref,
                         families=params.families, seed=problem_seed(params.seed, template)))
-                ctx.progress(done + 1, len(indices), "validating templates")
-        finally:
-            validating.shutdown(cancel_futures=True)
+            ctx.progress(first + len(chunk), len(indices), "validating templates")
 
     results = ctx.wait_for_items([f"{index}.json" for index in templates], total=len(templates),
                                  message="generating candidates")
-    candidates: list[Candidate] = []
+    candidates: list[CandidateLine] = []
     for data in results.values():
         result = ProblemResult.model_validate_json(data)
         produced = ProblemCandidates.model_validate_json(store.get_verified(result.result))
-        candidates += produced.candidates
+        candidates += map(CandidateLine.of, produced.candidates)
         rejects += produced.rejects
 
     candidates.sort(key=lambda c: (c.problem_index, c.family, c.error_type, c.target_variable, c.id))
     rejects.sort(key=lambda r: (r.problem_index, r.template_model or "", r.reason, r.detail))
     verdicts.sort(key=lambda v: (v.problem_index, v.template_model))
-    ctx.put_artifact("candidates.jsonl", _jsonl(candidates))
+    ctx.put_artifact("candidates.jsonl", "".join(c.line + "\n" for c in candidates).encode())
     ctx.put_artifact("rejects.jsonl", _jsonl(rejects))
     ctx.put_artifact("validation.jsonl", _jsonl(verdicts))
     summary = _summary(params, len(indices), templates, candidates, rejects, time.monotonic() - started)

@@ -7,29 +7,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from flawforge.math.gsm8k import read_gsm8k
-from flawforge.math.templates import TemplateFolder, choose_template
+from flawforge.math.templates import choose_template, choose_templates
 from flawforge.math.validation import normalize_number_text, step_problems, validate_template
 
 GEMINI, GPT = "google_gemini-2.5-flash", "openai_gpt-4.1"
-
-
-@pytest.fixture(scope="module")
-def sandbox():
-    from flawforge.sandbox import Sandbox, SandboxLimits
-
-    with Sandbox(SandboxLimits(timeout_s=2)) as sb:
-        yield sb
-
-
-@pytest.fixture(scope="module")
-def problems(shared_data):
-    return read_gsm8k(shared_data / "gsm8k" / "train.jsonl")
-
-
-@pytest.fixture(scope="module")
-def folder(shared_data):
-    return TemplateFolder(shared_data / "formalization-templates")
 
 
 def validate(folder, problems, sandbox, tier, index, model):
@@ -108,6 +89,22 @@ def test_model_fallback(folder, problems, sandbox):
     assert only_gemini.template is None and [r.reason for r in only_gemini.rejects] == ["not_executable"]
     missing = choose_template(problems[8], "tier5", folder, [GEMINI, GPT], sandbox)
     assert missing.template is None and [r.reason for r in missing.rejects] == ["missing_template"]
+
+
+def test_templates_of_many_problems_are_validated_in_shared_batches(folder, problems, sandbox):
+    # 116 falls back to its second model; 8 has no template
+    chosen = [(problems[i], folder.tiers_of(i)[0]) for i in range(100, 140)]
+    chosen += [(problems[116], "tier1"), (problems[8], "tier5")]
+    before = sandbox.counts["batch"] + sandbox.counts["exec"]
+    together = choose_templates(chosen, folder, [GEMINI, GPT], sandbox)
+    assert sandbox.counts["batch"] + sandbox.counts["exec"] - before <= 2 * sandbox.workers  # two rounds
+    one_by_one = [choose_template(problem, tier, folder, [GEMINI, GPT], sandbox) for problem, tier in chosen]
+    for alone, shared in zip(one_by_one, together):
+        assert (shared.template, shared.verdicts, shared.rejects) == (alone.template, alone.verdicts, alone.rejects)
+        assert (shared.run is None) == (alone.template is None)
+        if alone.template is not None:
+            assert shared.run.trace == alone.run.trace and shared.run.return_value == alone.run.return_value
+    assert together[-2].template.template_model == GPT and together[-1].rejects[0].reason == "missing_template"
 
 
 def test_normalize_number_text_and_step_consistency():
