@@ -6,14 +6,9 @@ import json
 import pytest
 
 from flawforge.math.export import ExportError, build_dataset, held_out_problems, parse_candidates
-from flawforge.math.gsm8k import numbered_lines, read_gsm8k
+from flawforge.math.gsm8k import numbered_lines
 from flawforge.proto.math import Candidate
 from flawforge.proto.values import TypedValue
-
-
-@pytest.fixture(scope="module")
-def problems(shared_data):
-    return read_gsm8k(shared_data / "gsm8k" / "train.jsonl")
 
 
 def candidate(problems, index: int, error_type: str = "off_by_n", line: str = "L1") -> Candidate:

@@ -16,12 +16,6 @@ REJECT_REASONS = {"invalid_template", "not_executable", "answer_not_a_number", "
                   "no_applicable_mutation", "no_plausible_mutation"}
 
 
-@pytest.fixture(scope="module")
-def sandbox():
-    with Sandbox(LIMITS, workers=2) as sb:
-        yield sb
-
-
 class CountingSandbox:
     """The real sandbox, counting the calls generation makes."""
 

@@ -10,16 +10,6 @@ from flawforge.math.templates import InvalidTemplate, TemplateFolder, TemplateFo
 from flawforge.math.tiers import has_computational_division, has_float, is_symbolic, tier_of, tiers_by_index
 
 
-@pytest.fixture(scope="module")
-def problems(shared_data):
-    return read_gsm8k(shared_data / "gsm8k" / "train.jsonl")
-
-
-@pytest.fixture(scope="module")
-def folder(shared_data):
-    return TemplateFolder(shared_data / "formalization-templates")
-
-
 def test_gsm8k_rows_are_problem_indices(problems):
     assert len(problems) == 7473
     assert problems[0].index == 0 and problems[0].question.startswith("Natalia sold clips")

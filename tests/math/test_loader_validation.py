@@ -7,29 +7,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from flawforge.math.gsm8k import read_gsm8k
-from flawforge.math.templates import TemplateFolder, choose_template, choose_templates
+from flawforge.math.templates import choose_template, choose_templates
 from flawforge.math.validation import normalize_number_text, step_problems, validate_template
 
 GEMINI, GPT = "google_gemini-2.5-flash", "openai_gpt-4.1"
-
-
-@pytest.fixture(scope="module")
-def sandbox():
-    from flawforge.sandbox import Sandbox, SandboxLimits
-
-    with Sandbox(SandboxLimits(timeout_s=2)) as sb:
-        yield sb
-
-
-@pytest.fixture(scope="module")
-def problems(shared_data):
-    return read_gsm8k(shared_data / "gsm8k" / "train.jsonl")
-
-
-@pytest.fixture(scope="module")
-def folder(shared_data):
-    return TemplateFolder(shared_data / "formalization-templates")
 
 
 def validate(folder, problems, sandbox, tier, index, model):

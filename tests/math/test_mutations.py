@@ -12,9 +12,8 @@ from flawforge.math.mutations import REGISTRY, Mutation, mutations_of
 from flawforge.math.program import BoundProgram, Program
 from flawforge.math.selection import DEFAULT_CAPS
 from flawforge.proto.math import COMPUTATIONAL_TYPES, CONCEPTUAL_TYPES
-from flawforge.sandbox import Sandbox
 
-from tests.math.mutation_corpus import LIMITS, all_templates, corpus_outputs, key_of
+from tests.math.mutation_corpus import all_templates, corpus_outputs, key_of
 
 PROGRAM = '''from fractions import Fraction
 
@@ -39,12 +38,6 @@ def solve():
 '''
 STEPS = [{"line_number": f"L{k}", "question_inputs": [], "WK_inputs": [], "output_variable": v,
           "solution_line_template": "{" + v + "}"} for k, v in enumerate("cdegh", start=1)]
-
-
-@pytest.fixture(scope="module")
-def sandbox():
-    with Sandbox(LIMITS, workers=2) as sb:
-        yield sb
 
 
 @pytest.fixture(scope="module")

@@ -12,15 +12,8 @@ from flawforge.math.generate import generate_for_problem
 from flawforge.math.reconstruct import SIGNS, WORDS, Unrenderable, final_answer_line, render
 from flawforge.math.selection import NO_CAPS
 from flawforge.proto.math import ProblemTemplate
-from flawforge.sandbox import Sandbox
 
-from tests.math.mutation_corpus import LIMITS, corpus_outputs
-
-
-@pytest.fixture(scope="module")
-def sandbox():
-    with Sandbox(LIMITS, workers=2) as sb:
-        yield sb
+from tests.math.mutation_corpus import corpus_outputs
 
 
 # --- values and fields ------------------------------------------------------------------------
