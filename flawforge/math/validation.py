@@ -140,12 +140,9 @@ def original_trace_program(solve: ast.FunctionDef) -> tuple[str, list[str]]:
     assignments = [statement for statement in solve.body if isinstance(statement, ast.Assign)]
     names = list(dict.fromkeys(node.id for statement in assignments for target in statement.targets
                                for node in ast.walk(target) if isinstance(node, ast.Name)))
-    shown = [ast.parse(f"{_SHOWN_PREFIX}{number} = __flawforge_shown({name})").body[0]
-             for number, name in enumerate(names)]
-    function = ast.parse("def solve():\n    pass\n")
-    function.body[0].body = assignments + shown + [ast.Pass()]
-    module = ast.fix_missing_locations(function)
-    return _FRACTION_AS_WRITTEN + "\n\n" + ast.unparse(module) + "\n", names
+    lines = [ast.unparse(statement) for statement in assignments]  # one line each
+    lines += [f"{_SHOWN_PREFIX}{number} = __flawforge_shown({name})" for number, name in enumerate(names)]
+    return _FRACTION_AS_WRITTEN + "\n\ndef solve():\n" + "".join(f"    {line}\n" for line in lines + ["pass"]), names
 
 
 # --- consistency of logical steps with the code ---------------------------------------------
