@@ -24,6 +24,7 @@ from typing import Any, Iterable, Protocol
 
 from flawforge.math.arithmetic import UnsafeExpression, evaluate, is_number
 from flawforge.math.display import show
+from flawforge.math.gsm8k import numbered_lines
 from flawforge.math.mutations import Edit, Mutation, mutations_of
 from flawforge.math.mutations.base import Miscalculate, StopAt
 from flawforge.math.program import FINAL_ANSWER_STEP, BoundProgram, Program, Site, TemplateError, same_values
@@ -111,7 +112,8 @@ def generate_for_problem(template: ProblemTemplate, sandbox: TraceExecutor, fami
         return rejected("answer_not_a_number", f"solve() returned {correct.return_value.type}")
     bound = BoundProgram.bind(program, correct.trace, correct_answer)
     try:
-        writer = SolutionWriter(program, bound.final_values, correct_answer)
+        original_lines = {label: line for label, line in numbered_lines(template.gsm8k_answer).items() if label != "FA"}
+        writer = SolutionWriter(program, bound.final_values, correct_answer, original_lines)
     except Unrenderable as exc:
         return rejected("template_not_renderable", str(exc))
 

@@ -24,7 +24,7 @@ from functools import lru_cache
 from fractions import Fraction
 from typing import Any, Callable, Mapping
 
-from flawforge.math.annotations import false_equations, find_annotations
+from flawforge.math.annotations import false_annotations, false_equations, find_annotations
 from flawforge.math.arithmetic import UnsafeExpression, evaluate
 from flawforge.math.display import show
 from flawforge.math.mutations.base import DropTerm, StopAt, SubstituteName, SwapOperator, TextChange
@@ -365,7 +365,10 @@ class SolutionWriter:
     A flawed solution reuses each correct line whose template reads no value the flaw
     changed, so only the lines the flaw reaches are written again."""
 
-    def __init__(self, program: Program, values: Mapping[str, Any], answer: Any):
+    def __init__(self, program: Program, values: Mapping[str, Any], answer: Any,
+                 source_lines: Mapping[str, str] | None = None):
+        """`source_lines` are the original solution's lines by label ('L1', ...): the ones no
+        step writes are kept as they are, so line labels mean the same in every solution."""
         self.program = program
         self.values = values
         self.code = code_of(program)
@@ -375,9 +378,18 @@ class SolutionWriter:
         self.reads = {number: {name for field in fields(template) for name in field.names} & values.keys()
                       for number, template in self.templates}
         self.lines = {number: _render_line(template, values, self.code, None) for number, template in self.templates}
+        self.order = [number for number, _ in self.templates]
+        kept = _unwritten_lines(self.order, source_lines or {})
+        for number, line in kept.items():
+            if false_annotations(line) or false_equations(line):
+                raise Unrenderable(f"original line {number}, kept as it is, states a false calculation")
+            self.lines[number] = line
+            self.reads[number] = set()
+        if kept:
+            self.order = sorted(self.order + list(kept), key=lambda number: int(number[1:]))
         # calculations a template's prose already gets wrong (or that the checker misreads) are not the flaw's
         self.false_in_prose = {number: len(false_equations(line)) for number, line in self.lines.items()}
-        self.solution = self._join([self.lines[number] for number, _ in self.templates], answer)
+        self.solution = self._join([self.lines[number] for number in self.order], answer)
 
     def write(self, values: Mapping[str, Any], answer: Any, *, step: str, change: TextChange,
               code: Mapping[str, ast.expr] | None = None, miscalculated: str | None = None) -> str:
@@ -387,15 +399,18 @@ class SolutionWriter:
         annotations rewritten from the code); `miscalculated` is the variable whose annotation
         must be false (computational errors)."""
         code = {**self.code, **(code or {})}
-        templates = self.templates
+        templates = dict(self.templates)
+        order = self.order
         if isinstance(change, StopAt):
-            templates = _until(templates, self.program.step_of(change.variable), change.variable)
-        elif step not in self.lines:
+            kept = _until(self.templates, self.program.step_of(change.variable), change.variable)
+            order = order[:order.index(kept[-1][0]) + 1]
+        elif step not in templates:
             raise Unrenderable(f"no solution line for step {step}")
         changed = {name for name, value in values.items()
                    if name not in self.values or not _same(value, self.values[name])}
         lines = []
-        for number, template in templates:
+        for number in order:
+            template = templates.get(number)
             if number != step and not (self.reads[number] & changed):
                 lines.append(self.lines[number])
                 continue
@@ -413,6 +428,14 @@ class SolutionWriter:
     @staticmethod
     def _join(lines: list[str], answer: Any) -> str:
         return "\n".join(lines + [FINAL_ANSWER_PREFIX + show(answer)])
+
+
+def _unwritten_lines(step_numbers: list[str], source_lines: Mapping[str, str]) -> dict[str, str]:
+    """The original lines no step writes, when every label is 'L<k>' (else none: no common numbering)."""
+    labels = list(step_numbers) + list(source_lines)
+    if not all(re.fullmatch(r"L[1-9]\d*", label) for label in labels):
+        return {}
+    return {number: line for number, line in source_lines.items() if number not in step_numbers}
 
 
 def _same(left: Any, right: Any) -> bool:
