@@ -8,7 +8,7 @@ SHARED ?= ../shared/data
 SYSTEM_PACKAGES := chromium chromium-driver
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install system-deps test test-fast bench proto clean
+.PHONY: install system-deps test test-fast bench proto docs clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -34,6 +34,9 @@ bench: install
 
 proto: install
 	$(BIN)/python -m flawforge.proto.export proto/schemas
+
+docs: install
+	$(BIN)/python -m flawforge.settings_doc > docs/settings.md
 
 clean:
 	rm -rf var out .pytest_cache
