@@ -96,9 +96,11 @@ class CompletionRequest(SamplingRequest):
 
 
 class Usage(Model):
-    prompt_tokens: int
-    completion_tokens: int
-    total_tokens: int
+    """Token counts of a call; providers that omit a count report 0."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
 
 
 class TopLogprob(Model):

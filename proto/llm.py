@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from flawforge.proto.base import BlobRef, Message, Model
+from flawforge.proto.inference import Usage
 
 
 class ProviderConfig(Model):
@@ -46,12 +47,6 @@ class ChatRequest(Model):
         """The sampling parameters that were set."""
         names = ("max_tokens", "temperature", "top_p", "stop", "seed")
         return {name: getattr(self, name) for name in names if getattr(self, name) is not None}
-
-
-class Usage(Model):
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    total_tokens: int = 0
 
 
 class ChatResult(Model):

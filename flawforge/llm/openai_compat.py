@@ -17,7 +17,8 @@ from flawforge.llm.config import ProviderConfig
 from flawforge.llm.errors import (ContextLengthExceeded, InvalidRequest, LLMError, ProviderError,
                                   UnknownModel)
 from flawforge.llm.limits import Backoff, CallScope, RateLimiter
-from flawforge.proto.llm import ChatRequest, ChatResult, Usage
+from flawforge.proto.inference import Usage
+from flawforge.proto.llm import ChatRequest, ChatResult
 
 CHAT_PATH = "/chat/completions"
 
