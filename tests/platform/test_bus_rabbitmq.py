@@ -40,20 +40,25 @@ def test_worker_killed_mid_message_redelivers_and_the_effect_happens_once(amqp_u
     rabbit.publish(queue_name, message)
 
     first = _start_worker(amqp_url, queue_name, tmp_path, work_s=60)
-    assert wait_until(lambda: (tmp_path / f"started-{first.pid}").exists(), timeout=20), "first worker never got the message"
-    os.kill(first.pid, signal.SIGKILL)  # mid-message: artifact stored, not yet acked
-    first.wait()
-    assert not store.exists(f"bus/processed/{queue_name}/{message.message_id}")
-
-    second = _start_worker(amqp_url, queue_name, tmp_path, work_s=0)
+    second = None
     try:
-        assert wait_until(lambda: (tmp_path / f"started-{second.pid}").exists(), timeout=20), "message was not redelivered"
+        assert wait_until(lambda: (tmp_path / f"started-{first.pid}").exists(), timeout=20), \
+            "first worker never got the message"
+        os.kill(first.pid, signal.SIGKILL)  # mid-message: artifact stored, not yet acked
+        first.wait()
+        assert not store.exists(f"bus/processed/{queue_name}/{message.message_id}")
+
+        second = _start_worker(amqp_url, queue_name, tmp_path, work_s=0)
+        assert wait_until(lambda: (tmp_path / f"started-{second.pid}").exists(), timeout=20), \
+            "message was not redelivered"
         assert wait_until(lambda: store.exists(f"bus/processed/{queue_name}/{message.message_id}"))
         # Acked once done: nothing left in the queue, nothing dead-lettered.
         assert wait_until(lambda: rabbit.depth(queue_name) == 0)
     finally:
         (tmp_path / "stop").touch()
-        second.wait(10)
+        first.kill()
+        if second is not None:
+            second.wait(10)
     assert len(list(store.list("artifacts/"))) == 1  # redelivery rewrote the same content-addressed key
     handlers = sorted(store.get(k).decode().split(":")[0] for k in store.list("handled-by/"))
     assert handlers == sorted([str(first.pid), str(second.pid)])
@@ -73,7 +78,10 @@ def test_long_work_keeps_the_connection_alive_past_the_heartbeat_timeout(amqp_ur
         time.sleep(1.5)
     finally:
         (tmp_path / "stop").touch()
-        worker.wait(15)
+        try:
+            worker.wait(15)
+        except subprocess.TimeoutExpired:
+            worker.kill()
     assert len(list(store.list("handled-by/"))) == 1  # handled exactly once: no redelivery
 
 
