@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import uuid
 from pathlib import Path
 
@@ -49,13 +50,24 @@ def shared_data() -> Path:
 
 @pytest.fixture(scope="session")
 def s3_server():
-    """moto's S3 server over real HTTP on a free local port."""
-    from moto.server import ThreadedMotoServer
+    """moto's S3 server over real HTTP on a free local port.
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    yield f"127.0.0.1:{port}"
-    server.stop()
+    Requests are served one at a time: S3 and MinIO apply a conditional write
+    (If-None-Match) atomically, and moto only does when requests do not overlap.
+    """
+    from moto.server import DomainDispatcherApplication, create_backend_app
+    from werkzeug.serving import make_server
+
+    app = DomainDispatcherApplication(create_backend_app)
+    lock = threading.Lock()
+
+    def one_at_a_time(environ, start_response):
+        with lock:
+            return list(app(environ, start_response))
+
+    server = make_server("127.0.0.1", 0, one_at_a_time, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    thread.join(10)

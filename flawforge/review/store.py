@@ -19,6 +19,7 @@ decision on an expired claim and the takeover of that claim mutually exclusive.
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Iterable
@@ -30,6 +31,8 @@ from flawforge.proto.review import (NAME_PATTERN, Assignment, Claim, Decision, D
 from flawforge.review.lines import line_diff, line_labels
 
 COUNTED_KINDS = ("accept", "reject", "edit")
+CONTENTION_RETRIES = 50
+CONTENTION_WAIT_S = 0.02
 _NAME = re.compile(NAME_PATTERN)
 _GENERATION_DIGITS = 6
 
@@ -88,7 +91,18 @@ class ItemState:
             return ("filled", latest) if decision is not None and decision.kind in COUNTED_KINDS else ("free", latest + 1)
         if gen.claim is not None and now - gen.claim.claimed_at >= ttl:
             return "expired", latest + 1
+        if gen.claim is not None and self._duplicate(gen.claim):
+            return "free", latest + 1  # its reviewer holds another slot and is handing this one back
         return "active", latest
+
+    def _duplicate(self, claim: Claim) -> bool:
+        marker = self.markers.get(claim.reviewer)
+        return marker is not None and (marker.slot, marker.generation) != (claim.slot, claim.generation)
+
+    def claim_in_flight(self) -> bool:
+        """A slot claimed by a reviewer whose marker is not written yet: it may be handed back."""
+        return any(gen.outcome is None and gen.claim is not None and gen.claim.reviewer not in self.markers
+                   for gens in self.slots.values() for gen in gens.values())
 
     def statuses(self, slots: int, now: datetime, ttl: timedelta) -> list[str]:
         return [self.slot_status(k, now, ttl)[0] for k in range(slots)]
@@ -247,13 +261,25 @@ class ReviewStore:
         """
         check_name("reviewer name", reviewer)
         manifest = self.manifest(round_name)
+        # Open slots lost to concurrent requests, or claims in flight that may be handed back a
+        # moment later, mean the snapshot was stale: look again briefly before saying nothing is left.
+        for _ in range(CONTENTION_RETRIES):
+            assignment, contended = self._next_item(manifest, reviewer)
+            if assignment is not None or not contended:
+                return assignment
+            time.sleep(CONTENTION_WAIT_S)
+        return None
+
+    def _next_item(self, manifest: RoundManifest, reviewer: str) -> tuple[Assignment | None, bool]:
+        """An assignment, or None and whether other requests were contending for the slots."""
+        round_name = manifest.round
         now = self.clock()
         states = self._load_states(round_name)
         empty = ItemState()
         for item_id in manifest.item_ids:
             claim = states.get(item_id, empty).holds_open_claim(reviewer)
             if claim is not None:
-                return self._assignment(manifest, claim, reviewer, states)
+                return self._assignment(manifest, claim, reviewer, states), False
         ranked = []
         for order, item_id in enumerate(manifest.item_ids):
             state = states.get(item_id, empty)
@@ -264,8 +290,8 @@ class ReviewStore:
         for _, _, item_id in sorted(ranked):
             claim = self._try_claim(manifest, item_id, reviewer, states.setdefault(item_id, ItemState()), now)
             if claim is not None:
-                return self._assignment(manifest, claim, reviewer, states)
-        return None
+                return self._assignment(manifest, claim, reviewer, states), False
+        return None, bool(ranked) or any(state.claim_in_flight() for state in states.values())
 
     def _assignment(self, manifest: RoundManifest, claim: Claim, reviewer: str,
                     states: dict[str, ItemState]) -> Assignment:
