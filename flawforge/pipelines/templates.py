@@ -19,14 +19,11 @@ from flawforge.jobs.pipeline import Pipeline, register
 from flawforge.llm.formalization import FormalizationReply, formalization_request
 from flawforge.llm.gateway import Gateway, StructuredOutcome
 from flawforge.llm.limits import Budget, CallScope
-from flawforge.math.gsm8k import GSM8KProblem, read_gsm8k
+from flawforge.math.gsm8k import GSM8KProblem, index_range, read_gsm8k
 from flawforge.math.templates import DEFAULT_MODEL_PREFERENCE, InvalidTemplate, TemplateFolder, problem_template
 from flawforge.math.tiers import tier_of
 from flawforge.proto.llm import TemplateGenerationReport
 from flawforge.proto.math import ProblemTemplate, Reject
-
-_RANGE = re.compile(r"^(\d+)-(\d+)$")
-
 
 class TemplateGenerationParams(BaseModel):
     model_config = {"extra": "forbid"}
@@ -48,14 +45,13 @@ class TemplateGenerationParams(BaseModel):
     @field_validator("indices")
     @classmethod
     def _range(cls, value: str) -> str:
-        match = _RANGE.match(value.strip())
-        if not match or int(match[1]) > int(match[2]):
+        if "-" not in value:
             raise ValueError("must be 'A-B' with A <= B, e.g. 2500-2509")
+        index_range(value)  # says what is wrong with it
         return value.strip()
 
     def index_range(self) -> range:
-        first, last = map(int, _RANGE.match(self.indices).groups())
-        return range(first, last + 1)
+        return index_range(self.indices)
 
 
 def template_model_name(model: str) -> str:
