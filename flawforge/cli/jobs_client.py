@@ -48,8 +48,8 @@ def run_embedded(pipeline_name: str, params: dict, out: Path, settings) -> JobSt
         status = _follow(lambda: jobs.get(status.job_id), 0.1, pipeline_name)
         _finish(status)
         out.mkdir(parents=True, exist_ok=True)
-        for artifact in jobs.artifacts(status.job_id):
-            (out / artifact.name).write_bytes(jobs.artifact(status.job_id, artifact.name))
+        for name in jobs.artifact_names(status.job_id):
+            (out / name).write_bytes(jobs.artifact(status.job_id, name))
     return status
 
 

@@ -77,13 +77,16 @@ class JobStore:
         ref = self.store.put(self._artifact_prefix(job_id) + name, data)
         return Artifact(name=name, blob=ref)
 
-    def artifacts(self, job_id: str) -> list[Artifact]:
+    def artifact_names(self, job_id: str) -> list[str]:
         self.get(job_id)
         prefix = self._artifact_prefix(job_id)
-        out = []
-        for key in self.store.list(prefix):
-            out.append(Artifact(name=key[len(prefix):], blob=self.store.ref_for(key, self.store.get(key))))
-        return out
+        return [key[len(prefix):] for key in self.store.list(prefix)]
+
+    def artifacts(self, job_id: str) -> list[Artifact]:
+        """Names with checksums: reads every artifact, so callers that only need names use artifact_names."""
+        prefix = self._artifact_prefix(job_id)
+        return [Artifact(name=name, blob=self.store.ref_for(prefix + name, self.store.get(prefix + name)))
+                for name in self.artifact_names(job_id)]
 
     def artifact(self, job_id: str, name: str) -> bytes:
         self.get(job_id)
