@@ -7,6 +7,7 @@ from pathlib import Path
 import httpx
 from tqdm import tqdm
 
+from flawforge.blobstore.base import sha256_hex
 from flawforge.errors import FlawforgeError
 from flawforge.proto.jobs import Artifact, JobState, JobStatus
 
@@ -71,5 +72,8 @@ def run_on_stack(url: str, pipeline_name: str, params: dict, out: Path, token: s
         out.mkdir(parents=True, exist_ok=True)
         for item in client.get(f"/jobs/{job_id}/artifacts").raise_for_status().json():
             artifact = Artifact.model_validate(item)
-            (out / artifact.name).write_bytes(client.get(f"/jobs/{job_id}/artifacts/{artifact.name}").raise_for_status().content)
+            data = client.get(f"/jobs/{job_id}/artifacts/{artifact.name}").raise_for_status().content
+            if sha256_hex(data) != artifact.blob.sha256:
+                raise FlawforgeError(f"artifact {artifact.name} of job {job_id} arrived corrupted (checksum mismatch)")
+            (out / artifact.name).write_bytes(data)
     return status
