@@ -3,12 +3,13 @@
 1. The correct template runs once in the sandbox, traced; that trace gives every value the
    mutations need (no prefix of the program is re-executed).
 2. Every registered mutation of the requested families proposes its edits at every site.
-3. For straight-line templates (all but a handful), each mutant's whole flawed execution is
-   predicted from the trace with the safe arithmetic evaluator: the assignments after the
-   mutated one are re-evaluated. The plausibility filter, the solution text and the caps all
-   work on these predictions, and only the selected mutants run in the sandbox, in one
-   batch; a candidate is built from its sandboxed trace, which must pass the same checks.
-   Other templates run all their mutants in one batch before filtering.
+3. A straight-line template (all but a handful) whose sandboxed trace the arithmetic
+   interpreter reproduces exactly (every value, its type, its place) has its mutants
+   executed by that interpreter: from the mutated assignment on, each assignment is
+   evaluated again. The interpreter runs nothing but arithmetic on numbers (see
+   flawforge.math.arithmetic), so these mutants need no process of their own; the test suite
+   runs every candidate of the shared corpus in the sandbox and gets the same traces.
+   Other templates run all their mutants in one sandbox batch.
 4. Mutants whose text cannot say what they computed are dropped; near-duplicates (same type,
    line and flawed answer) are merged; the caps select the candidates.
 
@@ -27,13 +28,13 @@ from flawforge.math.display import show
 from flawforge.math.gsm8k import numbered_lines
 from flawforge.math.mutations import Edit, Mutation, mutations_of
 from flawforge.math.mutations.base import Miscalculate, StopAt
-from flawforge.math.program import FINAL_ANSWER_STEP, BoundProgram, Program, Site, TemplateError, same_values
+from flawforge.math.program import FINAL_ANSWER_STEP, BoundProgram, Prediction, Program, Site, TemplateError
 from flawforge.math.reconstruct import SolutionWriter, Unrenderable
 from flawforge.math.selection import DEFAULT_CAPS, Caps, Choice, implausibility, select, stable_hash, \
     value_implausibility
 from flawforge.proto.math import Candidate, ProblemTemplate, Reject
 from flawforge.proto.sandbox import ExecutionResult
-from flawforge.proto.values import TypedValue
+from flawforge.proto.values import TraceStep, TypedValue
 
 FAMILIES = ("computational", "conceptual")
 
@@ -77,11 +78,15 @@ class _Mutant:
 
 @dataclass(frozen=True)
 class _Outcome:
-    """A mutant's flawed execution: predicted (result None) or run in the sandbox."""
+    """A mutant's flawed execution: run in the sandbox, or evaluated by the arithmetic interpreter."""
 
     values: dict[str, Any]
     answer: Any
     result: ExecutionResult | None = None
+    prediction: Prediction | None = None
+
+    def trace(self, bound: BoundProgram) -> list[TraceStep]:
+        return self.result.trace if self.result is not None else bound.trace_of(self.prediction)
 
 
 @dataclass(frozen=True)
@@ -124,20 +129,17 @@ def generate_for_problem(template: ProblemTemplate, sandbox: TraceExecutor, fami
         return _tell(writer, group, dropped)
 
     if not mutants:
-        selected = []
+        outcomes = []
     elif bound.predictable:
-        groups = _plausible(bound, [(m, _predict(bound, m)) for m in mutants], dropped)
-        chosen = select([_choice(g) for g in groups], caps, seed, accept=tell)
-        results = sandbox.trace_batch(template.code, [f.mutant.code for f in chosen], func="solve")[1:] \
-            if chosen else []
-        selected = [f for f in (_confirm(bound, flawed, _ran(result), tell, dropped)
-                                for flawed, result in zip(chosen, results)) if f is not None]
+        outcomes = [(m, _predict(bound, m)) for m in mutants]
     else:
         results = sandbox.trace_batch(template.code, [m.code for m in mutants], func="solve")[1:]
-        groups = _plausible(bound, [(m, _ran(r)) for m, r in zip(mutants, results)], dropped)
-        selected = select([_choice(g) for g in groups], caps, seed, accept=tell)
+        outcomes = [(m, _ran(r)) for m, r in zip(mutants, results)]
+    groups = _plausible(bound, outcomes, dropped)
+    selected = select([_choice(g) for g in groups], caps, seed, accept=tell)
 
-    output = ProblemOutput(candidates=[_candidate(template, correct, writer.solution, f, seed) for f in selected])
+    output = ProblemOutput(candidates=[_candidate(template, correct, bound, writer.solution, f, seed)
+                                       for f in selected])
     for family in families:
         if not any(c.family == family for c in output.candidates):
             proposed = sum(m.mutation.family == family for m in mutants)
@@ -169,19 +171,10 @@ def _implausible_here(site: Site, edit: Edit) -> bool:
 
 def _predict(bound: BoundProgram, mutant: _Mutant) -> _Outcome | None:
     try:
-        values, answer = bound.predict(mutant.site, mutant.edit.expression)
+        prediction = bound.predict(mutant.site, mutant.edit.expression)
     except UnsafeExpression:
         return None  # the mutant would fail (e.g. divide by zero)
-    return _Outcome(values=values, answer=answer)
-
-
-def _confirm(bound: BoundProgram, flawed: _Flawed, ran: _Outcome | None, tell, dropped: Counter) -> _Flawed | None:
-    """The selected mutant as the sandbox ran it: the prediction when they agree, else checked again."""
-    if ran is not None and same_values(ran.values, flawed.outcome.values) \
-            and same_values({"": ran.answer}, {"": flawed.outcome.answer}):
-        return _Flawed(mutant=flawed.mutant, outcome=ran, solution=flawed.solution)
-    groups = _plausible(bound, [(flawed.mutant, ran)], dropped, merge=False)
-    return tell(groups[0]) if groups else None
+    return _Outcome(values=prediction.values, answer=prediction.answer, prediction=prediction)
 
 
 def _ran(result: ExecutionResult) -> _Outcome | None:
@@ -193,12 +186,9 @@ def _ran(result: ExecutionResult) -> _Outcome | None:
 Group = list[tuple[_Mutant, _Outcome]]
 
 
-def _plausible(bound: BoundProgram, outcomes: list[tuple[_Mutant, _Outcome | None]], dropped: Counter,
-               merge: bool = True) -> list[Group]:
-    """The mutants whose flawed execution is plausible, in groups.
-
-    With `merge`, mutants with the same error type, line and flawed answer form one group
-    (the same mistake to a reviewer), most plausible first; otherwise each is its own."""
+def _plausible(bound: BoundProgram, outcomes: list[tuple[_Mutant, _Outcome | None]], dropped: Counter) -> list[Group]:
+    """The mutants whose flawed execution is plausible, in groups: mutants with the same error type,
+    line and flawed answer form one (the same mistake to a reviewer), most plausible first."""
     groups: dict[Any, Group] = {}
     for mutant, outcome in outcomes:
         if outcome is None:
@@ -208,7 +198,7 @@ def _plausible(bound: BoundProgram, outcomes: list[tuple[_Mutant, _Outcome | Non
         if reason:
             dropped[(mutant.mutation.family, reason)] += 1
             continue
-        key = (mutant.mutation.name, mutant.line, show(outcome.answer)) if merge else len(groups)
+        key = (mutant.mutation.name, mutant.line, show(outcome.answer))
         groups.setdefault(key, []).append((mutant, outcome))
     for group in groups.values():
         group.sort(key=lambda pair: (-pair[0].edit.prior, pair[0].key))
@@ -239,19 +229,18 @@ def _choice(group: Group) -> Choice[Group]:
                   prior=mutant.edit.prior, key=mutant.key, item=group)
 
 
-def _candidate(template: ProblemTemplate, correct: ExecutionResult, original_solution: str, flawed: _Flawed,
-               seed: int) -> Candidate:
+def _candidate(template: ProblemTemplate, correct: ExecutionResult, bound: BoundProgram, original_solution: str,
+               flawed: _Flawed, seed: int) -> Candidate:
     mutant = flawed.mutant
     target = mutant.site.target
-    result = flawed.outcome.result
     fields = dict(
         problem_index=template.problem_index, tier=template.tier, template_model=template.template_model,
         family=mutant.mutation.family, error_type=mutant.mutation.name, target_variable=target,
         erroneous_line_number=mutant.line,
         correct_value=TypedValue.of(mutant.site.value),
         flawed_value=TypedValue.of(flawed.outcome.values.get(target)),
-        correct_final_answer=correct.return_value, flawed_final_answer=result.return_value,
-        mutated_code=mutant.code, correct_trace=correct.trace, flawed_trace=result.trace,
+        correct_final_answer=correct.return_value, flawed_final_answer=TypedValue.of(flawed.outcome.answer),
+        mutated_code=mutant.code, correct_trace=correct.trace, flawed_trace=flawed.outcome.trace(bound),
         original_solution=original_solution, flawed_solution=flawed.solution,
         explanation=mutant.mutation.explain(mutant.site, mutant.edit),
         mutation={"name": mutant.mutation.name, **mutant.edit.params}, seed=seed,

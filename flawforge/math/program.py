@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from flawforge.math.arithmetic import UnsafeExpression, call_name, evaluate, is_number
-from flawforge.proto.values import TraceStep
+from flawforge.proto.values import TraceStep, TypedValue
 
 ENTRY_POINT = "solve"
 FINAL_ANSWER_STEP = "FA"
@@ -214,6 +214,16 @@ class Site:
 
 
 @dataclass(frozen=True)
+class Prediction:
+    """A straight-line program's execution when one assignment computes something else."""
+
+    values: dict[str, Any]     # each variable's last value
+    answer: Any                # what solve() returns
+    start: int                 # position of the changed assignment
+    assigned: tuple[Any, ...]  # the values assigned from `start` on, in execution order
+
+
+@dataclass(frozen=True)
 class BoundProgram:
     """A program with the values of its correct execution."""
 
@@ -221,6 +231,7 @@ class BoundProgram:
     sites: tuple[Site, ...]
     final_values: Mapping[str, Any]  # each variable's last value
     answer: Any
+    trace: tuple[TraceStep, ...] = ()
 
     @classmethod
     def bind(cls, program: Program, trace: list[TraceStep], answer: Any) -> "BoundProgram":
@@ -239,35 +250,51 @@ class BoundProgram:
                 seen.add(assignment.position)
                 sites.append(Site(program=program, assignment=assignment, value=value, scope=dict(scope)))
             scope[step.name] = value
-        return cls(program=program, sites=tuple(sites), final_values=scope, answer=answer)
+        return cls(program=program, sites=tuple(sites), final_values=scope, answer=answer, trace=tuple(trace))
 
-    def predict(self, site: Site, expression: ast.expr) -> tuple[dict[str, Any], Any]:
-        """The final values and return value when `site` computes `expression` instead.
+    def predict(self, site: Site, expression: ast.expr) -> Prediction:
+        """The execution when `site` computes `expression` instead.
 
-        Straight-line programs only: the later assignments are re-evaluated with the safe
-        evaluator, so a mutant's effect is known without running it. Raises Unpredictable,
-        or UnsafeExpression when the arithmetic itself fails (e.g. a division by zero).
+        Straight-line programs only: the assignments from the site on are evaluated with the
+        arithmetic interpreter. Raises Unpredictable, or UnsafeExpression when the arithmetic
+        itself fails (e.g. a division by zero) or is not plain arithmetic.
         """
         program = self.program
         if not program.straight_line or program.returned is None:
             raise Unpredictable("the program is not straight-line code")
         values = dict(site.scope)
-        values[site.target] = evaluate(expression, values)
+        value = values[site.target] = evaluate(expression, values)
+        assigned = [value]
         for assignment in program.assignments[site.assignment.position + 1:]:
-            values[assignment.target] = evaluate(assignment.value, values)
-        return values, evaluate(program.returned, values)
+            value = values[assignment.target] = evaluate(assignment.value, values)
+            assigned.append(value)
+        return Prediction(values=values, answer=evaluate(program.returned, values),
+                          start=site.assignment.position, assigned=tuple(assigned))
+
+    def trace_of(self, prediction: Prediction) -> list[TraceStep]:
+        """The trace the predicted execution records: the correct one up to the change, then the new values."""
+        steps = list(self.trace[:prediction.start])
+        steps += (TraceStep(name=step.name, line=step.line, value=TypedValue.of(value))
+                  for step, value in zip(self.trace[prediction.start:], prediction.assigned))
+        return steps
 
     @property
     def predictable(self) -> bool:
-        """Whether re-evaluating the program reproduces its traced execution exactly."""
-        if not self.sites or len(self.sites) != len(self.program.assignments):
+        """Whether the arithmetic interpreter reproduces the traced execution exactly: every value, its
+        type and its place in the trace."""
+        assignments = self.program.assignments
+        if not self.sites or not len(self.sites) == len(assignments) == len(self.trace):
+            return False
+        if any(step.name != a.target for step, a in zip(self.trace, assignments)):
             return False
         first = self.sites[0]
         try:
-            values, answer = self.predict(first, first.assignment.value)
+            prediction = self.predict(first, first.assignment.value)
         except (Unpredictable, UnsafeExpression):
             return False
-        return same_values(values, self.final_values) and same_values({"": answer}, {"": self.answer})
+        return (same_values(prediction.values, self.final_values)
+                and same_values({"": prediction.answer}, {"": self.answer})
+                and self.trace_of(prediction) == list(self.trace))
 
 
 class Unpredictable(Exception):

@@ -1,4 +1,4 @@
-"""generate_for_problem: rejects for bad templates, one sandbox batch per problem, the whole corpus, determinism."""
+"""generate_for_problem: rejects for bad templates, what runs in the sandbox, the whole corpus, determinism."""
 from __future__ import annotations
 
 import random
@@ -56,12 +56,27 @@ def test_unknown_family_is_a_caller_error(sandbox):
         generate_for_problem(plant_template(), sandbox, ["typos"], seed=1)
 
 
-def test_one_trace_and_one_batch_per_problem(sandbox):
+def test_straight_line_mutants_are_evaluated_without_a_sandbox_run(sandbox):
     counting = CountingSandbox(sandbox)
     output = generate_for_problem(plant_template(), counting, ["computational", "conceptual"], seed=5)
+    assert output.candidates
+    assert counting.calls == {"trace_call": 1}  # the template itself; its mutants are plain arithmetic
+
+
+# The same problem with a loop: not straight-line, so every mutant runs in the sandbox, in one batch.
+LOOP_CODE = PLANT_CODE.replace("    total_earnings = orchid_earnings + plant_earnings\n",
+                               "    total_earnings = 0\n    for part in (orchid_earnings, plant_earnings):\n"
+                               "        total_earnings += part\n")
+
+
+def test_other_templates_run_every_mutant_in_one_batch(sandbox):
+    counting = CountingSandbox(sandbox)
+    output = generate_for_problem(plant_template(code=LOOP_CODE), counting, ["computational", "conceptual"], seed=5)
     assert counting.calls["trace_call"] == 1 and counting.calls["trace_batch"] == 1
-    # only the selected mutants run: discovery and filtering work from the correct trace
-    assert counting.calls["variants"] == len(output.candidates)
+    assert counting.calls["variants"] > len(output.candidates) > 0
+    for c in output.candidates:
+        rerun = sandbox.trace_call(c.mutated_code, "solve")
+        assert rerun.trace == c.flawed_trace and rerun.return_value == c.flawed_final_answer
 
 
 def test_candidates_are_complete_and_consistent(sandbox):
@@ -77,7 +92,7 @@ def test_candidates_are_complete_and_consistent(sandbox):
         assert c.erroneous_line_number in {"L1", "L2", "L3", "FA"}
         assert c.mutation["name"] == c.error_type
         rerun = sandbox.trace_call(c.mutated_code, "solve")
-        assert rerun.trace == c.flawed_trace
+        assert rerun.trace == c.flawed_trace and rerun.return_value == c.flawed_final_answer
 
 
 def test_selection_uses_the_given_seed_and_no_global_random_state(sandbox):
@@ -108,6 +123,18 @@ def test_every_template_of_the_corpus_gives_candidates_or_reasons(corpus, shared
         assert output.candidates or output.rejects, key
     with_candidates = sum(bool(output.candidates) for output in corpus.values())
     assert with_candidates >= 0.98 * len(corpus), reasons
+
+
+@pytest.mark.slow
+def test_every_flawed_trace_is_what_the_sandbox_records_for_the_mutated_code(corpus):
+    candidates = [c for output in corpus.values() for c in output.candidates]
+    assert len(candidates) > 20_000
+    with Sandbox(LIMITS, workers=4) as sandbox:
+        runs = sandbox.trace_batch(candidates[0].mutated_code, [c.mutated_code for c in candidates[1:]])
+    for candidate, run in zip(candidates, runs):
+        assert run.outcome == "ok", (candidate.problem_index, candidate.error_type, run.detail)
+        assert (run.trace, run.return_value) == (candidate.flawed_trace, candidate.flawed_final_answer), \
+            (candidate.problem_index, candidate.template_model, candidate.error_type)
 
 
 @pytest.mark.slow
