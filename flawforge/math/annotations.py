@@ -120,10 +120,15 @@ class _IntervalEvaluator(Evaluator):
     def __init__(self, text: str):
         super().__init__({})
         self.text = text
+        # ast's offsets count UTF-8 bytes on a line: in one line of ASCII they index the text itself
+        self.plain = text.isascii() and "\n" not in text
 
     def constant(self, node: ast.Constant) -> Interval:
         super().constant(node)
-        literal = ast.get_source_segment(self.text, node) or repr(node.value)
+        if self.plain:
+            literal = self.text[node.col_offset:node.end_col_offset]
+        else:
+            literal = ast.get_source_segment(self.text, node) or repr(node.value)
         return number_interval(literal)
 
     @staticmethod
@@ -147,6 +152,7 @@ def normalize(text: str) -> str:
     return _PERCENT.sub(r"(\1/100)", text)
 
 
+@lru_cache(maxsize=8192)  # a flawed line's calculations recur across the mutants of a problem
 def interval_of(text: str) -> Interval:
     """The interval of values an annotation side may denote; raises UnsafeExpression."""
     normalized = normalize(text)

@@ -64,7 +64,8 @@ _FIELD_OR_ESCAPE = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
 _ANNOTATION_TEMPLATE = re.compile(r"<<(.*?)>>")
 
 
-def fields(template: str) -> list[Field]:
+@lru_cache(maxsize=8192)  # the same few templates are read for every mutant of a problem
+def fields(template: str) -> tuple[Field, ...]:
     """The replacement fields of a str.format template, with their offsets ('{{' is a literal)."""
     found = []
     for match in _FIELD_OR_ESCAPE.finditer(template):
@@ -74,7 +75,7 @@ def fields(template: str) -> list[Field]:
         expression, _, spec = body.partition(":")
         found.append(Field(start=match.start(), end=match.end(), expression=expression.split("!", 1)[0].strip(),
                            spec=spec))
-    return found
+    return tuple(found)
 
 
 def _annotation_expression_spans(template: str) -> list[tuple[int, int]]:
@@ -299,7 +300,8 @@ class _AnnotationSlot:
     result: str | None   # the `v` of `={v}>>`
 
 
-def _annotation_slots(template: str) -> list[_AnnotationSlot]:
+@lru_cache(maxsize=8192)
+def _annotation_slots(template: str) -> tuple[_AnnotationSlot, ...]:
     slots = []
     for match in _ANNOTATION_TEMPLATE.finditer(template):
         body = match.group(1)
@@ -309,7 +311,7 @@ def _annotation_slots(template: str) -> list[_AnnotationSlot]:
         shown = fields(body[equals + 1:])
         slots.append(_AnnotationSlot(start=match.start(), end=match.end(), equals=match.start(1) + equals,
                                      result=shown[0].variable if len(shown) == 1 else None))
-    return slots
+    return tuple(slots)
 
 
 
