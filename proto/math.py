@@ -118,18 +118,14 @@ class ProblemWorkItem(Message):
                                                             "instead of running the template again.")
 
 
-class ProblemCandidates(Model):
-    """The blob a ProblemResult points to: everything one problem produced."""
-
-    problem_index: int
-    candidates: list[Candidate]
-    rejects: list[Reject]
-
-
 class ProblemResult(Message):
-    """What one problem produced: candidates and rejects, stored as one blob."""
+    """What one problem produced. The candidates are a JSON-lines blob, one Candidate a line in catalog order
+    (family, error type, target variable, id), so a job joins problems' blobs without reading them; their
+    error types come along for the job's summary."""
 
     kind = "math.problem_result"
     job_id: str
     problem_index: int
-    result: BlobRef
+    candidates: BlobRef
+    error_types: list[str] = Field(description="Each candidate's error type, in the order of the blob's lines.")
+    rejects: list[Reject]

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from typing import NamedTuple
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -23,8 +22,8 @@ from flawforge.math.gsm8k import index_range, read_gsm8k
 from flawforge.math.selection import stable_hash
 from flawforge.math.templates import DEFAULT_MODEL_PREFERENCE, TemplateFolder, choose_templates
 from flawforge.math.tiers import tier_of
-from flawforge.proto.math import (COMPUTATIONAL_TYPES, CONCEPTUAL_TYPES, Candidate, Family, ProblemCandidates,
-                                  ProblemResult, ProblemTemplate, ProblemWorkItem, Reject, TemplateValidation)
+from flawforge.proto.math import (COMPUTATIONAL_TYPES, CONCEPTUAL_TYPES, Candidate, Family, ProblemResult,
+                                  ProblemTemplate, ProblemWorkItem, Reject, TemplateValidation)
 
 PROBLEM_QUEUE = "math.problems"
 # Problems whose templates are validated in one sandbox batch (a fork per program would cost more than the run).
@@ -66,39 +65,33 @@ def _jsonl(models) -> bytes:
     return "".join(model.model_dump_json() + "\n" for model in models).encode()
 
 
-class CandidateLine(NamedTuple):
-    """A candidate as the job keeps it until the end: its JSON line and the fields it is sorted and counted by.
-    (The whole models of every candidate, millions of objects, would cost the garbage collector seconds.)"""
-
-    problem_index: int
-    family: str
-    error_type: str
-    target_variable: str
-    id: str
-    tier: str
-    line: str
-
-    @classmethod
-    def of(cls, candidate: Candidate) -> "CandidateLine":
-        return cls(candidate.problem_index, candidate.family, candidate.error_type, candidate.target_variable,
-                   candidate.id, candidate.tier, candidate.model_dump_json())
+def catalog_order(candidate: Candidate) -> tuple:
+    """A candidate's place in candidates.jsonl, after its problem index."""
+    return candidate.family, candidate.error_type, candidate.target_variable, candidate.id
 
 
 def _summary(params: MathErrorsParams, requested: int, templates: dict[int, ProblemTemplate],
-             candidates: list[CandidateLine], rejects: list[Reject], elapsed: float) -> dict:
-    with_candidates = {c.problem_index for c in candidates}
+             results: list[ProblemResult], rejects: list[Reject], elapsed: float) -> dict:
+    family_of = {t: family for family, types in ERROR_TYPES.items() for t in types}
     by_type = Counter({t: 0 for family in params.families for t in ERROR_TYPES[family]})
-    by_type.update(c.error_type for c in candidates)
+    by_tier: Counter = Counter()
+    for result in results:
+        by_type.update(result.error_types)
+        by_tier[templates[result.problem_index].tier] += len(result.error_types)
+    by_family = Counter()
+    for error_type, count in by_type.items():
+        if count:
+            by_family[family_of[error_type]] += count
     return {
         "problems": requested,
         "problems_with_template": len(templates),
-        "problems_with_candidates": len(with_candidates),
+        "problems_with_candidates": sum(bool(result.error_types) for result in results),
         "problems_by_tier": dict(sorted(Counter(t.tier for t in templates.values()).items())),
         "templates_by_model": dict(sorted(Counter(t.template_model for t in templates.values()).items())),
-        "candidates": len(candidates),
-        "candidates_by_family": dict(sorted(Counter(c.family for c in candidates).items())),
+        "candidates": sum(by_type.values()),
+        "candidates_by_family": dict(sorted(by_family.items())),
         "candidates_by_error_type": dict(sorted(by_type.items())),
-        "candidates_by_tier": dict(sorted(Counter(c.tier for c in candidates).items())),
+        "candidates_by_tier": dict(sorted((tier, n) for tier, n in by_tier.items() if n)),
         "rejects": len(rejects),
         "rejects_by_reason": dict(sorted(Counter(r.reason for r in rejects).items())),
         "elapsed_seconds": round(elapsed, 3),
@@ -143,20 +136,16 @@ def run(ctx: JobContext, params: MathErrorsParams) -> None:
 
     results = ctx.wait_for_items([f"{index}.json" for index in templates], total=len(templates),
                                  message="generating candidates")
-    candidates: list[CandidateLine] = []
-    for data in results.values():
-        result = ProblemResult.model_validate_json(data)
-        produced = ProblemCandidates.model_validate_json(store.get_verified(result.result))
-        candidates += map(CandidateLine.of, produced.candidates)
-        rejects += produced.rejects
-
-    candidates.sort(key=lambda c: (c.problem_index, c.family, c.error_type, c.target_variable, c.id))
+    produced = sorted((ProblemResult.model_validate_json(data) for data in results.values()),
+                      key=lambda result: result.problem_index)
+    for result in produced:
+        rejects += result.rejects
     rejects.sort(key=lambda r: (r.problem_index, r.template_model or "", r.reason, r.detail))
     verdicts.sort(key=lambda v: (v.problem_index, v.template_model))
-    ctx.put_artifact("candidates.jsonl", "".join(c.line + "\n" for c in candidates).encode())
+    ctx.put_artifact("candidates.jsonl", b"".join(store.get_verified(result.candidates) for result in produced))
     ctx.put_artifact("rejects.jsonl", _jsonl(rejects))
     ctx.put_artifact("validation.jsonl", _jsonl(verdicts))
-    summary = _summary(params, len(indices), templates, candidates, rejects, time.monotonic() - started)
+    summary = _summary(params, len(indices), templates, produced, rejects, time.monotonic() - started)
     ctx.put_artifact("summary.json", (json.dumps(summary, indent=1) + "\n").encode())
 
 

@@ -15,11 +15,12 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from functools import lru_cache
+from typing import NamedTuple
 
 from flawforge.errors import FlawforgeError
 from flawforge.jobs.context import JobContext
-from flawforge.pipelines.math_errors import PROBLEM_QUEUE
-from flawforge.proto.math import ProblemCandidates, ProblemResult, ProblemTemplate, ProblemWorkItem, Reject
+from flawforge.pipelines.math_errors import PROBLEM_QUEUE, catalog_order
+from flawforge.proto.math import ProblemResult, ProblemTemplate, ProblemWorkItem, Reject
 from flawforge.proto.sandbox import ExecutionResult
 from flawforge.runtime.platform import Platform
 from flawforge.runtime.service import Consumer
@@ -75,8 +76,14 @@ class ValidatedRun:
         return [self.run, *(self.sandbox.trace_batch(variants[0], variants[1:], func) if variants else [])]
 
 
-def generate_problem(template_json: bytes, run_json: bytes | None, families: list[str], seed: int) -> bytes:
-    """One problem's ProblemCandidates as JSON; runs in a generation process."""
+class GeneratedProblem(NamedTuple):
+    candidates_jsonl: bytes  # one Candidate a line, in catalog order
+    error_types: list[str]   # each line's error type
+    rejects: list[Reject]
+
+
+def generate_problem(template_json: bytes, run_json: bytes | None, families: list[str], seed: int) -> GeneratedProblem:
+    """One problem's candidates and rejects; runs in a generation process."""
     from flawforge.math.generate import generate_for_problem
 
     template = ProblemTemplate.model_validate_json(template_json)
@@ -84,16 +91,16 @@ def generate_problem(template_json: bytes, run_json: bytes | None, families: lis
         ValidatedRun(sandbox(), template.code, ExecutionResult.model_validate_json(run_json))
     try:
         output = generate_for_problem(template, executor, families, seed)
-        produced = ProblemCandidates(problem_index=template.problem_index, candidates=output.candidates,
-                                     rejects=output.rejects)
     except FlawforgeError:
         raise  # the platform failed, not the template: retried by the bus
     except Exception as exc:  # a template that breaks generation is a reject, never a lost problem
         log.exception("generation failed for problem %d", template.problem_index)
-        produced = ProblemCandidates(problem_index=template.problem_index, candidates=[], rejects=[Reject(
+        return GeneratedProblem(b"", [], [Reject(
             problem_index=template.problem_index, tier=template.tier, template_model=template.template_model,
             reason="generation_failed", detail=f"{type(exc).__name__}: {exc}")])
-    return produced.model_dump_json().encode()
+    candidates = sorted(output.candidates, key=catalog_order)
+    return GeneratedProblem(b"".join(c.model_dump_json().encode() + b"\n" for c in candidates),
+                            [c.error_type for c in candidates], output.rejects)
 
 
 def make_problem_handler(platform: Platform):
@@ -107,8 +114,9 @@ def make_problem_handler(platform: Platform):
         except BrokenProcessPool:
             generation_processes.cache_clear()  # the next work item starts a new pool
             raise FlawforgeError(f"a generation process died on problem {message.problem_index}") from None
-        ref = store.put_content("math/results", produced, ".json")
-        result = ProblemResult(job_id=message.job_id, problem_index=message.problem_index, result=ref)
+        ref = store.put_content("math/candidates", produced.candidates_jsonl, ".jsonl")
+        result = ProblemResult(job_id=message.job_id, problem_index=message.problem_index, candidates=ref,
+                               error_types=produced.error_types, rejects=produced.rejects)
         store.put(JobContext(platform, message.job_id).item_key(f"{message.problem_index}.json"),
                   result.model_dump_json().encode(), "application/json")
 

@@ -6,7 +6,8 @@ from flawforge.jobs.context import JobContext
 from flawforge.math.generate import generate_for_problem
 from flawforge.math.gsm8k import read_gsm8k
 from flawforge.math.templates import TemplateFolder, problem_template
-from flawforge.proto.math import ProblemCandidates, ProblemResult, ProblemWorkItem
+from flawforge.pipelines.math_errors import catalog_order
+from flawforge.proto.math import ProblemResult, ProblemWorkItem
 from flawforge.runtime.platform import Platform
 from flawforge.sandbox import Sandbox
 from flawforge.services.mutator.worker import make_problem_handler, sandbox_ready
@@ -35,7 +36,9 @@ def test_pool_generation_is_stored_byte_for_byte_as_in_process(shared_data, tmp_
             stored = ProblemResult.model_validate_json(platform.store.get(JobContext(platform, "job1").item_key(
                 f"{index}.json")))
             output = generate_for_problem(template, sandbox, FAMILIES, seed)
-            expected = ProblemCandidates(problem_index=index, candidates=output.candidates, rejects=output.rejects)
-            assert platform.store.get_verified(stored.result) == expected.model_dump_json().encode()
+            expected = sorted(output.candidates, key=catalog_order)
+            assert platform.store.get_verified(stored.candidates) == b"".join(
+                c.model_dump_json().encode() + b"\n" for c in expected)
+            assert stored.error_types == [c.error_type for c in expected] and stored.rejects == output.rejects
             assert output.candidates
     platform.close()

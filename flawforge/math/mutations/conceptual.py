@@ -139,19 +139,11 @@ class OperandSubstitution(Mutation):
             for replacement, value in candidates.items():
                 if replacement in (operand, site.target) or value == site.scope[operand]:
                     continue
-                expression = _rename(site.assignment.value, operand, replacement)
+                expression = clone(site.assignment.value, {operand: replacement})
                 yield Edit(params={"operand": operand, "replacement": replacement}, expression=expression,
                            text=SubstituteName(old=operand, new=replacement),
                            explanation_values={"operand_value": show(site.scope[operand]),
                                                "replacement_value": show(value)})
-
-
-def _rename(expression: ast.expr, old: str, new: str) -> ast.expr:
-    duplicate = clone(expression)
-    for node in ast.walk(duplicate):
-        if isinstance(node, ast.Name) and node.id == old:
-            node.id = new
-    return duplicate
 
 
 class IncorrectOperand(OperandSubstitution):
