@@ -27,9 +27,12 @@ from flawforge.runtime.service import Consumer
 
 log = logging.getLogger(__name__)
 
-# Problems one mutator process works on at once, each in its own generation process: one per core
-# (more only add sandboxes and switching; measured on 2 cores, 4 cost a fifth more CPU per problem).
-CONCURRENT_PROBLEMS = max(2, len(os.sched_getaffinity(0)))
+# Generation processes, one per core (more only add sandboxes and switching; measured on 2 cores, 4 cost
+# a fifth more CPU per problem).
+GENERATION_PROCESSES = max(2, len(os.sched_getaffinity(0)))
+# Work items in flight: twice the processes, so that each process has the next problem queued while a
+# consumer thread moves the last one's blobs.
+CONCURRENT_PROBLEMS = 2 * GENERATION_PROCESSES
 
 
 @lru_cache(maxsize=1)
@@ -46,7 +49,7 @@ def generation_processes() -> ProcessPoolExecutor:
     engine once: quick to start, and never forked from the service's threads."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["flawforge.math.generate", __name__])
-    return ProcessPoolExecutor(CONCURRENT_PROBLEMS, mp_context=context)
+    return ProcessPoolExecutor(GENERATION_PROCESSES, mp_context=context)
 
 
 def start_sandbox() -> None:
