@@ -50,12 +50,22 @@ class Report:
     @classmethod
     def of_lines(cls, lines: list[bytes]) -> "Report":
         report = cls()
+        # All lines in one decoder call; line by line only to name a malformed one. (Lines that only parse
+        # joined can come only from the program itself, which garbles no report but its own.)
+        try:
+            frames = json.loads(b"[" + b",".join(lines) + b"]")
+        except (ValueError, RecursionError):
+            frames = None
+        if frames is not None and len(frames) == len(lines):
+            lines = frames
+        else:
+            frames = None
         for number, raw in enumerate(lines, 1):
             if report.done:
                 report.malformed = "report lines after the runner finished"
                 break
             try:
-                report._take(json.loads(raw))
+                report._take(raw if frames is not None else json.loads(raw))
             except (ValueError, TypeError, IndexError, KeyError, RecursionError) as exc:
                 report.malformed = f"unreadable report line {number}: {type(exc).__name__}"
                 break
