@@ -6,6 +6,7 @@ from typing import Literal
 from pydantic import Field
 
 from flawforge.proto.base import BlobRef, Message, Model
+from flawforge.proto.sandbox import ExecutionResult
 from flawforge.proto.values import TraceStep, TypedValue
 
 Family = Literal["computational", "conceptual"]
@@ -102,6 +103,14 @@ class Reject(Model):
     detail: str = ""
 
 
+class ValidatedTemplate(Model):
+    """A problem's chosen template with the sandbox's traced run of its solve() from validation (None where
+    that run was not kept): the mutator starts from it instead of running the template again."""
+
+    template: ProblemTemplate
+    run: ExecutionResult | None = None
+
+
 class ProblemWorkItem(Message):
     """One GSM8K problem with its chosen template, handed from the template-loader to the mutator."""
 
@@ -110,22 +119,27 @@ class ProblemWorkItem(Message):
     problem_index: int
     tier: str
     template_model: str
-    template: BlobRef  # JSON of a ProblemTemplate
+    template: BlobRef = Field(description="JSON of a ValidatedTemplate.")
     families: list[Family]
     seed: int = Field(description="The problem's seed, derived from the job's seed, the problem and its template.")
-    template_run: BlobRef | None = Field(None, description="JSON of the sandbox's traced run of the template's "
-                                                            "solve() from validation: the mutator starts from it "
-                                                            "instead of running the template again.")
 
 
 class ProblemResult(Message):
-    """What one problem produced. The candidates are a JSON-lines blob, one Candidate a line in catalog order
-    (family, error type, target variable, id), so a job joins problems' blobs without reading them; their
-    error types come along for the job's summary."""
+    """What one problem produced, stored at the job's item key as JSON lines: this header first, then its
+    candidates, one Candidate a line in catalog order (family, error type, target variable, id), so that a
+    job joins problems' candidates without reading them."""
 
     kind = "math.problem_result"
     job_id: str
     problem_index: int
-    candidates: BlobRef
-    error_types: list[str] = Field(description="Each candidate's error type, in the order of the blob's lines.")
+    error_types: list[str] = Field(description="Each candidate's error type, in the order of the lines after this.")
     rejects: list[Reject]
+
+    def with_candidates(self, candidates_jsonl: bytes) -> bytes:
+        return self.model_dump_json().encode() + b"\n" + candidates_jsonl
+
+    @classmethod
+    def split(cls, stored: bytes) -> tuple["ProblemResult", bytes]:
+        """The header and the candidate lines of a stored result."""
+        header, _, candidates_jsonl = stored.partition(b"\n")
+        return cls.model_validate_json(header), candidates_jsonl

@@ -23,7 +23,8 @@ from flawforge.math.selection import stable_hash
 from flawforge.math.templates import DEFAULT_MODEL_PREFERENCE, TemplateFolder, choose_templates
 from flawforge.math.tiers import tier_of
 from flawforge.proto.math import (COMPUTATIONAL_TYPES, CONCEPTUAL_TYPES, Candidate, Family, ProblemResult,
-                                  ProblemTemplate, ProblemWorkItem, Reject, TemplateValidation)
+                                  ProblemTemplate, ProblemWorkItem, Reject, TemplateValidation,
+                                  ValidatedTemplate)
 
 PROBLEM_QUEUE = "math.problems"
 # Problems whose templates are validated in one sandbox batch (a fork per program would cost more than the run).
@@ -126,26 +127,26 @@ def run(ctx: JobContext, params: MathErrorsParams) -> None:
                 verdicts += choice.verdicts
                 if choice.template is not None:
                     template = templates[index] = choice.template
-                    ref = store.put_content("math/templates", template.model_dump_json().encode(), ".json")
-                    run_ref = store.put_content("math/template-runs", choice.run.model_dump_json().encode(), ".json")
+                    validated = ValidatedTemplate(template=template, run=choice.run)
+                    ref = store.put_content("math/templates", validated.model_dump_json().encode(), ".json")
                     bus.publish(PROBLEM_QUEUE, ProblemWorkItem(
                         job_id=ctx.job_id, problem_index=index, tier=template.tier,
-                        template_model=template.template_model, template=ref, template_run=run_ref,
+                        template_model=template.template_model, template=ref,
                         families=params.families, seed=problem_seed(params.seed, template)))
             ctx.progress(first + len(chunk), len(indices), "validating templates")
 
-    results = ctx.wait_for_items([f"{index}.json" for index in templates], total=len(templates),
+    results = ctx.wait_for_items([f"{index}.jsonl" for index in templates], total=len(templates),
                                  message="generating candidates")
-    produced = sorted((ProblemResult.model_validate_json(data) for data in results.values()),
-                      key=lambda result: result.problem_index)
-    for result in produced:
+    produced = sorted(map(ProblemResult.split, results.values()), key=lambda result: result[0].problem_index)
+    for result, _ in produced:
         rejects += result.rejects
     rejects.sort(key=lambda r: (r.problem_index, r.template_model or "", r.reason, r.detail))
     verdicts.sort(key=lambda v: (v.problem_index, v.template_model))
-    ctx.put_artifact("candidates.jsonl", b"".join(store.get_verified(result.candidates) for result in produced))
+    ctx.put_artifact("candidates.jsonl", b"".join(candidates_jsonl for _, candidates_jsonl in produced))
     ctx.put_artifact("rejects.jsonl", _jsonl(rejects))
     ctx.put_artifact("validation.jsonl", _jsonl(verdicts))
-    summary = _summary(params, len(indices), templates, produced, rejects, time.monotonic() - started)
+    summary = _summary(params, len(indices), templates, [result for result, _ in produced], rejects,
+                       time.monotonic() - started)
     ctx.put_artifact("summary.json", (json.dumps(summary, indent=1) + "\n").encode())
 
 

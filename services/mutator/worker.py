@@ -20,7 +20,7 @@ from typing import NamedTuple
 from flawforge.errors import FlawforgeError
 from flawforge.jobs.context import JobContext
 from flawforge.pipelines.math_errors import PROBLEM_QUEUE, catalog_order
-from flawforge.proto.math import ProblemResult, ProblemTemplate, ProblemWorkItem, Reject
+from flawforge.proto.math import ProblemResult, ProblemWorkItem, Reject, ValidatedTemplate
 from flawforge.proto.sandbox import ExecutionResult
 from flawforge.runtime.platform import Platform
 from flawforge.runtime.service import Consumer, collect_garbage_rarely
@@ -85,13 +85,13 @@ class GeneratedProblem(NamedTuple):
     rejects: list[Reject]
 
 
-def generate_problem(template_json: bytes, run_json: bytes | None, families: list[str], seed: int) -> GeneratedProblem:
+def generate_problem(validated_json: bytes, families: list[str], seed: int) -> GeneratedProblem:
     """One problem's candidates and rejects; runs in a generation process."""
     from flawforge.math.generate import generate_for_problem
 
-    template = ProblemTemplate.model_validate_json(template_json)
-    executor = sandbox() if run_json is None else \
-        ValidatedRun(sandbox(), template.code, ExecutionResult.model_validate_json(run_json))
+    validated = ValidatedTemplate.model_validate_json(validated_json)
+    template = validated.template
+    executor = sandbox() if validated.run is None else ValidatedRun(sandbox(), template.code, validated.run)
     try:
         output = generate_for_problem(template, executor, families, seed)
     except FlawforgeError:
@@ -109,19 +109,17 @@ def generate_problem(template_json: bytes, run_json: bytes | None, families: lis
 def make_problem_handler(platform: Platform):
     def handle(message: ProblemWorkItem) -> None:
         store = platform.store
-        template_json = store.get_verified(message.template)
-        run_json = store.get_verified(message.template_run) if message.template_run is not None else None
+        validated_json = store.get_verified(message.template)
         try:
-            produced = generation_processes().submit(generate_problem, template_json, run_json,
-                                                     list(message.families), message.seed).result()
+            produced = generation_processes().submit(generate_problem, validated_json, list(message.families),
+                                                     message.seed).result()
         except BrokenProcessPool:
             generation_processes.cache_clear()  # the next work item starts a new pool
             raise FlawforgeError(f"a generation process died on problem {message.problem_index}") from None
-        ref = store.put_content("math/candidates", produced.candidates_jsonl, ".jsonl")
-        result = ProblemResult(job_id=message.job_id, problem_index=message.problem_index, candidates=ref,
+        result = ProblemResult(job_id=message.job_id, problem_index=message.problem_index,
                                error_types=produced.error_types, rejects=produced.rejects)
-        store.put(JobContext(platform, message.job_id).item_key(f"{message.problem_index}.json"),
-                  result.model_dump_json().encode(), "application/json")
+        store.put(JobContext(platform, message.job_id).item_key(f"{message.problem_index}.jsonl"),
+                  result.with_candidates(produced.candidates_jsonl), "application/jsonl")
 
     return handle
 

@@ -7,7 +7,7 @@ from flawforge.math.generate import generate_for_problem
 from flawforge.math.gsm8k import read_gsm8k
 from flawforge.math.templates import TemplateFolder, problem_template
 from flawforge.pipelines.math_errors import catalog_order
-from flawforge.proto.math import ProblemResult, ProblemWorkItem
+from flawforge.proto.math import ProblemResult, ProblemWorkItem, ValidatedTemplate
 from flawforge.runtime.platform import Platform
 from flawforge.sandbox import Sandbox
 from flawforge.services.mutator.worker import make_problem_handler, sandbox_ready
@@ -27,18 +27,17 @@ def test_pool_generation_is_stored_byte_for_byte_as_in_process(shared_data, tmp_
             tier = folder.tiers_of(index)[0]
             model = sorted(folder.models(tier, index))[0]
             template = problem_template(problems[index], tier, model, *folder.files(tier, index, model).read())
-            ref = platform.store.put_content("math/templates", template.model_dump_json().encode(), ".json")
-            run = platform.store.put_content("math/template-runs", sandbox.trace_call(
-                template.code).model_dump_json().encode(), ".json") if with_run else None
+            run = sandbox.trace_call(template.code) if with_run else None
+            ref = platform.store.put_content("math/templates", ValidatedTemplate(
+                template=template, run=run).model_dump_json().encode(), ".json")
             handle(ProblemWorkItem(job_id="job1", problem_index=index, tier=tier, template_model=model, template=ref,
-                                   template_run=run, families=FAMILIES, seed=seed))
+                                   families=FAMILIES, seed=seed))
 
-            stored = ProblemResult.model_validate_json(platform.store.get(JobContext(platform, "job1").item_key(
-                f"{index}.json")))
+            stored, candidates_jsonl = ProblemResult.split(platform.store.get(JobContext(platform, "job1").item_key(
+                f"{index}.jsonl")))
             output = generate_for_problem(template, sandbox, FAMILIES, seed)
             expected = sorted(output.candidates, key=catalog_order)
-            assert platform.store.get_verified(stored.candidates) == b"".join(
-                c.model_dump_json().encode() + b"\n" for c in expected)
+            assert candidates_jsonl == b"".join(c.model_dump_json().encode() + b"\n" for c in expected)
             assert stored.error_types == [c.error_type for c in expected] and stored.rejects == output.rejects
             assert output.candidates
     platform.close()
