@@ -10,7 +10,9 @@ def open_bus(settings, blob_store=None, extra_middleware=()) -> Bus:
     from flawforge.bus.middleware import Idempotency, Metrics, Retries
 
     middleware = [Metrics(), Retries(settings.max_attempts, settings.retry_delays_ms)]
-    if blob_store is not None:
+    if settings.bus == "memory":
+        middleware.append(Idempotency(None))  # its messages die with the process, and so may its markers
+    elif blob_store is not None:
         middleware.append(Idempotency(blob_store))
     middleware.extend(extra_middleware)
     if settings.bus == "memory":

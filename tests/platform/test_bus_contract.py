@@ -20,7 +20,9 @@ DELAYS = [50, 100]
 
 @pytest.fixture(params=["memory", "rabbitmq"])
 def bus(request, tmp_path, queue_name):
-    middleware = [Retries(max_attempts=3, delays_ms=DELAYS), Idempotency(LocalBlobStore(tmp_path / "blobs"))]
+    # as open_bus configures them: markers in memory for the in-memory bus, in the blob store for RabbitMQ
+    markers = None if request.param == "memory" else LocalBlobStore(tmp_path / "blobs")
+    middleware = [Retries(max_attempts=3, delays_ms=DELAYS), Idempotency(markers)]
     if request.param == "memory":
         instance = MemoryBus(middleware=middleware)
     else:
