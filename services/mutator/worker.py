@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from functools import lru_cache
@@ -61,6 +62,21 @@ def sandbox_ready(platform: Platform) -> None:
     generation_processes().submit(start_sandbox).result()
 
 
+@lru_cache(maxsize=1)
+def warm_up_in_background() -> None:
+    """Starts the generation processes and their sandboxes beside the service's own start-up, so the
+    first problems do not wait for them. Best effort: a failure here recurs, and is reported, with a work item."""
+
+    def warm_up() -> None:
+        try:
+            for started in [generation_processes().submit(start_sandbox) for _ in range(GENERATION_PROCESSES)]:
+                started.result()
+        except Exception as exc:
+            log.warning("generation processes did not warm up: %s", exc)
+
+    threading.Thread(target=warm_up, name="mutator-warm-up", daemon=True).start()
+
+
 class ValidatedRun:
     """The sandbox, except that the template's own traced run of solve() is the one its validation made
     (the same call under the same default limits) rather than another one."""
@@ -107,6 +123,8 @@ def generate_problem(validated_json: bytes, families: list[str], seed: int) -> G
 
 
 def make_problem_handler(platform: Platform):
+    warm_up_in_background()
+
     def handle(message: ProblemWorkItem) -> None:
         store = platform.store
         validated_json = store.get_verified(message.template)
