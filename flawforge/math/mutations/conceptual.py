@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 from collections import Counter
+from functools import lru_cache
 from typing import Iterable
 
 from flawforge.math.arithmetic import is_number
@@ -37,22 +38,11 @@ class OperatorSwap(Mutation):
     SWAPS = {"+": (("-", 1.0), ("*", 0.5)), "-": (("+", 1.0), ("/", 0.3)),
              "*": (("/", 1.0), ("+", 0.5)), "/": (("*", 1.0), ("-", 0.3))}
 
-    def _binary_operations(self, site: Site) -> Iterable[tuple[int, ast.BinOp, str, str]]:
-        found = []
-        for position, node in enumerate(ast.walk(site.assignment.value)):
-            if isinstance(node, ast.BinOp) and operator_symbol(node.op) in self.SWAPS:
-                left, right = variables_read(node.left), variables_read(node.right)
-                if left and right:
-                    found.append((position, node, left[-1], right[0]))
-        pairs = Counter((left, right) for _, _, left, right in found)
-        # in "a + a + a" the text cannot say which "+" changed
-        return [operation for operation in found if pairs[operation[2:]] == 1]
-
     def applies(self, site: Site) -> bool:
-        return _in_a_step(site) and any(True for _ in self._binary_operations(site))
+        return _in_a_step(site) and bool(_swappable_operations(site.assignment.value))
 
     def modify(self, site: Site) -> Iterable[Edit]:
-        for position, node, left, right in self._binary_operations(site):
+        for position, node, left, right in _swappable_operations(site.assignment.value):
             old = operator_symbol(node.op)
             for new, prior in self.SWAPS[old]:
                 expression, swapped = _copy_at(site.assignment.value, position)
@@ -60,6 +50,21 @@ class OperatorSwap(Mutation):
                 yield Edit(params={"old": old, "new": new, "left": left, "right": right},
                            expression=expression, text=SwapOperator(left=left, right=right, old=old, new=new),
                            prior=prior)
+
+
+@lru_cache(maxsize=4096)  # asked by applies() and modify() of every site (keyed by the node itself)
+def _swappable_operations(expression: ast.expr) -> tuple[tuple[int, ast.BinOp, str, str], ...]:
+    """(walk position, node, last variable on its left, first on its right) of each operation the text can
+    show swapped."""
+    found = []
+    for position, node in enumerate(ast.walk(expression)):
+        if isinstance(node, ast.BinOp) and operator_symbol(node.op) in OperatorSwap.SWAPS:
+            left, right = variables_read(node.left), variables_read(node.right)
+            if left and right:
+                found.append((position, node, left[-1], right[0]))
+    pairs = Counter((left, right) for _, _, left, right in found)
+    # in "a + a + a" the text cannot say which "+" changed
+    return tuple(operation for operation in found if pairs[operation[2:]] == 1)
 
 
 class IncompleteCalculation(Mutation):
