@@ -1,7 +1,9 @@
 """Math error pipeline throughput: problems per second on the whole shared template corpus.
 
 Flawforge: the math-errors job, embedded (in-memory bus, local blob store), both error
-families, every template run in the sandbox.
+families. Every template is validated in the sandbox; a mutant of a straight-line template
+is executed by the arithmetic interpreter that reproduced its template's sandboxed trace,
+any other mutant in the sandbox (see flawforge.math.generate).
 Baseline, measured in the same run: the seed notebook's per-problem loop (`process_single_index`
 from ../shared/seeds/000_*.txt), conceptual errors only, unsandboxed, one problem after
 another. Its code is read from the seed file at run time; only its paths and its dataset
