@@ -47,7 +47,7 @@ class Evaluator:
     functions: Mapping[str, Callable[..., Any]] = FUNCTIONS
 
     def __init__(self, names: Mapping[str, Any] | None = None):
-        self.names = names or {}
+        self.names = {} if names is None else names
 
     def constant(self, node: ast.Constant) -> Any:
         if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):

@@ -13,8 +13,10 @@ import ast
 import math
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
+from flawforge.math.arithmetic import FUNCTIONS, Evaluator, UnsafeExpression
 from flawforge.math.gsm8k import final_answer_value, solution_lines
 from flawforge.math.tiers import tier_of
 from flawforge.proto.math import TemplateValidation
@@ -145,6 +147,44 @@ def original_trace_program(solve: ast.FunctionDef) -> tuple[str, list[str]]:
     return _FRACTION_AS_WRITTEN + "\n\ndef solve():\n" + "".join(f"    {line}\n" for line in lines + ["pass"]), names
 
 
+class _FractionAsWritten(Fraction):
+    """The scoring program's Fraction, here: prints as written (see _FRACTION_AS_WRITTEN)."""
+
+    def __new__(cls, numerator=0, denominator=None):
+        self = super().__new__(cls, numerator, denominator)
+        self.written = self.as_integer_ratio() if denominator is None else (numerator, denominator)
+        return self
+
+    def __str__(self):
+        return "%s/%s" % self.written
+
+
+class _ReplayEvaluator(Evaluator):
+    # What the scoring program's solve() can call: builtins and the as-written Fraction, no `math`.
+    functions = {**{name: FUNCTIONS[name] for name in ("int", "float", "round", "abs", "min", "max")},
+                 "Fraction": _FractionAsWritten}
+
+
+def replayed_texts(solve: ast.FunctionDef) -> dict[str, str] | None:
+    """What the scoring program would show for each variable, worked out here where the arithmetic
+    interpreter replays it exactly: every top-level assignment binds one name to plain arithmetic over
+    names assigned before it, and no name shadows a function it calls. None where only the sandboxed
+    scoring program can tell (it is then run)."""
+    assignments = [statement for statement in solve.body if isinstance(statement, ast.Assign)]
+    if not all(len(a.targets) == 1 and isinstance(a.targets[0], ast.Name) for a in assignments):
+        return None
+    if {a.targets[0].id for a in assignments} & (set(_ReplayEvaluator.functions) | {"math"}):
+        return None
+    values: dict[str, Any] = {}
+    evaluator = _ReplayEvaluator(values)
+    try:
+        for assignment in assignments:
+            values[assignment.targets[0].id] = evaluator.evaluate(assignment.value)
+        return {name: str(value) for name, value in values.items()}
+    except (UnsafeExpression, ValueError):  # a failure is the scoring program's to report
+        return None
+
+
 # --- consistency of logical steps with the code ---------------------------------------------
 def step_problems(steps: list[dict], assigned: set[str]) -> list[str]:
     """What is wrong with the logical steps, given the variables the code assigns; empty when consistent."""
@@ -224,15 +264,18 @@ class PendingValidation:
     original_lines: dict[str, str]
     scored_names: list[str]
     programs: list[str]
+    shown: dict[str, str] | None = None  # the scoring texts, when replayed here instead of in `programs`
 
     def finish(self, results: list) -> tuple[TemplateValidation, Any]:
         """The verdict and the template's run, from the results of `programs`, in order."""
         verdict = dict(self.verdict)
         run = results[0]
-        if len(results) > 1 and results[1].outcome == "ok":
+        shown = self.shown
+        if shown is None and len(results) > 1 and results[1].outcome == "ok":
             texts = {step.name: step.value.to_python() for step in results[1].trace}
             shown = {name: texts[f"{_SHOWN_PREFIX}{number}"] for number, name in enumerate(self.scored_names)
                      if texts.get(f"{_SHOWN_PREFIX}{number}") is not None}
+        if shown is not None:
             verdict["semantic_score"], verdict["semantic_mismatches"] = semantic_check(
                 self.logical_steps, shown, self.original_lines)
 
@@ -274,6 +317,7 @@ def start_validation(*, problem_index: int, template_model: str, gsm8k_answer: s
     scoring_source, scored_names = original_trace_program(solve)
     # The original scored semantics only for a perfect structure and a non-empty trace.
     scored = structural_score == 1.0 and bool(scored_names)
+    shown = replayed_texts(solve) if scored else None
     return PendingValidation(verdict=verdict, logical_steps=logical_steps, expected=expected,
-                             original_lines=original_lines, scored_names=scored_names,
-                             programs=[code, scoring_source] if scored else [code])
+                             original_lines=original_lines, scored_names=scored_names, shown=shown,
+                             programs=[code, scoring_source] if scored and shown is None else [code])

@@ -7,8 +7,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from flawforge.math.templates import choose_template, choose_templates
-from flawforge.math.validation import normalize_number_text, step_problems, validate_template
+from flawforge.math.templates import InvalidTemplate, choose_template, choose_templates
+from flawforge.math.validation import (find_solve, normalize_number_text, original_trace_program, replayed_texts,
+                                      step_problems, validate_template)
 
 GEMINI, GPT = "google_gemini-2.5-flash", "openai_gpt-4.1"
 
@@ -42,6 +43,27 @@ def test_scores_reproduce_the_original_report_on_every_row(shared_data, folder, 
         if ours != report_row(row):
             disagreements.append((row["index"], ours, report_row(row)))
     assert disagreements == [], f"{len(disagreements)} of {len(rows)} rows differ, e.g. {disagreements[:3]}"
+
+
+@pytest.mark.slow
+def test_replayed_scoring_texts_are_what_the_sandboxed_scoring_program_shows(folder, sandbox):
+    solves = []
+    for index in folder.indices():
+        for tier in folder.tiers_of(index):
+            for model in sorted(folder.models(tier, index)):
+                try:
+                    solves.append(find_solve(folder.files(tier, index, model).read()[0]))
+                except (ValueError, InvalidTemplate):
+                    continue
+    replayed = [(solve, texts) for solve in solves if (texts := replayed_texts(solve)) is not None]
+    assert len(solves) > 4000 and len(replayed) >= 0.9 * len(solves)  # the sandboxed program is the exception
+    programs = [original_trace_program(solve) for solve, _ in replayed]
+    runs = sandbox.trace_batch(programs[0][0], [source for source, _ in programs[1:]])
+    for (solve, texts), (_, names), run in zip(replayed, programs, runs):
+        assert run.outcome == "ok", ast.unparse(solve)
+        shown = {step.name: step.value.to_python() for step in run.trace}
+        assert texts == {name: shown[f"__flawforge_shown_{number}"] for number, name in enumerate(names)}, \
+            ast.unparse(solve)
 
 
 def test_verdicts_name_what_is_wrong(folder, problems, sandbox):
