@@ -134,17 +134,19 @@ def __flawforge_shown(value):
 '''
 
 
-def original_trace_program(solve: ast.FunctionDef) -> tuple[str, list[str]]:
-    """Source whose solve() replays the original trace and assigns each variable's text to a marked name.
+def scored_names(solve: ast.FunctionDef) -> list[str]:
+    """The variables the original trace shows, in the order of their marked names."""
+    return list(dict.fromkeys(node.id for statement in solve.body if isinstance(statement, ast.Assign)
+                              for target in statement.targets for node in ast.walk(target)
+                              if isinstance(node, ast.Name)))
 
-    Returns the source and the variables, in the order of their marked names.
-    """
-    assignments = [statement for statement in solve.body if isinstance(statement, ast.Assign)]
-    names = list(dict.fromkeys(node.id for statement in assignments for target in statement.targets
-                               for node in ast.walk(target) if isinstance(node, ast.Name)))
-    lines = [ast.unparse(statement) for statement in assignments]  # one line each
-    lines += [f"{_SHOWN_PREFIX}{number} = __flawforge_shown({name})" for number, name in enumerate(names)]
-    return _FRACTION_AS_WRITTEN + "\n\ndef solve():\n" + "".join(f"    {line}\n" for line in lines + ["pass"]), names
+
+def original_trace_program(solve: ast.FunctionDef) -> str:
+    """Source whose solve() replays the original trace and assigns each variable's text to a marked name
+    (the names of scored_names, in order)."""
+    lines = [ast.unparse(statement) for statement in solve.body if isinstance(statement, ast.Assign)]  # one line each
+    lines += [f"{_SHOWN_PREFIX}{number} = __flawforge_shown({name})" for number, name in enumerate(scored_names(solve))]
+    return _FRACTION_AS_WRITTEN + "\n\ndef solve():\n" + "".join(f"    {line}\n" for line in lines + ["pass"])
 
 
 class _FractionAsWritten(Fraction):
@@ -314,10 +316,10 @@ def start_validation(*, problem_index: int, template_model: str, gsm8k_answer: s
     original_lines = solution_lines(gsm8k_answer)
     structural_score, structural_mismatches = structural_check(logical_steps, original_lines)
     verdict.update(structural_score=structural_score, structural_mismatches=structural_mismatches)
-    scoring_source, scored_names = original_trace_program(solve)
+    names = scored_names(solve)
     # The original scored semantics only for a perfect structure and a non-empty trace.
-    scored = structural_score == 1.0 and bool(scored_names)
+    scored = structural_score == 1.0 and bool(names)
     shown = replayed_texts(solve) if scored else None
     return PendingValidation(verdict=verdict, logical_steps=logical_steps, expected=expected,
-                             original_lines=original_lines, scored_names=scored_names, shown=shown,
-                             programs=[code, scoring_source] if scored and shown is None else [code])
+                             original_lines=original_lines, scored_names=names, shown=shown,
+                             programs=[code, original_trace_program(solve)] if scored and shown is None else [code])

@@ -9,7 +9,7 @@ import pytest
 
 from flawforge.math.templates import InvalidTemplate, choose_template, choose_templates
 from flawforge.math.validation import (find_solve, normalize_number_text, original_trace_program, replayed_texts,
-                                      step_problems, validate_template)
+                                      scored_names, step_problems, validate_template)
 
 GEMINI, GPT = "google_gemini-2.5-flash", "openai_gpt-4.1"
 
@@ -58,8 +58,9 @@ def test_replayed_scoring_texts_are_what_the_sandboxed_scoring_program_shows(fol
     replayed = [(solve, texts) for solve in solves if (texts := replayed_texts(solve)) is not None]
     assert len(solves) > 4000 and len(replayed) >= 0.9 * len(solves)  # the sandboxed program is the exception
     programs = [original_trace_program(solve) for solve, _ in replayed]
-    runs = sandbox.trace_batch(programs[0][0], [source for source, _ in programs[1:]])
-    for (solve, texts), (_, names), run in zip(replayed, programs, runs):
+    runs = sandbox.trace_batch(programs[0], programs[1:])
+    for (solve, texts), run in zip(replayed, runs):
+        names = scored_names(solve)
         assert run.outcome == "ok", ast.unparse(solve)
         shown = {step.name: step.value.to_python() for step in run.trace}
         assert texts == {name: shown[f"__flawforge_shown_{number}"] for number, name in enumerate(names)}, \

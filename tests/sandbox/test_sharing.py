@@ -47,7 +47,7 @@ def test_admits_plain_programs(source):
 
 def test_admits_the_validation_scoring_program():
     solve = find_solve(ADMITTED["template"])
-    assert reason_to_run_alone(ast.parse(original_trace_program(solve)[0])) is None
+    assert reason_to_run_alone(ast.parse(original_trace_program(solve))) is None
 
 
 @pytest.mark.parametrize("source, reason", RUN_ALONE.items(), ids=RUN_ALONE.values())
