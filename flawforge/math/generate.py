@@ -21,7 +21,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Iterable, Protocol
+from typing import Any, Iterable, NamedTuple, Protocol
 
 from flawforge.math.arithmetic import UnsafeExpression, evaluate, is_number
 from flawforge.math.display import show
@@ -76,9 +76,9 @@ class _Mutant:
         return json.dumps([self.site.assignment.position, self.mutation.name, self.edit.params], sort_keys=True)
 
 
-@dataclass(frozen=True)
-class _Outcome:
-    """A mutant's flawed execution: run in the sandbox, or evaluated by the arithmetic interpreter."""
+class _Outcome(NamedTuple):
+    """A mutant's flawed execution: run in the sandbox, or evaluated by the arithmetic interpreter (a tuple:
+    one is made for every mutant)."""
 
     values: dict[str, Any]
     answer: Any

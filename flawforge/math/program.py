@@ -8,9 +8,10 @@ it) come from one execution trace, so nothing is re-executed to discover them.
 from __future__ import annotations
 
 import ast
+import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 from flawforge.math.arithmetic import UnsafeExpression, call_name, evaluate, is_number
 from flawforge.proto.values import TraceStep, TypedValue
@@ -87,10 +88,11 @@ def clone(node: ast.AST, renames: Mapping[str, str] | None = None) -> ast.AST:
 
 def variables_read(expression: ast.expr) -> tuple[str, ...]:
     """Variables read by an expression, in source order, without function and module names."""
-    called = {id(node.func) for node in ast.walk(expression) if isinstance(node, ast.Call)}
-    called |= {id(node.value) for node in ast.walk(expression) if isinstance(node, ast.Attribute)
+    nodes = list(ast.walk(expression))
+    called = {id(node.func) for node in nodes if isinstance(node, ast.Call)}
+    called |= {id(node.value) for node in nodes if isinstance(node, ast.Attribute)
                and isinstance(node.value, ast.Name) and node.value.id in _NOT_VARIABLES}
-    names = [node for node in ast.walk(expression) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
+    names = [node for node in nodes if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
              and id(node) not in called and node.id not in _NOT_VARIABLES]
     names.sort(key=lambda node: (node.lineno, node.col_offset))
     return tuple(dict.fromkeys(node.id for node in names))
@@ -216,9 +218,9 @@ class Site:
         return {name: value for name, value in self.scope.items() if is_number(value)}
 
 
-@dataclass(frozen=True)
-class Prediction:
-    """A straight-line program's execution when one assignment computes something else."""
+class Prediction(NamedTuple):
+    """A straight-line program's execution when one assignment computes something else (a tuple: one
+    is made for every mutant)."""
 
     values: dict[str, Any]     # each variable's last value
     answer: Any                # what solve() returns
@@ -275,10 +277,13 @@ class BoundProgram:
                           start=site.assignment.position, assigned=tuple(assigned))
 
     def trace_of(self, prediction: Prediction) -> list[TraceStep]:
-        """The trace the predicted execution records: the correct one up to the change, then the new values."""
+        """The trace the predicted execution records: the correct one up to the change, then the new values
+        (a step whose value did not change is the correct step itself)."""
         steps = list(self.trace[:prediction.start])
-        steps += (TraceStep(name=step.name, line=step.line, value=TypedValue.of(value))
-                  for step, value in zip(self.trace[prediction.start:], prediction.assigned))
+        for step, site, value in zip(self.trace[prediction.start:], self.sites[prediction.start:],
+                                     prediction.assigned):
+            steps.append(step if identical(value, site.value) else
+                         TraceStep(name=step.name, line=step.line, value=TypedValue.of(value)))
         return steps
 
     @property
@@ -304,8 +309,13 @@ class Unpredictable(Exception):
     """The program's execution cannot be re-evaluated without running it."""
 
 
+def identical(left: Any, right: Any) -> bool:
+    """The same value of the same type: 1 and 1.0 differ, and so do 0.0 and -0.0."""
+    return type(left) is type(right) and left == right and (
+        type(left) is not float or math.copysign(1.0, left) == math.copysign(1.0, right))
+
+
 def same_values(left: Mapping[str, Any], right: Mapping[str, Any]) -> bool:
-    """Same names with the same values of the same types (1 and 1.0 differ)."""
-    return left.keys() == right.keys() and all(
-        type(left[name]) is type(right[name]) and left[name] == right[name] for name in left)
+    """Same names with identical values."""
+    return left.keys() == right.keys() and all(identical(left[name], right[name]) for name in left)
 

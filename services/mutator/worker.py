@@ -118,7 +118,7 @@ def generate_problem(validated_json: bytes, families: list[str], seed: int) -> G
             problem_index=template.problem_index, tier=template.tier, template_model=template.template_model,
             reason="generation_failed", detail=f"{type(exc).__name__}: {exc}")])
     candidates = sorted(output.candidates, key=catalog_order)
-    return GeneratedProblem(b"".join(c.model_dump_json().encode() + b"\n" for c in candidates),
+    return GeneratedProblem("".join(c.model_dump_json() + "\n" for c in candidates).encode(),
                             [c.error_type for c in candidates], output.rejects)
 
 
