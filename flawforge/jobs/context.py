@@ -15,6 +15,11 @@ class JobCancelled(FlawforgeError):
     pass
 
 
+def item_key(job_id: str, name: str) -> str:
+    """Where a work item of a job stores its result."""
+    return f"jobs/{job_id}/items/{name}"
+
+
 class JobContext:
     def __init__(self, platform: Platform, job_id: str):
         self.platform = platform
@@ -37,8 +42,7 @@ class JobContext:
         return self.jobs.put_artifact(self.job_id, name, data)
 
     def item_key(self, name: str) -> str:
-        """Where a work item of this job stores its result."""
-        return f"jobs/{self.job_id}/items/{name}"
+        return item_key(self.job_id, name)
 
     def wait_for_items(self, names: list[str], *, poll_s: float = 0.05, timeout_s: float = 3600,
                        total: int | None = None, message: str = "") -> dict[str, bytes]:

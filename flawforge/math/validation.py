@@ -14,6 +14,7 @@ import math
 import re
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 from flawforge.math.arithmetic import FUNCTIONS, Evaluator, UnsafeExpression
@@ -34,7 +35,8 @@ ANSWER_ABS_TOL = 1e-6
 
 
 # --- the original project's scores ------------------------------------------------------------
-def normalize_number_text(text: Any) -> str:
+@lru_cache(maxsize=65536)  # scoring compares the same few numbers' texts over and over
+def normalize_number_text(text: str) -> str:
     """Canonical text of a number ('$1,200.0' -> '1200', '.5' -> '0.5'); other text unchanged."""
     cleaned = re.sub(r"[$,]", "", str(text).strip())
     if cleaned.startswith("."):

@@ -2,8 +2,9 @@
 
 Generation is pure Python between its sandbox calls: on the consumer threads it would share one
 core under the interpreter lock. So each problem is generated in a pool of processes, one per
-problem in flight, each with its own sandbox; the consumer threads only move blobs. What a
-problem yields depends on its template, families and seed, never on the process. The processes
+core, each with its own sandbox and blob-store client: a process reads the template and writes
+the result itself, and the consumer threads only hand it work items. What a problem yields
+depends on its template, families and seed, never on the process. The processes
 start from a fork server, which imports the main module: a script that runs these workers (an
 embedded stack, say) needs the usual `if __name__ == "__main__":` guard.
 """
@@ -16,15 +17,16 @@ import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from functools import lru_cache
-from typing import NamedTuple
 
+from flawforge.blobstore import BlobStore, open_blob_store
 from flawforge.errors import FlawforgeError
-from flawforge.jobs.context import JobContext
+from flawforge.jobs.context import item_key
 from flawforge.pipelines.math_errors import PROBLEM_QUEUE, catalog_order
 from flawforge.proto.math import ProblemResult, ProblemWorkItem, Reject, ValidatedTemplate
 from flawforge.proto.sandbox import ExecutionResult
 from flawforge.runtime.platform import Platform
 from flawforge.runtime.service import Consumer, collect_garbage_rarely
+from flawforge.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -95,49 +97,49 @@ class ValidatedRun:
         return [self.run, *(self.sandbox.trace_batch(variants[0], variants[1:], func) if variants else [])]
 
 
-class GeneratedProblem(NamedTuple):
-    candidates_jsonl: bytes  # one Candidate a line, in catalog order
-    error_types: list[str]   # each line's error type
-    rejects: list[Reject]
+@lru_cache(maxsize=4)
+def blob_store(settings_json: str) -> BlobStore:
+    """The generation process's client of the service's blob store (by the service's settings)."""
+    return open_blob_store(Settings.model_validate_json(settings_json))
 
 
-def generate_problem(validated_json: bytes, families: list[str], seed: int) -> GeneratedProblem:
-    """One problem's candidates and rejects; runs in a generation process."""
+def generate_problem(settings_json: str, message_json: str) -> None:
+    """One work item, in a generation process: its template from the blob store in, its result (candidates
+    and rejects) to the job's item key. The blobs move here, not through the service's threads."""
     from flawforge.math.generate import generate_for_problem
 
-    validated = ValidatedTemplate.model_validate_json(validated_json)
+    store = blob_store(settings_json)
+    message = ProblemWorkItem.model_validate_json(message_json)
+    validated = ValidatedTemplate.model_validate_json(store.get_verified(message.template))
     template = validated.template
     executor = sandbox() if validated.run is None else ValidatedRun(sandbox(), template.code, validated.run)
     try:
-        output = generate_for_problem(template, executor, families, seed)
+        output = generate_for_problem(template, executor, list(message.families), message.seed)
+        candidates, rejects = sorted(output.candidates, key=catalog_order), output.rejects
     except FlawforgeError:
         raise  # the platform failed, not the template: retried by the bus
     except Exception as exc:  # a template that breaks generation is a reject, never a lost problem
         log.exception("generation failed for problem %d", template.problem_index)
-        return GeneratedProblem(b"", [], [Reject(
+        candidates, rejects = [], [Reject(
             problem_index=template.problem_index, tier=template.tier, template_model=template.template_model,
-            reason="generation_failed", detail=f"{type(exc).__name__}: {exc}")])
-    candidates = sorted(output.candidates, key=catalog_order)
-    return GeneratedProblem("".join(c.model_dump_json() + "\n" for c in candidates).encode(),
-                            [c.error_type for c in candidates], output.rejects)
+            reason="generation_failed", detail=f"{type(exc).__name__}: {exc}")]
+    result = ProblemResult(job_id=message.job_id, problem_index=message.problem_index,
+                           error_types=[c.error_type for c in candidates], rejects=rejects)
+    store.put(item_key(message.job_id, f"{message.problem_index}.jsonl"),
+              result.with_candidates("".join(c.model_dump_json() + "\n" for c in candidates).encode()),
+              "application/jsonl")
 
 
 def make_problem_handler(platform: Platform):
     warm_up_in_background()
+    settings_json = platform.settings.model_dump_json()
 
     def handle(message: ProblemWorkItem) -> None:
-        store = platform.store
-        validated_json = store.get_verified(message.template)
         try:
-            produced = generation_processes().submit(generate_problem, validated_json, list(message.families),
-                                                     message.seed).result()
+            generation_processes().submit(generate_problem, settings_json, message.model_dump_json()).result()
         except BrokenProcessPool:
             generation_processes.cache_clear()  # the next work item starts a new pool
             raise FlawforgeError(f"a generation process died on problem {message.problem_index}") from None
-        result = ProblemResult(job_id=message.job_id, problem_index=message.problem_index,
-                               error_types=produced.error_types, rejects=produced.rejects)
-        store.put(JobContext(platform, message.job_id).item_key(f"{message.problem_index}.jsonl"),
-                  result.with_candidates(produced.candidates_jsonl), "application/jsonl")
 
     return handle
 
