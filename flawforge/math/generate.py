@@ -53,11 +53,15 @@ class ProblemOutput:
     rejects: list[Reject] = field(default_factory=list)
 
 
+_UNEVALUATED = object()
+
+
 @dataclass(frozen=True)
 class _Mutant:
     mutation: Mutation
     site: Site
     edit: Edit
+    value: Any = _UNEVALUATED  # the site's new value, where the arithmetic interpreter could compute it alone
 
     @property
     def line(self) -> str:
@@ -152,26 +156,24 @@ def generate_for_problem(template: ProblemTemplate, sandbox: TraceExecutor, fami
 
 
 def _mutants(bound: BoundProgram, families: Iterable[str]) -> Iterable[_Mutant]:
+    """Every edit of every mutation at every site, but those whose own new value is already implausible."""
     mutations = mutations_of(families)
     for site in bound.sites:
         for mutation in mutations:
             for edit in mutation.edits(site):
-                if not _implausible_here(site, edit):
+                try:
+                    value = evaluate(edit.expression, site.scope)
+                except UnsafeExpression:  # decided with the whole execution
                     yield _Mutant(mutation=mutation, site=site, edit=edit)
-
-
-def _implausible_here(site: Site, edit: Edit) -> bool:
-    """Whether the edit's own new value already breaks a plausibility rule (nothing else computed)."""
-    try:
-        value = evaluate(edit.expression, site.scope)
-    except UnsafeExpression:
-        return False  # decided with the whole execution
-    return value == site.value or value_implausibility(site.value, value) is not None
+                    continue
+                if value != site.value and value_implausibility(site.value, value) is None:
+                    yield _Mutant(mutation=mutation, site=site, edit=edit, value=value)
 
 
 def _predict(bound: BoundProgram, mutant: _Mutant) -> _Outcome | None:
     try:
-        prediction = bound.predict(mutant.site, mutant.edit.expression)
+        prediction = bound.predict(mutant.site, mutant.edit.expression) if mutant.value is _UNEVALUATED \
+            else bound.predict_from(mutant.site, mutant.value)
     except UnsafeExpression:
         return None  # the mutant would fail (e.g. divide by zero)
     return _Outcome(values=prediction.values, answer=prediction.answer, prediction=prediction)

@@ -264,11 +264,15 @@ class BoundProgram:
         arithmetic interpreter. Raises Unpredictable, or UnsafeExpression when the arithmetic
         itself fails (e.g. a division by zero) or is not plain arithmetic.
         """
+        return self.predict_from(site, evaluate(expression, site.scope))
+
+    def predict_from(self, site: Site, value: Any) -> Prediction:
+        """predict() when the site's new value is known."""
         program = self.program
         if not program.straight_line or program.returned is None:
             raise Unpredictable("the program is not straight-line code")
         values = dict(site.scope)
-        value = values[site.target] = evaluate(expression, values)
+        values[site.target] = value
         assigned = [value]
         for assignment in program.assignments[site.assignment.position + 1:]:
             value = values[assignment.target] = evaluate(assignment.value, values)
