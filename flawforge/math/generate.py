@@ -37,6 +37,8 @@ from flawforge.proto.sandbox import ExecutionResult
 from flawforge.proto.values import TraceStep, TypedValue
 
 FAMILIES = ("computational", "conceptual")
+# json.dumps(..., sort_keys=True), without building an encoder on every call (it does, given any option)
+SORTED_JSON = json.JSONEncoder(sort_keys=True)
 
 
 class TraceExecutor(Protocol):
@@ -77,7 +79,7 @@ class _Mutant:
     @cached_property
     def key(self) -> str:
         """A stable identity: where the mutation applies and how."""
-        return json.dumps([self.site.assignment.position, self.mutation.name, self.edit.params], sort_keys=True)
+        return SORTED_JSON.encode([self.site.assignment.position, self.mutation.name, self.edit.params])
 
 
 class _Outcome(NamedTuple):
@@ -247,9 +249,9 @@ def _candidate(template: ProblemTemplate, correct: ExecutionResult, bound: Bound
         explanation=mutant.mutation.explain(mutant.site, mutant.edit),
         mutation={"name": mutant.mutation.name, **mutant.edit.params}, seed=seed,
     )
-    identity = json.dumps({k: fields[k] for k in ("problem_index", "tier", "template_model", "error_type",
-                                                  "target_variable", "erroneous_line_number", "mutated_code",
-                                                  "flawed_solution")}, sort_keys=True)
+    identity = SORTED_JSON.encode({k: fields[k] for k in ("problem_index", "tier", "template_model", "error_type",
+                                                          "target_variable", "erroneous_line_number", "mutated_code",
+                                                          "flawed_solution")})
     return Candidate(id=stable_hash(identity)[:32], **fields)
 
 
