@@ -205,7 +205,8 @@ def _plausible(bound: BoundProgram, outcomes: list[tuple[_Mutant, _Outcome | Non
         key = (mutant.mutation.name, mutant.line, show(outcome.answer))
         groups.setdefault(key, []).append((mutant, outcome))
     for group in groups.values():
-        group.sort(key=lambda pair: (-pair[0].edit.prior, pair[0].key))
+        if len(group) > 1:  # most groups have one member, and a sort key is a JSON text
+            group.sort(key=lambda pair: (-pair[0].edit.prior, pair[0].key))
     return list(groups.values())
 
 
