@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, ClassVar, Iterable
 
@@ -68,7 +68,6 @@ class Edit:
     expression: ast.expr         # the assignment's new right-hand side
     text: TextChange
     prior: float = 0.0           # how plausible a reviewer finds this edit, relative to the others
-    explanation_values: dict[str, Any] = field(default_factory=dict)
 
 
 def literal(value: Any) -> ast.expr:
@@ -107,8 +106,12 @@ class Mutation(ABC):
     def edits(self, site: Site) -> list[Edit]:
         return list(self.modify(site)) if self.applies(site) else []
 
+    def explanation_values(self, site: Site, edit: Edit) -> dict[str, Any]:
+        """What the explanation shows beyond the edit's params (worked out for candidates only)."""
+        return {}
+
     def explain(self, site: Site, edit: Edit) -> str:
-        return self.explanation.format(target=site.target, **edit.params, **edit.explanation_values)
+        return self.explanation.format(target=site.target, **edit.params, **self.explanation_values(site, edit))
 
 
 def mutations_of(families: Iterable[str]) -> list[Mutation]:

@@ -111,8 +111,10 @@ class IncompleteCalculation(Mutation):
                 expression, old = _copy_at(site.assignment.value, position)
                 expression = chain if expression is old else _swap_node(expression, old, chain)
                 yield Edit(params={"term": dropped, "op": symbol}, expression=expression,
-                           text=DropTerm(term=dropped, op=symbol), prior=self.PRIORS[symbol],
-                           explanation_values={"term_value": show(site.scope[dropped])})
+                           text=DropTerm(term=dropped, op=symbol), prior=self.PRIORS[symbol])
+
+    def explanation_values(self, site: Site, edit: Edit) -> dict:
+        return {"term_value": show(site.scope[edit.params["term"]])}
 
 
 def _swap_node(expression: ast.expr, old: ast.AST, new: ast.expr) -> ast.expr:
@@ -146,9 +148,11 @@ class OperandSubstitution(Mutation):
                     continue
                 expression = clone(site.assignment.value, {operand: replacement})
                 yield Edit(params={"operand": operand, "replacement": replacement}, expression=expression,
-                           text=SubstituteName(old=operand, new=replacement),
-                           explanation_values={"operand_value": show(site.scope[operand]),
-                                               "replacement_value": show(value)})
+                           text=SubstituteName(old=operand, new=replacement))
+
+    def explanation_values(self, site: Site, edit: Edit) -> dict:
+        return {"operand_value": show(site.scope[edit.params["operand"]]),
+                "replacement_value": show(site.scope[edit.params["replacement"]])}
 
 
 class IncorrectOperand(OperandSubstitution):
@@ -182,6 +186,8 @@ class IncorrectFinalAnswerSelection(Mutation):
             if name in site.assignment.reads or not is_number(value) or value == site.value:
                 continue
             yield Edit(params={"selected": name}, expression=ast.Name(id=name, ctx=ast.Load()),
-                       text=StopAt(variable=name), prior=1.0 / (1 + rank),
-                       explanation_values={"selected_value": show(value), "answer_value": show(site.value),
-                                           "answer_variable": ast.unparse(site.assignment.value)})
+                       text=StopAt(variable=name), prior=1.0 / (1 + rank))
+
+    def explanation_values(self, site: Site, edit: Edit) -> dict:
+        return {"selected_value": show(site.scope[edit.params["selected"]]), "answer_value": show(site.value),
+                "answer_variable": ast.unparse(site.assignment.value)}
