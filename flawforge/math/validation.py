@@ -13,7 +13,6 @@ import ast
 import math
 import re
 from dataclasses import dataclass
-from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
@@ -151,22 +150,17 @@ def original_trace_program(solve: ast.FunctionDef) -> str:
     return _FRACTION_AS_WRITTEN + "\n\ndef solve():\n" + "".join(f"    {line}\n" for line in lines + ["pass"])
 
 
-class _FractionAsWritten(Fraction):
-    """The scoring program's Fraction, here: prints as written (see _FRACTION_AS_WRITTEN)."""
-
-    def __new__(cls, numerator=0, denominator=None):
-        self = super().__new__(cls, numerator, denominator)
-        self.written = self.as_integer_ratio() if denominator is None else (numerator, denominator)
-        return self
-
-    def __str__(self):
-        return "%s/%s" % self.written
+def _fraction_as_written() -> type:
+    """The scoring program's Fraction class, here: defined by the very source the sandbox runs."""
+    namespace: dict[str, Any] = {}
+    exec(compile(_FRACTION_AS_WRITTEN, "<fraction as written>", "exec"), namespace)  # our own source
+    return namespace["Fraction"]
 
 
 class _ReplayEvaluator(Evaluator):
     # What the scoring program's solve() can call: builtins and the as-written Fraction, no `math`.
     functions = {**{name: FUNCTIONS[name] for name in ("int", "float", "round", "abs", "min", "max")},
-                 "Fraction": _FractionAsWritten}
+                 "Fraction": _fraction_as_written()}
 
 
 def replayed_texts(solve: ast.FunctionDef) -> dict[str, str] | None:
