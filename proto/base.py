@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import ClassVar, Literal
+from typing import ClassVar, Iterable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -15,6 +15,11 @@ class Model(BaseModel):
     """API and message model: unknown fields are an error, not silently dropped."""
 
     model_config = ConfigDict(extra="forbid")
+
+
+def jsonl(models: Iterable[BaseModel]) -> bytes:
+    """The models as JSON lines, one a line: the format of every catalog and dataset file."""
+    return "".join(model.model_dump_json() + "\n" for model in models).encode()
 
 
 class Message(Model):

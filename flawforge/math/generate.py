@@ -173,9 +173,10 @@ def _mutants(bound: BoundProgram, families: Iterable[str]) -> Iterable[_Mutant]:
 
 
 def _predict(bound: BoundProgram, mutant: _Mutant) -> _Outcome | None:
+    if mutant.value is _UNEVALUATED:
+        return None  # the interpreter could not compute the site's new value (e.g. a division by zero)
     try:
-        prediction = bound.predict(mutant.site, mutant.edit.expression) if mutant.value is _UNEVALUATED \
-            else bound.predict_from(mutant.site, mutant.value)
+        prediction = bound.predict(mutant.site, mutant.value)
     except UnsafeExpression:
         return None  # the mutant would fail (e.g. divide by zero)
     return _Outcome(values=prediction.values, answer=prediction.answer, prediction=prediction)

@@ -86,6 +86,24 @@ def clone(node: ast.AST, renames: Mapping[str, str] | None = None) -> ast.AST:
     return copied
 
 
+def copy_at(expression: ast.expr, position: int) -> tuple[ast.expr, ast.AST]:
+    """A deep copy of `expression` and, in it, the node at `position` in ast.walk order."""
+    duplicate = clone(expression)
+    return duplicate, list(ast.walk(duplicate))[position]
+
+
+def replace_node(expression: ast.expr, old: ast.AST, new: ast.expr) -> ast.expr:
+    """`expression` with the node `old` (by identity) replaced by `new`, wherever it sits."""
+    if expression is old:
+        return new
+
+    class Replacer(ast.NodeTransformer):
+        def visit(self, node):
+            return new if node is old else super().visit(node)
+
+    return Replacer().visit(expression)
+
+
 def variables_read(expression: ast.expr) -> tuple[str, ...]:
     """Variables read by an expression, in source order, without function and module names."""
     nodes = list(ast.walk(expression))
@@ -257,17 +275,13 @@ class BoundProgram:
             scope[step.name] = value
         return cls(program=program, sites=tuple(sites), final_values=scope, answer=answer, trace=tuple(trace))
 
-    def predict(self, site: Site, expression: ast.expr) -> Prediction:
-        """The execution when `site` computes `expression` instead.
+    def predict(self, site: Site, value: Any) -> Prediction:
+        """The execution when `site` computes `value` instead.
 
-        Straight-line programs only: the assignments from the site on are evaluated with the
+        Straight-line programs only: the assignments after the site are evaluated with the
         arithmetic interpreter. Raises Unpredictable, or UnsafeExpression when the arithmetic
         itself fails (e.g. a division by zero) or is not plain arithmetic.
         """
-        return self.predict_from(site, evaluate(expression, site.scope))
-
-    def predict_from(self, site: Site, value: Any) -> Prediction:
-        """predict() when the site's new value is known."""
         program = self.program
         if not program.straight_line or program.returned is None:
             raise Unpredictable("the program is not straight-line code")
@@ -301,12 +315,11 @@ class BoundProgram:
             return False
         first = self.sites[0]
         try:
-            prediction = self.predict(first, first.assignment.value)
+            prediction = self.predict(first, evaluate(first.assignment.value, first.scope))
         except (Unpredictable, UnsafeExpression):
             return False
-        return (same_values(prediction.values, self.final_values)
-                and same_values({"": prediction.answer}, {"": self.answer})
-                and self.trace_of(prediction) == list(self.trace))
+        return identical(prediction.answer, self.answer) and all(
+            identical(value, site.value) for value, site in zip(prediction.assigned, self.sites))
 
 
 class Unpredictable(Exception):
@@ -317,9 +330,3 @@ def identical(left: Any, right: Any) -> bool:
     """The same value of the same type: 1 and 1.0 differ, and so do 0.0 and -0.0."""
     return type(left) is type(right) and left == right and (
         type(left) is not float or math.copysign(1.0, left) == math.copysign(1.0, right))
-
-
-def same_values(left: Mapping[str, Any], right: Mapping[str, Any]) -> bool:
-    """Same names with identical values."""
-    return left.keys() == right.keys() and all(identical(left[name], right[name]) for name in left)
-

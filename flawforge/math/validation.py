@@ -236,18 +236,11 @@ def find_solve(code: str) -> ast.FunctionDef:
 def validate_template(*, problem_index: int, template_model: str, gsm8k_answer: str, code: str,
                       logical_steps: list[dict], sandbox) -> TemplateValidation:
     """Checks one template in the sandbox; never raises for a bad template (the verdict says why)."""
-    return validate_template_run(problem_index=problem_index, template_model=template_model,
-                                 gsm8k_answer=gsm8k_answer, code=code, logical_steps=logical_steps, sandbox=sandbox)[0]
-
-
-def validate_template_run(*, problem_index: int, template_model: str, gsm8k_answer: str, code: str,
-                          logical_steps: list[dict], sandbox) -> tuple[TemplateValidation, Any]:
-    """validate_template's verdict, and the sandbox's traced run of solve() it rests on (None if it never ran)."""
     check = start_validation(problem_index=problem_index, template_model=template_model, gsm8k_answer=gsm8k_answer,
                              code=code, logical_steps=logical_steps)
     if isinstance(check, TemplateValidation):
-        return check, None
-    return check.finish(sandbox.trace_batch(check.programs[0], check.programs[1:], func="solve"))
+        return check
+    return check.finish(sandbox.trace_batch(check.programs[0], check.programs[1:], func="solve"))[0]
 
 
 @dataclass

@@ -22,6 +22,7 @@ from flawforge.math.gsm8k import index_range, read_gsm8k
 from flawforge.math.selection import stable_hash
 from flawforge.math.templates import DEFAULT_MODEL_PREFERENCE, TemplateFolder, choose_templates
 from flawforge.math.tiers import tier_of
+from flawforge.proto.base import jsonl
 from flawforge.proto.math import (COMPUTATIONAL_TYPES, CONCEPTUAL_TYPES, Candidate, Family, ProblemResult,
                                   ProblemTemplate, ProblemWorkItem, Reject, TemplateValidation,
                                   ValidatedTemplate)
@@ -60,10 +61,6 @@ def problem_seed(base_seed: int, template: ProblemTemplate) -> int:
     """Derived from the job's seed, the problem and its template (never from hash(), which varies per process)."""
     digest = stable_hash(str(base_seed), str(template.problem_index), template.template_model, template.code)
     return int(digest[:16], 16) >> 1
-
-
-def _jsonl(models) -> bytes:
-    return "".join(model.model_dump_json() + "\n" for model in models).encode()
 
 
 def catalog_order(candidate: Candidate) -> tuple:
@@ -143,8 +140,8 @@ def run(ctx: JobContext, params: MathErrorsParams) -> None:
     rejects.sort(key=lambda r: (r.problem_index, r.template_model or "", r.reason, r.detail))
     verdicts.sort(key=lambda v: (v.problem_index, v.template_model))
     ctx.put_artifact("candidates.jsonl", b"".join(candidates_jsonl for _, candidates_jsonl in produced))
-    ctx.put_artifact("rejects.jsonl", _jsonl(rejects))
-    ctx.put_artifact("validation.jsonl", _jsonl(verdicts))
+    ctx.put_artifact("rejects.jsonl", jsonl(rejects))
+    ctx.put_artifact("validation.jsonl", jsonl(verdicts))
     summary = _summary(params, len(indices), templates, [result for result, _ in produced], rejects,
                        time.monotonic() - started)
     ctx.put_artifact("summary.json", (json.dumps(summary, indent=1) + "\n").encode())

@@ -22,6 +22,7 @@ from flawforge.llm.limits import Budget, CallScope
 from flawforge.math.gsm8k import GSM8KProblem, index_range, read_gsm8k
 from flawforge.math.templates import DEFAULT_MODEL_PREFERENCE, InvalidTemplate, TemplateFolder, problem_template
 from flawforge.math.tiers import tier_of
+from flawforge.proto.base import jsonl
 from flawforge.proto.llm import TemplateGenerationReport
 from flawforge.proto.math import ProblemTemplate, Reject
 
@@ -118,8 +119,8 @@ def run(ctx: JobContext, params: TemplateGenerationParams) -> None:
         repairs=sum(max(0, len(o.replies) - 1) for o in outcomes),
         prompt_tokens=sum(r.usage.prompt_tokens for r in replies),
         completion_tokens=sum(r.usage.completion_tokens for r in replies))
-    ctx.put_artifact("templates.jsonl", "".join(t.model_dump_json() + "\n" for t in kept).encode())
-    ctx.put_artifact("rejects.jsonl", "".join(r.model_dump_json() + "\n" for r in rejects).encode())
+    ctx.put_artifact("templates.jsonl", jsonl(kept))
+    ctx.put_artifact("rejects.jsonl", jsonl(rejects))
     ctx.put_artifact("report.json", report.model_dump_json(indent=1).encode())
 
 

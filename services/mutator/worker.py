@@ -22,6 +22,7 @@ from flawforge.blobstore import BlobStore, open_blob_store
 from flawforge.errors import FlawforgeError
 from flawforge.jobs.context import item_key
 from flawforge.pipelines.math_errors import PROBLEM_QUEUE, catalog_order
+from flawforge.proto.base import jsonl
 from flawforge.proto.math import ProblemResult, ProblemWorkItem, Reject, ValidatedTemplate
 from flawforge.proto.sandbox import ExecutionResult
 from flawforge.runtime.platform import Platform
@@ -33,8 +34,7 @@ log = logging.getLogger(__name__)
 # Generation processes, one per core (more only add sandboxes and switching; measured on 2 cores, 4 cost
 # a fifth more CPU per problem).
 GENERATION_PROCESSES = max(2, len(os.sched_getaffinity(0)))
-# Work items in flight: twice the processes, so that each process has the next problem queued while a
-# consumer thread moves the last one's blobs.
+# Work items in flight: twice the processes, so that a process finishing a problem finds the next one queued.
 CONCURRENT_PROBLEMS = 2 * GENERATION_PROCESSES
 
 
@@ -48,8 +48,8 @@ def sandbox():
 
 @lru_cache(maxsize=1)
 def generation_processes() -> ProcessPoolExecutor:
-    """Started with the first work item. They come from a fork server that has imported the mutation
-    engine once: quick to start, and never forked from the service's threads."""
+    """Started when the workers start (warm_up_in_background). They come from a fork server that has imported
+    the mutation engine once: quick to start, and never forked from the service's threads."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["flawforge.math.generate", __name__])
     return ProcessPoolExecutor(GENERATION_PROCESSES, mp_context=context, initializer=collect_garbage_rarely)
@@ -126,7 +126,7 @@ def generate_problem(settings_json: str, message_json: str) -> None:
     result = ProblemResult(job_id=message.job_id, problem_index=message.problem_index,
                            error_types=[c.error_type for c in candidates], rejects=rejects)
     store.put(item_key(message.job_id, f"{message.problem_index}.jsonl"),
-              result.with_candidates("".join(c.model_dump_json() + "\n" for c in candidates).encode()),
+              result.with_candidates(jsonl(candidates)),
               "application/jsonl")
 
 

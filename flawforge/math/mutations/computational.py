@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Iterable
 from flawforge.math.arithmetic import UnsafeExpression, evaluate, is_int_like, is_number
 from flawforge.math.display import show
 from flawforge.math.mutations.base import Edit, Miscalculate, Mutation, literal
-from flawforge.math.program import Site, clone
+from flawforge.math.program import Site, copy_at, replace_node
 
 ADDITIVE = ("+", "-")
 MULTIPLICATIVE = ("*", "/", "//")
@@ -208,10 +208,9 @@ class MultiplicationByReciprocal(ComputationalMutation):
 
     def modify(self, site: Site) -> Iterable[Edit]:
         for position, factor in self._fraction_factors(site):
-            expression = clone(site.assignment.value)
-            operand = list(ast.walk(expression))[position]
+            expression, operand = copy_at(site.assignment.value, position)
             reciprocal = 1 / factor
-            expression = _replace(expression, operand, literal(reciprocal))
+            expression = replace_node(expression, operand, literal(reciprocal))
             try:
                 wrong = evaluate(expression, site.scope)
             except UnsafeExpression:
@@ -219,15 +218,3 @@ class MultiplicationByReciprocal(ComputationalMutation):
             yield Edit(params={"factor": show(factor), "reciprocal": show(reciprocal),
                                "correct_shown": show(site.value), "wrong_shown": show(wrong)},
                        expression=expression, text=Miscalculate(), prior=1.0)
-
-
-def _replace(expression: ast.expr, old: ast.expr, new: ast.expr) -> ast.expr:
-    """`expression` with the node `old` (by identity) replaced by `new`."""
-    if expression is old:
-        return new
-
-    class Replacer(ast.NodeTransformer):
-        def visit(self, node):
-            return new if node is old else super().visit(node)
-
-    return Replacer().visit(expression)

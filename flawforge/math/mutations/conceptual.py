@@ -14,19 +14,13 @@ from typing import Iterable
 from flawforge.math.arithmetic import is_number
 from flawforge.math.display import show
 from flawforge.math.mutations.base import DropTerm, Edit, Mutation, StopAt, SubstituteName, SwapOperator
-from flawforge.math.program import OPERATORS, Site, clone, operator_symbol, variables_read
+from flawforge.math.program import OPERATORS, Site, clone, copy_at, operator_symbol, replace_node, variables_read
 
 
 def _in_a_step(site: Site) -> bool:
     """A computed value of a numbered step (not an input, not the final answer's assignment)."""
     return (site.assignment.step.startswith("L") and not site.assignment.is_input
             and site.assignment is not site.program.answer and is_number(site.value))
-
-
-def _copy_at(expression: ast.expr, position: int) -> tuple[ast.expr, ast.AST]:
-    """A deep copy of `expression` and, in it, the node at `position` in ast.walk order."""
-    duplicate = clone(expression)
-    return duplicate, list(ast.walk(duplicate))[position]
 
 
 class OperatorSwap(Mutation):
@@ -45,7 +39,7 @@ class OperatorSwap(Mutation):
         for position, node, left, right in _swappable_operations(site.assignment.value):
             old = operator_symbol(node.op)
             for new, prior in self.SWAPS[old]:
-                expression, swapped = _copy_at(site.assignment.value, position)
+                expression, swapped = copy_at(site.assignment.value, position)
                 swapped.op = OPERATORS[new]()
                 yield Edit(params={"old": old, "new": new, "left": left, "right": right},
                            expression=expression, text=SwapOperator(left=left, right=right, old=old, new=new),
@@ -108,22 +102,13 @@ class IncompleteCalculation(Mutation):
                 chain: ast.expr = ast.Name(id=kept[0], ctx=ast.Load())
                 for term in kept[1:]:
                     chain = ast.BinOp(left=chain, op=OPERATORS[symbol](), right=ast.Name(id=term, ctx=ast.Load()))
-                expression, old = _copy_at(site.assignment.value, position)
-                expression = chain if expression is old else _swap_node(expression, old, chain)
+                expression, old = copy_at(site.assignment.value, position)
+                expression = replace_node(expression, old, chain)
                 yield Edit(params={"term": dropped, "op": symbol}, expression=expression,
                            text=DropTerm(term=dropped, op=symbol), prior=self.PRIORS[symbol])
 
     def explanation_values(self, site: Site, edit: Edit) -> dict:
         return {"term_value": show(site.scope[edit.params["term"]])}
-
-
-def _swap_node(expression: ast.expr, old: ast.AST, new: ast.expr) -> ast.expr:
-    for parent in ast.walk(expression):
-        for name, value in ast.iter_fields(parent):
-            if value is old:
-                setattr(parent, name, new)
-                return expression
-    raise ValueError("node not in expression")
 
 
 class OperandSubstitution(Mutation):
