@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from fractions import Fraction
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from flawforge.math.arithmetic import Evaluator, UnsafeExpression, parse_expression
 
@@ -26,11 +26,12 @@ ANNOTATION = re.compile(r"<<(.*?)>>")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _PERCENT = re.compile(r"(\d+(?:\.\d+)?)\s*%")
 _DECIMALS = re.compile(r"\.(\d+)$")
+_PLAIN_NUMBER = re.compile(r"(\d+)(?:\.(\d+))?")
 
 
-@dataclass(frozen=True)
-class Interval:
-    """A closed interval of exact numbers; a point when lo == hi."""
+class Interval(NamedTuple):
+    """A closed interval of exact numbers; a point when lo == hi. (A tuple: one is made for every number and
+    every operation of every annotation checked.)"""
 
     lo: Fraction
     hi: Fraction
@@ -138,11 +139,16 @@ class _IntervalEvaluator(Evaluator):
 
 def number_interval(literal: str) -> Interval:
     """The numbers a shown number may stand for (see the module docstring)."""
-    value = Fraction(literal)
+    plain = _PLAIN_NUMBER.fullmatch(literal)
+    if plain:  # Fraction() of the text, without its general parser
+        whole, decimals = plain.groups()
+        value = Fraction(int(whole + decimals), 10 ** len(decimals)) if decimals else Fraction(int(whole))
+    else:
+        value = Fraction(literal)
     match = _DECIMALS.search(literal)
     if match and len(match.group(1)) == ROUNDED_DECIMALS:
         return Interval(value - _HALF_STEP, value + _HALF_STEP)
-    return Interval.point(value)
+    return Interval(value, value)
 
 
 def normalize(text: str) -> str:
@@ -239,6 +245,8 @@ def false_equations(line: str) -> list[str]:
     Only whole calculations count: "60 students x 2/3 = 40" is not read as "2/3 = 40". A
     percentage on the last side alone is percentage points ("100 - 50 = 50%")."""
     prose = ANNOTATION.sub(" ", line)
+    if "=" not in prose:  # every calculation has one; most lines' prose has none
+        return []
     wrong = []
     for match in PROSE_CALCULATION.finditer(prose):
         sides = [side.strip() for side in match.group(0).split("=")]

@@ -119,6 +119,97 @@ _RULES: dict[type, Callable[[Evaluator, Any], Any]] = {
 }
 
 
+Compiled = Callable[[Mapping[str, Any]], Any]
+
+
+def compile_expression(node: ast.AST) -> Compiled:
+    """`node` as a function of the names, computing what Evaluator(names).evaluate(node) computes, failures
+    included (they are raised when the function is called). For an expression evaluated many times over
+    different values (a program's assignments, once per mutant): the tree is walked once, here."""
+    kind = type(node)
+    if kind is ast.Expression:
+        return compile_expression(node.body)
+    if kind is ast.Constant:
+        value = node.value
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return _failing(UnsafeExpression(f"unsupported constant {value!r}"))
+        return lambda names: value
+    if kind is ast.Name:
+        name = node.id
+
+        def read(names: Mapping[str, Any]) -> Any:
+            try:
+                return names[name]
+            except KeyError:
+                raise UnsafeExpression(f"unknown name {name!r}") from None
+        return read
+    if kind is ast.BinOp:
+        return _compile_binary(node)
+    if kind is ast.UnaryOp:
+        operation, operand = _UNARY.get(type(node.op)), compile_expression(node.operand)
+        if operation is None:
+            return _failing(UnsafeExpression(f"unsupported operator in {ast.unparse(node)!r}"))
+        return lambda names: operation(operand(names))
+    if kind is ast.Call:
+        return _compile_call(node)
+    if kind is ast.Attribute:
+        return _compile_attribute(node)
+    return _failing(UnsafeExpression(f"unsupported expression {ast.unparse(node)!r}"))
+
+
+def _failing(error: UnsafeExpression) -> Compiled:
+    def fail(names: Mapping[str, Any]) -> Any:
+        raise error
+    return fail
+
+
+def _compile_binary(node: ast.BinOp) -> Compiled:
+    operation = _BINARY.get(type(node.op))
+    if operation is None:
+        return _failing(UnsafeExpression(f"unsupported operator in {ast.unparse(node)!r}"))
+    left, right = compile_expression(node.left), compile_expression(node.right)
+    is_power = operation is operator.pow
+
+    def binary(names: Mapping[str, Any]) -> Any:
+        a, b = left(names), right(names)
+        if is_power:
+            Evaluator.check_exponent(b)
+        try:
+            return operation(a, b)
+        except (ZeroDivisionError, OverflowError, TypeError, ValueError) as exc:
+            raise UnsafeExpression(f"cannot evaluate {ast.unparse(node)}: {exc}") from None
+    return binary
+
+
+def _compile_call(node: ast.Call) -> Compiled:
+    name = call_name(node.func)
+    if node.keywords or name not in FUNCTIONS:
+        return _failing(UnsafeExpression(f"unsupported call {ast.unparse(node)!r}"))
+    function, arguments = FUNCTIONS[name], [compile_expression(arg) for arg in node.args]
+
+    def call(names: Mapping[str, Any]) -> Any:
+        values = [argument(names) for argument in arguments]
+        try:
+            return function(*values)
+        except (ZeroDivisionError, OverflowError, TypeError, ValueError) as exc:
+            raise UnsafeExpression(f"cannot evaluate {ast.unparse(node)}: {exc}") from None
+    return call
+
+
+def _compile_attribute(node: ast.Attribute) -> Compiled:
+    attribute = node.attr
+    if attribute not in ATTRIBUTES:
+        return _failing(UnsafeExpression(f"unsupported attribute .{attribute}"))
+    inner = compile_expression(node.value)
+
+    def read(names: Mapping[str, Any]) -> Any:
+        value = inner(names)
+        if isinstance(value, bool) or not isinstance(value, (int, Fraction)):
+            raise UnsafeExpression(f".{attribute} of a {type(value).__name__}")
+        return getattr(value, attribute)
+    return read
+
+
 def parse_expression(text: str) -> ast.Expression:
     try:
         return ast.parse(text.strip(), mode="eval")

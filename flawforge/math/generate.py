@@ -30,8 +30,7 @@ from flawforge.math.mutations import Edit, Mutation, mutations_of
 from flawforge.math.mutations.base import Miscalculate, StopAt
 from flawforge.math.program import FINAL_ANSWER_STEP, BoundProgram, Prediction, Program, Site, TemplateError
 from flawforge.math.reconstruct import SolutionWriter, Unrenderable
-from flawforge.math.selection import DEFAULT_CAPS, Caps, Choice, implausibility, select, stable_hash, \
-    value_implausibility
+from flawforge.math.selection import DEFAULT_CAPS, Caps, Choice, Plausibility, ValueRule, select, stable_hash
 from flawforge.proto.math import Candidate, ProblemTemplate, Reject
 from flawforge.proto.sandbox import ExecutionResult
 from flawforge.proto.values import TraceStep, TypedValue
@@ -161,6 +160,7 @@ def _mutants(bound: BoundProgram, families: Iterable[str]) -> Iterable[_Mutant]:
     """Every edit of every mutation at every site, but those whose own new value is already implausible."""
     mutations = mutations_of(families)
     for site in bound.sites:
+        rule = None
         for mutation in mutations:
             for edit in mutation.edits(site):
                 try:
@@ -168,7 +168,9 @@ def _mutants(bound: BoundProgram, families: Iterable[str]) -> Iterable[_Mutant]:
                 except UnsafeExpression:  # decided with the whole execution
                     yield _Mutant(mutation=mutation, site=site, edit=edit)
                     continue
-                if value != site.value and value_implausibility(site.value, value) is None:
+                if rule is None:
+                    rule = ValueRule.of(site.value)
+                if value != site.value and rule.violation(value) is None:
                     yield _Mutant(mutation=mutation, site=site, edit=edit, value=value)
 
 
@@ -195,11 +197,12 @@ def _plausible(bound: BoundProgram, outcomes: list[tuple[_Mutant, _Outcome | Non
     """The mutants whose flawed execution is plausible, in groups: mutants with the same error type,
     line and flawed answer form one (the same mistake to a reviewer), most plausible first."""
     groups: dict[Any, Group] = {}
+    plausibility = Plausibility(bound.final_values, bound.answer)
     for mutant, outcome in outcomes:
         if outcome is None:
             dropped[(mutant.mutation.family, "not_executable")] += 1
             continue
-        reason = implausibility(bound.final_values, outcome.values, bound.answer, outcome.answer)
+        reason = plausibility.violation(outcome.values, outcome.answer)
         if reason:
             dropped[(mutant.mutation.family, reason)] += 1
             continue

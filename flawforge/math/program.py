@@ -11,9 +11,10 @@ import ast
 import math
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Mapping, NamedTuple
 
-from flawforge.math.arithmetic import UnsafeExpression, call_name, evaluate, is_number
+from flawforge.math.arithmetic import Compiled, UnsafeExpression, call_name, compile_expression, evaluate, is_number
 from flawforge.proto.values import TraceStep, TypedValue
 
 ENTRY_POINT = "solve"
@@ -184,6 +185,15 @@ class Program:
                         grew = True
         return frozenset(group)
 
+    @cached_property
+    def computations(self) -> tuple[Compiled, ...]:
+        """Each assignment's right-hand side, compiled (evaluated again for every mutant after it)."""
+        return tuple(compile_expression(assignment.value) for assignment in self.assignments)
+
+    @cached_property
+    def computed_answer(self) -> Compiled:
+        return compile_expression(self.returned)
+
     def assignment_of(self, variable: str) -> Assignment | None:
         return next((a for a in reversed(self.assignments) if a.target == variable), None)
 
@@ -288,11 +298,12 @@ class BoundProgram:
         values = dict(site.scope)
         values[site.target] = value
         assigned = [value]
-        for assignment in program.assignments[site.assignment.position + 1:]:
-            value = values[assignment.target] = evaluate(assignment.value, values)
+        start = site.assignment.position
+        for assignment, computation in zip(program.assignments[start + 1:], program.computations[start + 1:]):
+            value = values[assignment.target] = computation(values)
             assigned.append(value)
-        return Prediction(values=values, answer=evaluate(program.returned, values),
-                          start=site.assignment.position, assigned=tuple(assigned))
+        return Prediction(values=values, answer=program.computed_answer(values), start=start,
+                          assigned=tuple(assigned))
 
     def trace_of(self, prediction: Prediction) -> list[TraceStep]:
         """The trace the predicted execution records: the correct one up to the change, then the new values

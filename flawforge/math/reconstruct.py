@@ -110,15 +110,26 @@ def _format(value: Any, spec: str, in_expression: bool) -> str:
 
 def render(template: str, values: Mapping[str, Any]) -> str:
     """The template with every field filled from `values`."""
+    pieces, tail = _rendering_plan(template)
+    rendered = []
+    for literal, field, in_expression in pieces:
+        rendered.append(literal)
+        rendered.append(_format(field_value(field.expression, values), field.spec, in_expression))
+    rendered.append(tail)
+    return "".join(rendered)
+
+
+@lru_cache(maxsize=8192)  # every mutant's solution renders its problem's few templates again
+def _rendering_plan(template: str) -> tuple[tuple[tuple[str, Field, bool], ...], str]:
+    """(literal text before it, the field, whether it sits in an annotation's expression) for each field,
+    and the literal text after the last."""
     spans = _annotation_expression_spans(template)
     pieces, position = [], 0
     for field in fields(template):
-        pieces.append(_literal(template[position:field.start]))
         in_expression = any(start <= field.start < end for start, end in spans)
-        pieces.append(_format(field_value(field.expression, values), field.spec, in_expression))
+        pieces.append((_literal(template[position:field.start]), field, in_expression))
         position = field.end
-    pieces.append(_literal(template[position:]))
-    return "".join(pieces)
+    return tuple(pieces), _literal(template[position:])
 
 
 def _literal(text: str) -> str:

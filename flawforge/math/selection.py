@@ -19,44 +19,62 @@ import random
 from fractions import Fraction
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Generic, Mapping, NamedTuple, Sequence, TypeVar
 
 from flawforge.math.arithmetic import is_int_like, is_number, sign
 from flawforge.math.display import show
 
 
-def implausibility(correct: Mapping[str, Any], flawed: Mapping[str, Any], correct_answer: Any,
-                   flawed_answer: Any) -> str | None:
-    """None when the flawed execution is plausible, else the first rule it breaks."""
-    if not is_number(flawed_answer) or (isinstance(flawed_answer, float) and not math.isfinite(flawed_answer)):
-        return "answer_not_a_number"
-    if flawed_answer == correct_answer or show(flawed_answer) == show(correct_answer):
-        return "answer_unchanged"
-    for name, value in correct.items():
-        new = flawed.get(name, value)
-        if new is value or (type(new) is type(value) and new == value) or not is_number(value):
-            continue  # unchanged: nothing to check
-        reason = value_implausibility(value, new)
-        if reason:
-            return reason
-    return None
+class Plausibility:
+    """The plausibility filter for one correct execution. What each correct value allows is worked out
+    once here; every mutant's flawed values are then checked against it."""
+
+    def __init__(self, correct: Mapping[str, Any], correct_answer: Any):
+        self.correct_answer, self.shown_answer = correct_answer, show(correct_answer)
+        self.rules = {name: (value, ValueRule.of(value)) for name, value in correct.items() if is_number(value)}
+
+    def violation(self, flawed: Mapping[str, Any], flawed_answer: Any) -> str | None:
+        """None when the flawed execution is plausible, else the first rule it breaks."""
+        if not is_number(flawed_answer) or (isinstance(flawed_answer, float) and not math.isfinite(flawed_answer)):
+            return "answer_not_a_number"
+        if flawed_answer == self.correct_answer or show(flawed_answer) == self.shown_answer:
+            return "answer_unchanged"
+        for name, (value, rule) in self.rules.items():
+            new = flawed.get(name, value)
+            if new is value or (type(new) is type(value) and new == value):
+                continue  # unchanged: nothing to check
+            reason = rule.violation(new)
+            if reason:
+                return reason
+        return None
 
 
-def value_implausibility(correct: Any, flawed: Any) -> str | None:
-    """The rule a flawed value breaks against the correct one, or None.
+class ValueRule(NamedTuple):
+    """What a correct value allows of its flawed counterpart.
 
     Whole-number values are ints and whole floats. A Fraction is rational by the template's
     own choice (3/2 cartons, 25/9 liters), so a Fraction that stops being whole is allowed.
     """
-    if not is_number(flawed):
-        return "not_a_number"
-    if is_int_like(correct) and not isinstance(correct, Fraction) and not is_int_like(flawed):
-        return "whole_became_fractional"
-    if correct != 0 and flawed == 0:
-        return "became_zero"
-    if sign(correct) != 0 and sign(flawed) != sign(correct):
-        return "sign_flip"
-    return None
+
+    stays_whole: bool
+    stays_non_zero: bool
+    sign: int
+
+    @classmethod
+    def of(cls, correct: Any) -> "ValueRule":
+        return cls(stays_whole=is_int_like(correct) and not isinstance(correct, Fraction),
+                   stays_non_zero=correct != 0, sign=sign(correct))
+
+    def violation(self, flawed: Any) -> str | None:
+        if not is_number(flawed):
+            return "not_a_number"
+        if self.stays_whole and not is_int_like(flawed):
+            return "whole_became_fractional"
+        if self.stays_non_zero and flawed == 0:
+            return "became_zero"
+        if self.sign != 0 and sign(flawed) != self.sign:
+            return "sign_flip"
+        return None
 
 
 @dataclass(frozen=True)
