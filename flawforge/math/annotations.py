@@ -235,6 +235,7 @@ _OPERATOR = r"[-+*/x×÷]"
 _EXPRESSION = rf"{_NUMBER}(?:\s*{_OPERATOR}\s*{_NUMBER})*"
 PROSE_CALCULATION = re.compile(rf"(?<![\w.,/$]){_EXPRESSION}(?:\s*=\s*{_EXPRESSION})+(?![\w/]|[.,]\d)")
 _CONTINUES_A_CALCULATION = re.compile(rf"(?:^|\s){_OPERATOR}\s*$")
+_OPERATOR_SIGN = re.compile(_OPERATOR)
 _WRITTEN_FRACTION = re.compile(r"(?<![\d.])(\d+/\d+)(?![.\d])")
 
 
@@ -250,7 +251,7 @@ def false_equations(line: str) -> list[str]:
     wrong = []
     for match in PROSE_CALCULATION.finditer(prose):
         sides = [side.strip() for side in match.group(0).split("=")]
-        if not any(re.search(_OPERATOR, side.replace("$", "")) for side in sides) \
+        if not any(_OPERATOR_SIGN.search(side.replace("$", "")) for side in sides) \
                 or _CONTINUES_A_CALCULATION.search(prose[:match.start()]):
             continue
         if not any("%" in side for side in sides[:-1]):

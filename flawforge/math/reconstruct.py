@@ -212,7 +212,7 @@ def substitute_name(template: str, change: SubstituteName, old_value: Any, same:
         if any(field.reads(old) for old in olds):
             renamed = field.expression
             for old in olds:
-                renamed = re.sub(rf"(?<![\w.]){re.escape(old)}(?!\w)", change.new, renamed)
+                renamed = _variable_pattern(old).sub(change.new, renamed)
             body = template[field.start + 1:field.end - 1]
             edits.append((field.start, field.end, "{" + body.replace(field.expression, renamed, 1) + "}"))
     if not edits:
@@ -253,6 +253,12 @@ def drop_term(template: str, change: DropTerm, same: Aliases = _itself) -> str:
     if not edits and any(field.variable in terms for field in found):
         raise Unrenderable(f"the text shows the term {change.term} but not as part of the calculation")
     return _apply(template, edits)
+
+
+@lru_cache(maxsize=1024)
+def _variable_pattern(name: str) -> re.Pattern:
+    """The variable `name` in an expression (not a part of a longer name or of an attribute)."""
+    return re.compile(rf"(?<![\w.]){re.escape(name)}(?!\w)")
 
 
 def _literal_spans(template: str) -> list[tuple[int, int]]:
@@ -443,10 +449,13 @@ class SolutionWriter:
         return "\n".join(lines + [FINAL_ANSWER_PREFIX + show(answer)])
 
 
+_STEP_LABEL = re.compile(r"L[1-9]\d*")
+
+
 def _unwritten_lines(step_numbers: list[str], source_lines: Mapping[str, str]) -> dict[str, str]:
     """The original lines no step writes, when every label is 'L<k>' (else none: no common numbering)."""
     labels = list(step_numbers) + list(source_lines)
-    if not all(re.fullmatch(r"L[1-9]\d*", label) for label in labels):
+    if not all(_STEP_LABEL.fullmatch(label) for label in labels):
         return {}
     return {number: line for number, line in source_lines.items() if number not in step_numbers}
 
