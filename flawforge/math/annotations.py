@@ -41,6 +41,9 @@ class Interval(NamedTuple):
         return cls(Fraction(value), Fraction(value))
 
     def _combine(self, other: "Interval", op: Callable[[Fraction, Fraction], Fraction]) -> "Interval":
+        if self.lo is self.hi and other.lo is other.hi:  # two exact numbers (most): one corner
+            value = op(self.lo, other.lo)
+            return Interval(value, value)
         corners = [op(a, b) for a in (self.lo, self.hi) for b in (other.lo, other.hi)]
         return Interval(min(corners), max(corners))
 
