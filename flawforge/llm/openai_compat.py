@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from typing import Any
 
@@ -82,11 +83,23 @@ class OpenAICompatibleProvider:
         self.calllog = calllog
         self.backoff = backoff
         self.limiter = RateLimiter(config.requests_per_minute, config.max_concurrency)
-        self.http = httpx.Client(base_url=config.base_url.rstrip("/"), timeout=config.timeout_s)
         self._models: list[str] | None = list(config.models) or None
+        self._http: httpx.Client | None = None
+        self._http_lock = threading.Lock()
+
+    @property
+    def http(self) -> httpx.Client:
+        """Made with the first request: its TLS set-up takes a fifth of a second, and every service of a
+        stack starts the gateway's providers, whether or not a job ever calls them."""
+        with self._http_lock:
+            if self._http is None:
+                self._http = httpx.Client(base_url=self.config.base_url.rstrip("/"), timeout=self.config.timeout_s)
+            return self._http
 
     def close(self) -> None:
-        self.http.close()
+        with self._http_lock:
+            if self._http is not None:
+                self._http.close()
 
     def _secret(self) -> str | None:
         return os.environ.get(self.config.api_key_env) if self.config.api_key_env else None
