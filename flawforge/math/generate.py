@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Iterable, NamedTuple, Protocol
 
-from flawforge.math.arithmetic import UnsafeExpression, evaluate, is_number
+from flawforge.math.arithmetic import UnsafeExpression, is_number
 from flawforge.math.display import show
 from flawforge.math.gsm8k import numbered_lines
 from flawforge.math.mutations import Edit, Mutation, mutations_of
@@ -164,7 +164,7 @@ def _mutants(bound: BoundProgram, families: Iterable[str]) -> Iterable[_Mutant]:
         for mutation in mutations:
             for edit in mutation.edits(site):
                 try:
-                    value = evaluate(edit.expression, site.scope)
+                    value = edit.value_in(site.scope)
                 except UnsafeExpression:  # decided with the whole execution
                     yield _Mutant(mutation=mutation, site=site, edit=edit)
                     continue

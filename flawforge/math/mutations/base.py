@@ -11,10 +11,12 @@ from __future__ import annotations
 import ast
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from functools import cached_property
 from fractions import Fraction
-from typing import Any, ClassVar, Iterable
+from typing import Any, ClassVar, Iterable, Mapping
 
-from flawforge.math.program import Site
+from flawforge.math.arithmetic import evaluate
+from flawforge.math.program import Site, clone
 from flawforge.proto.math import Family
 
 
@@ -69,6 +71,35 @@ class Edit:
     text: TextChange
     prior: float = 0.0           # how plausible a reviewer finds this edit, relative to the others
 
+    def value_in(self, scope: Mapping[str, Any]) -> Any:
+        """The new right-hand side's value over the variables in `scope`; raises UnsafeExpression."""
+        return evaluate(self.expression, scope)
+
+
+@dataclass(frozen=True)
+class Substitution:
+    """An edit that makes the site's own expression read variable `new` where it reads `old`.
+
+    A problem offers many of these and few become code, so the renamed expression is built only
+    when asked for; the value is the site's compiled expression over a scope where `old` holds
+    `new`'s value, which is what the renamed expression computes."""
+
+    site: Site
+    old: str
+    new: str
+    params: dict[str, Any]
+    text: TextChange
+    prior: float = 0.0
+
+    @cached_property
+    def expression(self) -> ast.expr:
+        return clone(self.site.assignment.value, {self.old: self.new})
+
+    def value_in(self, scope: Mapping[str, Any]) -> Any:
+        renamed = dict(scope)
+        renamed[self.old] = scope[self.new]
+        return self.site.program.computations[self.site.assignment.position](renamed)
+
 
 def literal(value: Any) -> ast.expr:
     """An expression that evaluates to `value` with its type: 7, 7.5, Fraction(3, 4)."""
@@ -100,10 +131,10 @@ class Mutation(ABC):
         """Whether this error can happen at this site (by the value's type and its operation)."""
 
     @abstractmethod
-    def modify(self, site: Site) -> Iterable[Edit]:
+    def modify(self, site: Site) -> Iterable[Edit | Substitution]:
         """Every way this error changes the site; called only where `applies` is true."""
 
-    def edits(self, site: Site) -> list[Edit]:
+    def edits(self, site: Site) -> list[Edit | Substitution]:
         return list(self.modify(site)) if self.applies(site) else []
 
     def explanation_values(self, site: Site, edit: Edit) -> dict[str, Any]:

@@ -13,8 +13,9 @@ from typing import Iterable
 
 from flawforge.math.arithmetic import is_number
 from flawforge.math.display import show
-from flawforge.math.mutations.base import DropTerm, Edit, Mutation, StopAt, SubstituteName, SwapOperator
-from flawforge.math.program import OPERATORS, Site, clone, copy_at, operator_symbol, replace_node, variables_read
+from flawforge.math.mutations.base import DropTerm, Edit, Mutation, StopAt, Substitution, SubstituteName, \
+    SwapOperator
+from flawforge.math.program import OPERATORS, Site, copy_at, operator_symbol, replace_node, variables_read
 
 
 def _in_a_step(site: Site) -> bool:
@@ -131,9 +132,9 @@ class OperandSubstitution(Mutation):
             for replacement, value in candidates.items():
                 if replacement in (operand, site.target) or value == site.scope[operand]:
                     continue
-                expression = clone(site.assignment.value, {operand: replacement})
-                yield Edit(params={"operand": operand, "replacement": replacement}, expression=expression,
-                           text=SubstituteName(old=operand, new=replacement))
+                yield Substitution(site=site, old=operand, new=replacement,
+                                   params={"operand": operand, "replacement": replacement},
+                                   text=SubstituteName(old=operand, new=replacement))
 
     def explanation_values(self, site: Site, edit: Edit) -> dict:
         return {"operand_value": show(site.scope[edit.params["operand"]]),
