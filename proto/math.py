@@ -21,6 +21,20 @@ CONCEPTUAL_TYPES = (
 )
 
 
+class Caps(Model):
+    """How many candidates one problem may keep: per error type and per line (within a family), and per
+    family. None: no limit."""
+
+    model_config = {"frozen": True, "extra": "forbid"}
+    per_type: int | None = Field(2, ge=1)
+    per_line: int | None = Field(2, ge=1)
+    conceptual: int | None = Field(5, ge=1)
+    computational: int | None = Field(None, ge=1)
+
+    def family_limit(self, family: str) -> int | None:
+        return self.conceptual if family == "conceptual" else self.computational
+
+
 class ProblemTemplate(Model):
     """A GSM8K problem with the formalization template chosen for it (validated)."""
 
@@ -122,6 +136,7 @@ class ProblemWorkItem(Message):
     template: BlobRef = Field(description="JSON of a ValidatedTemplate.")
     families: list[Family]
     seed: int = Field(description="The problem's seed, derived from the job's seed, the problem and its template.")
+    caps: Caps = Field(default_factory=Caps)
 
 
 class ProblemResult(Message):

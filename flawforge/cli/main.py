@@ -89,14 +89,78 @@ def run_math_errors(gsm8k: Path = typer.Option(..., "--gsm8k", help="GSM8K jsonl
                     models: Optional[str] = typer.Option(None, "--models", help="Template models, most preferred "
                                                                                 "first, comma-separated."),
                     seed: int = typer.Option(0, help="Base seed of the mutations."),
+                    caps: Optional[str] = typer.Option(
+                        None, help="Candidates a problem keeps, e.g. 'per_type=2,per_line=2,conceptual=5' (the "
+                                   "default; computational is unlimited); a limit of 'none', or all of them "
+                                   "('none'), keeps every plausible candidate."),
                     out: Path = OutOption, stack: Optional[str] = StackOption) -> None:
     """Computational and conceptual errors in GSM8K solutions: OUT/candidates.jsonl, rejects.jsonl, summary.json."""
     params = {"gsm8k": str(gsm8k.resolve()), "templates": str(templates.resolve()), "indices": indices,
               "families": [f.strip() for f in families.split(",") if f.strip()], "seed": seed}
     if models:
         params["model_preference"] = [m.strip() for m in models.split(",") if m.strip()]
+    if caps is not None:
+        params["caps"] = caps_of(caps)
     run_pipeline("math-errors", params, out, stack)
     typer.echo((out / "summary.json").read_text())
+
+
+def caps_of(text: str) -> dict:
+    """--caps: 'none', or comma-separated limit=N|none over the limits of flawforge.proto.math.Caps (those not
+    named keep their defaults; the pipeline's parameters check the numbers)."""
+    from flawforge.proto.math import Caps
+
+    limits = list(Caps.model_fields)
+    if text.strip().lower() == "none":
+        return dict.fromkeys(limits)
+    caps = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, equals, value = (x.strip() for x in part.partition("="))
+        if not equals or name not in limits:
+            raise FlawforgeError(f"--caps: {part!r} is not limit=N or limit=none, with limit one of {limits}")
+        if value.lower() == "none":
+            caps[name] = None
+        elif value.isdigit():
+            caps[name] = int(value)
+        else:
+            raise FlawforgeError(f"--caps: {name} must be a whole number or 'none', not {value!r}")
+    return caps
+
+
+@app.command("recall")
+def recall_report(candidates: Path = typer.Option(..., "--candidates", help="candidates.jsonl of a math-errors run."),
+                  human_review: Path = typer.Option(..., "--human-review",
+                                                    help="Human review folder: decisions.csv and accepted/."),
+                  indices: Optional[str] = typer.Option(None, help="Only the decisions on problems A-B (the "
+                                                                   "range the candidates were made for)."),
+                  missed: bool = typer.Option(False, help="Also list the accepted errors the candidates miss.")) -> None:
+    """How many human review decisions the candidates reproduce, accepted and rejected, as JSON."""
+    import json
+
+    from flawforge.math.export import parse_candidates
+    from flawforge.math.gsm8k import index_range
+    from flawforge.math.recall import read_human_review, recall
+
+    try:
+        text = candidates.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise FlawforgeError(f"cannot read candidates file {candidates}: {exc.strerror or exc}") from None
+    decisions = read_human_review(human_review)
+    if indices is not None:
+        try:
+            wanted = index_range(indices)
+        except ValueError as exc:
+            raise FlawforgeError(f"--indices: {exc}") from None
+        decisions = [decision for decision in decisions if decision.problem_index in wanted]
+    report = recall(decisions, parse_candidates(text, str(candidates)))
+    result = {"accepted": report.accepted, "accepted_reproduced": report.accepted_produced,
+              "accepted_recall": round(report.accepted_recall, 4), "rejected": report.rejected,
+              "rejected_reproduced": report.rejected_produced, "rejected_recall": round(report.rejected_recall, 4),
+              "accepted_by_error_type": {t: {"accepted": n, "reproduced": report.produced_by_type[t]}
+                                         for t, n in sorted(report.accepted_by_type.items())}}
+    if missed:
+        result["missed"] = [decision.__dict__ for decision in report.missed]
+    typer.echo(json.dumps(result, indent=1))
 
 
 @app.command("export")

@@ -23,6 +23,7 @@ from typing import Any, Callable, Generic, Mapping, NamedTuple, Sequence, TypeVa
 
 from flawforge.math.arithmetic import is_int_like, is_number, sign
 from flawforge.math.display import show
+from flawforge.proto.math import Caps
 
 
 class Plausibility:
@@ -75,17 +76,6 @@ class ValueRule(NamedTuple):
         if self.sign != 0 and sign(flawed) != self.sign:
             return "sign_flip"
         return None
-
-
-@dataclass(frozen=True)
-class Caps:
-    per_type: int | None = 2
-    per_line: int | None = 2
-    conceptual: int | None = 5
-    computational: int | None = None
-
-    def family_limit(self, family: str) -> int | None:
-        return self.conceptual if family == "conceptual" else self.computational
 
 
 DEFAULT_CAPS = Caps()

@@ -23,7 +23,7 @@ from flawforge.math.selection import stable_hash
 from flawforge.math.templates import DEFAULT_MODEL_PREFERENCE, TemplateFolder, choose_templates
 from flawforge.math.tiers import tier_of
 from flawforge.proto.base import jsonl
-from flawforge.proto.math import (COMPUTATIONAL_TYPES, CONCEPTUAL_TYPES, Candidate, Family, ProblemResult,
+from flawforge.proto.math import (COMPUTATIONAL_TYPES, CONCEPTUAL_TYPES, Candidate, Caps, Family, ProblemResult,
                                   ProblemTemplate, ProblemWorkItem, Reject, TemplateValidation,
                                   ValidatedTemplate)
 
@@ -43,6 +43,7 @@ class MathErrorsParams(BaseModel):
     model_preference: list[str] = Field(list(DEFAULT_MODEL_PREFERENCE), min_length=1,
                                         description="Template models, most preferred first.")
     seed: int = Field(0, description="Base seed; each problem's seed derives from it and its template.")
+    caps: Caps = Field(default_factory=Caps, description="Candidates a problem may keep (None: no limit).")
 
     @field_validator("indices")
     @classmethod
@@ -81,6 +82,7 @@ def _summary(params: MathErrorsParams, requested: int, templates: dict[int, Prob
         if count:
             by_family[family_of[error_type]] += count
     return {
+        "caps": params.caps.model_dump(),
         "problems": requested,
         "problems_with_template": len(templates),
         "problems_with_candidates": sum(bool(result.error_types) for result in results),
@@ -129,7 +131,7 @@ def run(ctx: JobContext, params: MathErrorsParams) -> None:
                     bus.publish(PROBLEM_QUEUE, ProblemWorkItem(
                         job_id=ctx.job_id, problem_index=index, tier=template.tier,
                         template_model=template.template_model, template=ref,
-                        families=params.families, seed=problem_seed(params.seed, template)))
+                        families=params.families, seed=problem_seed(params.seed, template), caps=params.caps))
             ctx.progress(first + len(chunk), len(indices), "validating templates")
 
     results = ctx.wait_for_items([f"{index}.jsonl" for index in templates], total=len(templates),

@@ -114,7 +114,7 @@ def generate_problem(settings_json: str, message_json: str) -> None:
     template = validated.template
     executor = sandbox() if validated.run is None else ValidatedRun(sandbox(), template.code, validated.run)
     try:
-        output = generate_for_problem(template, executor, list(message.families), message.seed)
+        output = generate_for_problem(template, executor, list(message.families), message.seed, message.caps)
         candidates, rejects = sorted(output.candidates, key=catalog_order), output.rejects
     except FlawforgeError:
         raise  # the platform failed, not the template: retried by the bus

@@ -87,3 +87,60 @@ def test_pool_recall(decisions, shared_data):
     report = recall(decisions, [c for output in outputs.values() for c in output.candidates])
     print(report.summary())
     assert report.accepted_produced >= POOL_ACCEPTED
+
+
+def run_cli(*args: str):
+    from typer.testing import CliRunner
+
+    from flawforge.cli.main import app
+
+    return CliRunner().invoke(app, list(args))
+
+
+def test_recall_command_reports_what_the_library_computes_and_caps_none_keeps_the_pool(decisions, shared_data,
+                                                                                         tmp_path):
+    from flawforge.math.export import parse_candidates
+
+    gsm8k, templates = str(shared_data / "gsm8k" / "train.jsonl"), str(shared_data / "formalization-templates")
+    reports, counts = {}, {}
+    for caps in ("none", "per_type=2,per_line=2,conceptual=5"):
+        out = tmp_path / caps.replace(",", "_")
+        ran = run_cli("run", "math-errors", "--gsm8k", gsm8k, "--templates", templates, "--indices", "0-99",
+                      "--families", "conceptual", "--caps", caps, "--out", str(out))
+        assert ran.exit_code == 0, ran.output
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["caps"]["per_type"] == (None if caps == "none" else 2)
+        reported = run_cli("recall", "--candidates", str(out / "candidates.jsonl"), "--human-review",
+                           str(shared_data / "human-review"), "--indices", "0-99", "--missed")
+        assert reported.exit_code == 0, reported.output
+        reports[caps] = json.loads(reported.output)
+        candidates = parse_candidates((out / "candidates.jsonl").read_text())
+        counts[caps] = len(candidates)
+        expected = recall([d for d in decisions if d.problem_index < 100], candidates)
+        assert (reports[caps]["accepted"], reports[caps]["accepted_reproduced"], reports[caps]["rejected"],
+                reports[caps]["rejected_reproduced"]) == (expected.accepted, expected.accepted_produced,
+                                                          expected.rejected, expected.rejected_produced)
+        assert len(reports[caps]["missed"]) == expected.accepted - expected.accepted_produced
+    uncapped, capped = reports["none"], reports["per_type=2,per_line=2,conceptual=5"]
+    assert counts["none"] > counts["per_type=2,per_line=2,conceptual=5"]
+    assert uncapped["accepted"] == capped["accepted"] > 10
+    assert uncapped["accepted_reproduced"] > capped["accepted_reproduced"]
+
+
+@pytest.mark.parametrize("caps, message", [
+    ("per_type", "is not limit=N"),
+    ("per_types=2", "is not limit=N"),
+    ("per_line=two", "per_line must be a whole number"),
+    ("per_type=0", "invalid caps.per_type: Input should be greater than or equal to 1"),
+])
+def test_bad_caps_are_named(shared_data, tmp_path, caps, message):
+    ran = run_cli("run", "math-errors", "--gsm8k", str(shared_data / "gsm8k" / "train.jsonl"), "--templates",
+                  str(shared_data / "formalization-templates"), "--indices", "0", "--caps", caps,
+                  "--out", str(tmp_path))
+    assert ran.exit_code != 0 and message in str(ran.exception)
+
+
+def test_recall_command_names_a_missing_candidates_file(shared_data, tmp_path):
+    ran = run_cli("recall", "--candidates", str(tmp_path / "none.jsonl"), "--human-review",
+                  str(shared_data / "human-review"))
+    assert ran.exit_code != 0 and "cannot read candidates file" in str(ran.exception)
