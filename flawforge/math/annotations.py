@@ -12,7 +12,6 @@ from __future__ import annotations
 import ast
 import math
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from fractions import Fraction
 from typing import Any, Callable, NamedTuple
@@ -27,6 +26,7 @@ _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _PERCENT = re.compile(r"(\d+(?:\.\d+)?)\s*%")
 _DECIMALS = re.compile(r"\.(\d+)$")
 _PLAIN_NUMBER = re.compile(r"(\d+)(?:\.(\d+))?")
+_PYTHON_NUMBER = re.compile(r"(?:0|[1-9][0-9]*)(?:\.[0-9]+)?")  # a literal Python reads as one int or float
 
 
 class Interval(NamedTuple):
@@ -165,6 +165,8 @@ def normalize(text: str) -> str:
 def interval_of(text: str) -> Interval:
     """The interval of values an annotation side may denote; raises UnsafeExpression."""
     normalized = normalize(text)
+    if _PYTHON_NUMBER.fullmatch(normalized.strip()):  # the value side, mostly: what parsing it would give
+        return number_interval(normalized.strip())
     node = parse_expression(normalized)
     # get_source_segment needs the text exactly as parsed
     value = _IntervalEvaluator(normalized.strip()).evaluate(node)
@@ -173,8 +175,9 @@ def interval_of(text: str) -> Interval:
     return value
 
 
-@dataclass(frozen=True)
-class Annotation:
+class Annotation(NamedTuple):
+    """One `<<expression=shown>>` of a line (a tuple: every rendered line of every mutant is read again)."""
+
     expression: str
     shown: str
     start: int  # offset of '<<' in the line
