@@ -105,6 +105,17 @@ def run_math_errors(gsm8k: Path = typer.Option(..., "--gsm8k", help="GSM8K jsonl
     typer.echo((out / "summary.json").read_text())
 
 
+def read_candidates(path: Path) -> list:
+    """The candidates of a math-errors run's candidates.jsonl."""
+    from flawforge.math.export import parse_candidates
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise FlawforgeError(f"cannot read candidates file {path}: {exc.strerror or exc}") from None
+    return parse_candidates(text, str(path))
+
+
 def caps_of(text: str) -> dict:
     """--caps: 'none', or comma-separated limit=N|none over the limits of flawforge.proto.math.Caps (those not
     named keep their defaults; the pipeline's parameters check the numbers)."""
@@ -137,14 +148,10 @@ def recall_report(candidates: Path = typer.Option(..., "--candidates", help="can
     """How many human review decisions the candidates reproduce, accepted and rejected, as JSON."""
     import json
 
-    from flawforge.math.export import parse_candidates
     from flawforge.math.gsm8k import index_range
     from flawforge.math.recall import read_human_review, recall
 
-    try:
-        text = candidates.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise FlawforgeError(f"cannot read candidates file {candidates}: {exc.strerror or exc}") from None
+    found = read_candidates(candidates)
     decisions = read_human_review(human_review)
     if indices is not None:
         try:
@@ -152,7 +159,7 @@ def recall_report(candidates: Path = typer.Option(..., "--candidates", help="can
         except ValueError as exc:
             raise FlawforgeError(f"--indices: {exc}") from None
         decisions = [decision for decision in decisions if decision.problem_index in wanted]
-    report = recall(decisions, parse_candidates(text, str(candidates)))
+    report = recall(decisions, found)
     result = {"accepted": report.accepted, "accepted_reproduced": report.accepted_produced,
               "accepted_recall": round(report.accepted_recall, 4), "rejected": report.rejected,
               "rejected_reproduced": report.rejected_produced, "rejected_recall": round(report.rejected_recall, 4),
@@ -172,14 +179,10 @@ def export_dataset(candidates: Path = typer.Option(..., "--candidates", help="ca
     """The error-detection dataset: OUT/train.jsonl and OUT/test.jsonl, split by GSM8K problem."""
     import json
 
-    from flawforge.math.export import build_dataset, parse_candidates
+    from flawforge.math.export import build_dataset
     from flawforge.math.gsm8k import read_gsm8k
 
-    try:
-        text = candidates.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise FlawforgeError(f"cannot read candidates file {candidates}: {exc.strerror or exc}") from None
-    splits = build_dataset(parse_candidates(text, str(candidates)), read_gsm8k(gsm8k), test_fraction, seed)
+    splits = build_dataset(read_candidates(candidates), read_gsm8k(gsm8k), test_fraction, seed)
     out.mkdir(parents=True, exist_ok=True)
     for split, rows in splits.items():
         (out / f"{split}.jsonl").write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
