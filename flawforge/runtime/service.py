@@ -5,12 +5,13 @@ import gc
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import Callable
-
-from fastapi import APIRouter
+from typing import TYPE_CHECKING, Callable
 
 from flawforge.bus.base import Handler
 from flawforge.runtime.platform import Platform
+
+if TYPE_CHECKING:  # the mutator's generation processes import this module and never serve HTTP
+    from fastapi import APIRouter
 
 log = logging.getLogger(__name__)
 
