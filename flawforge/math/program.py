@@ -11,10 +11,9 @@ import ast
 import math
 import re
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any, Mapping, NamedTuple
 
-from flawforge.math.arithmetic import Compiled, UnsafeExpression, call_name, compile_expression, evaluate, is_number
+from flawforge.math.arithmetic import UnsafeExpression, call_name, evaluate, is_number
 from flawforge.proto.values import TraceStep, TypedValue
 
 ENTRY_POINT = "solve"
@@ -195,15 +194,6 @@ class Program:
                         grew = True
         return frozenset(group)
 
-    @cached_property
-    def computations(self) -> tuple[Compiled, ...]:
-        """Each assignment's right-hand side, compiled (evaluated again for every mutant after it)."""
-        return tuple(compile_expression(assignment.value) for assignment in self.assignments)
-
-    @cached_property
-    def computed_answer(self) -> Compiled:
-        return compile_expression(self.returned)
-
     def assignment_of(self, variable: str) -> Assignment | None:
         return next((a for a in reversed(self.assignments) if a.target == variable), None)
 
@@ -309,10 +299,10 @@ class BoundProgram:
         values[site.target] = value
         assigned = [value]
         start = site.assignment.position
-        for assignment, computation in zip(program.assignments[start + 1:], program.computations[start + 1:]):
-            value = values[assignment.target] = computation(values)
+        for assignment in program.assignments[start + 1:]:
+            value = values[assignment.target] = evaluate(assignment.value, values)
             assigned.append(value)
-        return Prediction(values=values, answer=program.computed_answer(values), start=start,
+        return Prediction(values=values, answer=evaluate(program.returned, values), start=start,
                           assigned=tuple(assigned))
 
     def trace_of(self, prediction: Prediction) -> list[TraceStep]:

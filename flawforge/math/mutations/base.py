@@ -81,8 +81,8 @@ class Substitution:
     """An edit that makes the site's own expression read variable `new` where it reads `old`.
 
     A problem offers many of these and few become code, so the renamed expression is built only
-    when asked for; the value is the site's compiled expression over a scope where `old` holds
-    `new`'s value, which is what the renamed expression computes."""
+    when asked for; the value is the site's own expression over a scope where `old` holds `new`'s
+    value, which is what the renamed expression computes."""
 
     site: Site
     old: str
@@ -98,7 +98,7 @@ class Substitution:
     def value_in(self, scope: Mapping[str, Any]) -> Any:
         renamed = dict(scope)
         renamed[self.old] = scope[self.new]
-        return self.site.program.computations[self.site.assignment.position](renamed)
+        return evaluate(self.site.assignment.value, renamed)
 
 
 def literal(value: Any) -> ast.expr:
