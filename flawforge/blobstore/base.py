@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from abc import ABC, abstractmethod
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from flawforge.errors import ChecksumMismatch
 from flawforge.proto.base import BlobRef
@@ -26,11 +27,40 @@ def check_key(key: str) -> str:
     return key
 
 
+class ChunkDigest:
+    """The checksum and size of the chunks passed `through` it: a blob written piecewise gets its ref
+    without being read again."""
+
+    def __init__(self):
+        self._sha256 = hashlib.sha256()
+        self.size = 0
+
+    def through(self, chunks: Iterable[bytes]) -> Iterator[bytes]:
+        for chunk in chunks:
+            self._sha256.update(chunk)
+            self.size += len(chunk)
+            yield chunk
+
+    def ref(self, key: str) -> BlobRef:
+        return BlobRef(key=key, sha256=self._sha256.hexdigest(), size=self.size)
+
+
 class BlobStore(ABC):
     """Keys are '/'-separated relative paths. Writes are atomic: a reader sees all of a blob or none."""
 
     @abstractmethod
     def put(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> BlobRef: ...
+
+    @abstractmethod
+    def put_chunks(self, key: str, chunks: Iterable[bytes],
+                   content_type: str = "application/octet-stream") -> BlobRef:
+        """Writes the blob from chunks as they come (from a producer still at work, say), never holding it whole
+        in memory. Atomic like put: if the chunks fail, nothing is written and their exception propagates."""
+
+    @abstractmethod
+    def download(self, key: str, path: str | os.PathLike) -> None:
+        """Copies the blob into the file at `path` without reading it into memory; the file appears complete
+        or not at all. Raises BlobNotFound."""
 
     @abstractmethod
     def put_if_absent(self, key: str, data: bytes) -> bool:

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import threading
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
-from flawforge.blobstore.base import BlobStore, check_key
+from flawforge.blobstore.base import BlobStore, ChunkDigest, check_key
 from flawforge.errors import BlobNotFound, BlobStoreUnavailable
 from flawforge.proto.base import BlobRef
 
@@ -22,17 +23,31 @@ class LocalBlobStore(BlobStore):
 
     def put(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> BlobRef:
         path = self._path(key)
-        tmp = _write_beside(path, data)  # then renamed: readers never see a half-written blob
-        try:
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        _replace(_write_beside(path, (data,)), path)
         return self.ref_for(key, data)
+
+    def put_chunks(self, key: str, chunks: Iterable[bytes],
+                   content_type: str = "application/octet-stream") -> BlobRef:
+        path, digest = self._path(key), ChunkDigest()
+        _replace(_write_beside(path, digest.through(chunks)), path)
+        return digest.ref(key)
+
+    def download(self, key: str, path: str | os.PathLike) -> None:
+        source, path = self._path(key), os.fspath(path)
+        if not os.path.isfile(source):
+            raise BlobNotFound(key)
+        tmp = _temp_beside(path)
+        try:
+            shutil.copyfile(source, tmp)  # copied by the kernel, not through Python
+        except FileNotFoundError:
+            if not os.path.isfile(source):  # deleted meanwhile
+                raise BlobNotFound(key) from None
+            raise
+        _replace(tmp, path)
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
         path = self._path(key)
-        tmp = _write_beside(path, data)
+        tmp = _write_beside(path, (data,))
         try:
             os.link(tmp, path)  # atomic create-if-absent with full content
             return True
@@ -80,21 +95,35 @@ class LocalBlobStore(BlobStore):
 _TEMP_NUMBERS = itertools.count()
 
 
-def _write_beside(path: str, data: bytes) -> str:
-    """A new file holding `data` in `path`'s folder (created when missing); returns its path.
-    Named by process, thread and a counter: unique without mkstemp's random probing."""
-    folder = os.path.dirname(path)
-    tmp = os.path.join(folder, f".tmp-{os.getpid()}-{threading.get_ident()}-{next(_TEMP_NUMBERS)}")
+def _temp_beside(path: str) -> str:
+    """A temporary name in `path`'s folder, named by process, thread and a counter: unique without
+    mkstemp's random probing."""
+    return os.path.join(os.path.dirname(path), f".tmp-{os.getpid()}-{threading.get_ident()}-{next(_TEMP_NUMBERS)}")
+
+
+def _write_beside(path: str, chunks: Iterable[bytes]) -> str:
+    """A new file holding the chunks in `path`'s folder (created when missing); returns its path."""
+    tmp = _temp_beside(path)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(tmp, flags, 0o600)
     except FileNotFoundError:
-        os.makedirs(folder, exist_ok=True)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
         fd = os.open(tmp, flags, 0o600)
     try:
         with os.fdopen(fd, "wb") as file:
-            file.write(data)
+            for chunk in chunks:
+                file.write(chunk)
     except BaseException:
         os.unlink(tmp)
         raise
     return tmp
+
+
+def _replace(tmp: str, path: str) -> None:
+    """Moves a finished temporary file into place: readers never see a half-written file."""
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise

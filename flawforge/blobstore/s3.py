@@ -2,15 +2,40 @@
 from __future__ import annotations
 
 import io
-from typing import Iterator
+import os
+from typing import Iterable, Iterator
 
 from minio import Minio
 from minio.error import S3Error
 from urllib3.exceptions import HTTPError
 
-from flawforge.blobstore.base import BlobStore, check_key
+from flawforge.blobstore.base import BlobStore, ChunkDigest, check_key
 from flawforge.errors import BlobNotFound, BlobStoreUnavailable
 from flawforge.proto.base import BlobRef
+
+
+# Parts of an upload of unknown length (S3 wants at least 5 MiB for every part but the last).
+UPLOAD_PART_SIZE = 16 * 1024 * 1024
+
+
+class _ChunkReader:
+    """A readable stream over an iterable of byte chunks, for the client's uploads. A read returns all it asks
+    for (less only at the end): the client appends what each read returns to its part."""
+
+    def __init__(self, chunks: Iterable[bytes]):
+        self._chunks = iter(chunks)
+        self._buffer = bytearray()
+
+    def read(self, size: int = -1) -> bytes:
+        while size < 0 or len(self._buffer) < size:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                break
+            self._buffer += chunk
+        size = len(self._buffer) if size < 0 else size
+        data = bytes(self._buffer[:size])
+        del self._buffer[:size]
+        return data
 
 
 class S3BlobStore(BlobStore):
@@ -34,6 +59,23 @@ class S3BlobStore(BlobStore):
         self.client.put_object(bucket_name=self.bucket, object_name=check_key(key), data=io.BytesIO(data),
                                length=len(data), content_type=content_type)
         return self.ref_for(key, data)
+
+    def put_chunks(self, key: str, chunks: Iterable[bytes],
+                   content_type: str = "application/octet-stream") -> BlobRef:
+        # Length unknown: the client uploads in parts as the chunks come, and aborts the upload if they fail.
+        digest = ChunkDigest()
+        self.client.put_object(bucket_name=self.bucket, object_name=check_key(key),
+                               data=_ChunkReader(digest.through(chunks)), length=-1, part_size=UPLOAD_PART_SIZE,
+                               content_type=content_type)
+        return digest.ref(key)
+
+    def download(self, key: str, path: str | os.PathLike) -> None:
+        try:  # the client writes a part file beside `path` and renames it when complete
+            self.client.fget_object(bucket_name=self.bucket, object_name=check_key(key), file_path=os.fspath(path))
+        except S3Error as exc:
+            if exc.code in ("NoSuchKey", "NoSuchObject"):
+                raise BlobNotFound(key) from None
+            raise
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
         # S3 conditional write: the server refuses the PUT if the key exists (no read-then-write

@@ -122,6 +122,10 @@ class Bus(ABC):
     def close(self) -> None:
         pass
 
+    def wake_consumers(self) -> None:
+        """Consumers' stop events were set: those blocked waiting for a message look at them now rather than
+        at their next poll (a broker's consumers poll briefly enough)."""
+
     # --- shared behaviour ---------------------------------------------------------------
     def publish(self, queue: str, message: Message) -> None:
         self.publish_raw(queue, message.model_dump_json().encode(), message.message_id,

@@ -12,6 +12,9 @@ from flawforge.errors import BusUnavailable
 
 
 class MemoryBus(Bus):
+    # A waiting consumer's longest sleep: it then releases delayed messages that fell due.
+    poll_s = 0.1
+
     def __init__(self, middleware=None):
         super().__init__(middleware)
         self._lock = threading.Lock()  # guards the state below
@@ -54,8 +57,7 @@ class MemoryBus(Bus):
                 wait = self._release_due()
                 if self._queues[queue]:
                     return self._queues[queue].popleft()
-                # the timeout also lets a waiter release delayed messages that fell due
-                self._ready[queue].wait(timeout=min(wait, 0.1) if wait is not None else 0.1)
+                self._ready[queue].wait(timeout=min(wait, self.poll_s) if wait is not None else self.poll_s)
             return None
 
     def consume(self, queue: str, handler: Handler, stop: threading.Event) -> None:
@@ -103,5 +105,9 @@ class MemoryBus(Bus):
     def close(self) -> None:
         with self._lock:
             self._closed = True
+        self.wake_consumers()
+
+    def wake_consumers(self) -> None:
+        with self._lock:
             for ready in self._ready.values():
                 ready.notify_all()

@@ -50,7 +50,7 @@ def run_embedded(pipeline_name: str, params: dict, out: Path, settings) -> JobSt
         _finish(status)
         out.mkdir(parents=True, exist_ok=True)
         for name in jobs.artifact_names(status.job_id):
-            (out / name).write_bytes(jobs.artifact(status.job_id, name))
+            jobs.download_artifact(status.job_id, name, out / name)
     return status
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Iterable, Iterator
 
 from flawforge.errors import FlawforgeError
 from flawforge.jobs.dead_letters import dead_item_prefix
@@ -41,17 +42,25 @@ class JobContext:
     def put_artifact(self, name: str, data: bytes) -> Artifact:
         return self.jobs.put_artifact(self.job_id, name, data)
 
+    def put_artifact_chunks(self, name: str, chunks: Iterable[bytes]) -> Artifact:
+        return self.jobs.put_artifact_chunks(self.job_id, name, chunks)
+
     def item_key(self, name: str) -> str:
         return item_key(self.job_id, name)
 
     def wait_for_items(self, names: list[str], *, poll_s: float = 0.05, timeout_s: float = 3600,
                        total: int | None = None, message: str = "") -> dict[str, bytes]:
-        """Blocks until every named item result exists; reports progress and honours cancel.
+        """Blocks until every named item result exists (see items_as_done)."""
+        return dict(self.items_as_done(names, poll_s=poll_s, timeout_s=timeout_s, total=total, message=message))
+
+    def items_as_done(self, names: list[str], *, poll_s: float = 0.05, timeout_s: float = 3600,
+                      total: int | None = None, message: str = "") -> Iterator[tuple[str, bytes]]:
+        """(name, result) of every named work item, as each result lands; reports progress and honours cancel.
 
         Fails at once when a work item of this job was dead-lettered: its result will never come.
         """
         pending = {self.item_key(name): name for name in names}
-        results: dict[str, bytes] = {}
+        done = 0
         deadline = time.monotonic() + timeout_s
         store = self.platform.store
         items_prefix = self.item_key("")
@@ -59,8 +68,9 @@ class JobContext:
             # One listing per poll, not one lookup per pending item.
             for key in store.list(items_prefix):
                 if key in pending:
-                    results[pending.pop(key)] = store.get(key)
-            self.progress(len(results), total if total is not None else len(names), message)
+                    done += 1
+                    yield pending.pop(key), store.get(key)
+            self.progress(done, total if total is not None else len(names), message)
             if not pending:
                 break
             dead = next(iter(store.list(dead_item_prefix(self.job_id))), None)
@@ -72,4 +82,3 @@ class JobContext:
             if time.monotonic() > deadline:
                 raise FlawforgeError(f"timed out waiting for {len(pending)} work items of job {self.job_id}")
             time.sleep(poll_s)
-        return results

@@ -1,8 +1,10 @@
 """Job state in the blob store, so a restarted service loses nothing."""
 from __future__ import annotations
 
+import os
 import uuid
 from datetime import datetime, timezone
+from typing import Iterable
 
 from flawforge.blobstore import BlobStore
 from flawforge.errors import BlobNotFound, FlawforgeError
@@ -71,11 +73,17 @@ class JobStore:
             return self.update(job_id, cancel_requested=True, state=JobState.cancelled)
         return self.update(job_id, cancel_requested=True)
 
-    def put_artifact(self, job_id: str, name: str, data: bytes) -> Artifact:
+    def _artifact_key(self, job_id: str, name: str) -> str:
         if "/" in name or name.startswith("."):
             raise ValueError(f"invalid artifact name {name!r}")
-        ref = self.store.put(self._artifact_prefix(job_id) + name, data)
-        return Artifact(name=name, blob=ref)
+        return self._artifact_prefix(job_id) + name
+
+    def put_artifact(self, job_id: str, name: str, data: bytes) -> Artifact:
+        return Artifact(name=name, blob=self.store.put(self._artifact_key(job_id, name), data))
+
+    def put_artifact_chunks(self, job_id: str, name: str, chunks: Iterable[bytes]) -> Artifact:
+        """An artifact written as its chunks come (see BlobStore.put_chunks)."""
+        return Artifact(name=name, blob=self.store.put_chunks(self._artifact_key(job_id, name), chunks))
 
     def artifact_names(self, job_id: str) -> list[str]:
         self.get(job_id)
@@ -91,6 +99,14 @@ class JobStore:
     def artifact(self, job_id: str, name: str) -> bytes:
         self.get(job_id)
         try:
-            return self.store.get(self._artifact_prefix(job_id) + name)
+            return self.store.get(self._artifact_key(job_id, name))
+        except (BlobNotFound, ValueError):
+            raise JobNotFound(f"job {job_id} has no artifact {name!r}") from None
+
+    def download_artifact(self, job_id: str, name: str, path: str | os.PathLike) -> None:
+        """Copies an artifact into a file without reading it into memory (they can be large)."""
+        self.get(job_id)
+        try:
+            self.store.download(self._artifact_key(job_id, name), path)
         except (BlobNotFound, ValueError):
             raise JobNotFound(f"job {job_id} has no artifact {name!r}") from None

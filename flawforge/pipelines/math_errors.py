@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from typing import Iterator
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -98,6 +99,23 @@ def _summary(params: MathErrorsParams, requested: int, templates: dict[int, Prob
     }
 
 
+def _catalog(ctx: JobContext, indices: list[int], results: list[ProblemResult]) -> Iterator[bytes]:
+    """candidates.jsonl: each problem's candidates in problem order, as soon as its result and those of the
+    problems before it have landed, so the catalog is written while later problems are still generating.
+    Adds each problem's result to `results`."""
+    landed: dict[int, bytes] = {}
+    upcoming = iter(indices)
+    following = next(upcoming, None)
+    for _, stored in ctx.items_as_done([f"{index}.jsonl" for index in indices], total=len(indices),
+                                       message="generating candidates"):
+        result, candidates_jsonl = ProblemResult.split(stored)
+        results.append(result)
+        landed[result.problem_index] = candidates_jsonl
+        while following in landed:
+            yield landed.pop(following)
+            following = next(upcoming, None)
+
+
 def run(ctx: JobContext, params: MathErrorsParams) -> None:
     from flawforge.sandbox import Sandbox
 
@@ -134,18 +152,15 @@ def run(ctx: JobContext, params: MathErrorsParams) -> None:
                         families=params.families, seed=problem_seed(params.seed, template), caps=params.caps))
             ctx.progress(first + len(chunk), len(indices), "validating templates")
 
-    results = ctx.wait_for_items([f"{index}.jsonl" for index in templates], total=len(templates),
-                                 message="generating candidates")
-    produced = sorted(map(ProblemResult.split, results.values()), key=lambda result: result[0].problem_index)
-    for result, _ in produced:
+    results: list[ProblemResult] = []
+    ctx.put_artifact_chunks("candidates.jsonl", _catalog(ctx, sorted(templates), results))
+    for result in results:
         rejects += result.rejects
     rejects.sort(key=lambda r: (r.problem_index, r.template_model or "", r.reason, r.detail))
     verdicts.sort(key=lambda v: (v.problem_index, v.template_model))
-    ctx.put_artifact("candidates.jsonl", b"".join(candidates_jsonl for _, candidates_jsonl in produced))
     ctx.put_artifact("rejects.jsonl", jsonl(rejects))
     ctx.put_artifact("validation.jsonl", jsonl(verdicts))
-    summary = _summary(params, len(indices), templates, [result for result, _ in produced], rejects,
-                       time.monotonic() - started)
+    summary = _summary(params, len(indices), templates, results, rejects, time.monotonic() - started)
     ctx.put_artifact("summary.json", (json.dumps(summary, indent=1) + "\n").encode())
 
 

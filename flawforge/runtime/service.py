@@ -81,5 +81,6 @@ class Workers:
 
     def stop(self, timeout: float = 10.0) -> None:
         self.stop_event.set()
+        self.platform.bus.wake_consumers()
         for thread in self.threads:
             thread.join(timeout)

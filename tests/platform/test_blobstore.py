@@ -70,6 +70,56 @@ def test_put_if_absent_writes_once_even_when_racing(store):
     assert store.get("claims/item-1") == f"claimant {winners[0]}".encode()
 
 
+def test_put_chunks_writes_the_blob_and_its_checksum_as_the_chunks_come(store):
+    # More than one upload part: 40 chunks of 1 MiB, each of its own byte, the last one short.
+    chunks = [bytes([i]) * (1 << 20) for i in range(39)] + [b"end"]
+    produced = []
+
+    def producer():
+        for chunk in chunks:
+            produced.append(len(chunk))
+            yield chunk
+
+    ref = store.put_chunks("big/catalog.jsonl", producer())
+    data = b"".join(chunks)
+    assert len(produced) == len(chunks)
+    assert ref == store.ref_for("big/catalog.jsonl", data)
+    assert store.get_verified(ref) == data
+    assert store.put_chunks("big/empty", iter(())) == store.ref_for("big/empty", b"")
+    assert store.get("big/empty") == b""
+
+
+def test_put_chunks_that_fail_write_nothing_and_keep_the_old_blob(store):
+    store.put("jobs/1/catalog", b"before")
+
+    def failing():
+        yield b"x" * (6 << 20)  # past the first upload part
+        yield b"y" * (11 << 20)
+        raise RuntimeError("producer failed")
+
+    with pytest.raises(RuntimeError, match="producer failed"):
+        store.put_chunks("jobs/1/catalog", failing())
+    with pytest.raises(RuntimeError, match="producer failed"):
+        store.put_chunks("jobs/1/new", failing())
+    assert store.get("jobs/1/catalog") == b"before"
+    assert not store.exists("jobs/1/new")
+    assert list(store.list("jobs/")) == ["jobs/1/catalog"]
+
+
+def test_download_copies_the_blob_to_a_file(store, tmp_path):
+    data = bytes(range(256)) * 40_000
+    store.put("artifacts/a.bin", data)
+    target = tmp_path / "out" / "a.bin"
+    target.parent.mkdir()
+    target.write_bytes(b"stale")
+    store.download("artifacts/a.bin", target)
+    assert target.read_bytes() == data
+    assert sorted(p.name for p in target.parent.iterdir()) == ["a.bin"]
+    with pytest.raises(BlobNotFound, match="artifacts/missing"):
+        store.download("artifacts/missing", tmp_path / "out" / "missing")
+    assert not (tmp_path / "out" / "missing").exists()
+
+
 def test_json_helpers(store):
     store.put_json("j/doc.json", {"b": 1, "a": [1, 2]})
     assert store.get_json("j/doc.json") == {"a": [1, 2], "b": 1}

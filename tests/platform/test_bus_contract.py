@@ -156,3 +156,17 @@ def test_publish_many_delivers_every_message_once(bus, queue_name):
 def test_publish_many_to_an_undeclared_queue_raises(bus):
     with pytest.raises(BusUnavailable, match="nowhere.queue"):
         bus.publish_many("nowhere.queue", [_message(i) for i in range(3)])
+
+
+def test_waiting_consumers_stop_when_woken_not_at_their_next_poll(queue_name):
+    bus = MemoryBus()
+    bus.poll_s = 60  # a consumer that were not woken would sleep past the join below
+    bus.declare(queue_name)
+    consuming = Consuming(bus, queue_name, lambda message: None).__enter__()
+    assert wait_until(lambda: consuming.thread.is_alive())
+    time.sleep(0.05)  # blocked waiting for a message
+    consuming.stop.set()
+    bus.wake_consumers()
+    consuming.thread.join(5)
+    assert not consuming.thread.is_alive()
+    bus.close()
