@@ -137,11 +137,12 @@ def is_number(value: Any) -> bool:
 
 
 def is_int_like(value: Any) -> bool:
+    # Fraction last: it is an abstract base class's subclass, slow to test other values against.
     if isinstance(value, float):
         return value.is_integer()
-    if isinstance(value, Fraction):
-        return value.denominator == 1
-    return is_number(value)
+    if isinstance(value, int):
+        return not isinstance(value, bool)
+    return isinstance(value, Fraction) and value.denominator == 1
 
 
 def sign(value: Any) -> int:

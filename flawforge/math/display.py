@@ -20,10 +20,9 @@ MAX_EXACT_DECIMALS = 4
 def show(value: Any) -> str:
     if isinstance(value, bool) or value is None:
         return str(value)
+    # Fraction last: it is an abstract base class's subclass, slow to test other values against.
     if isinstance(value, int):
         return str(value)
-    if isinstance(value, Fraction):
-        return str(value.numerator) if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
     if isinstance(value, float):
         if not math.isfinite(value):
             return repr(value)
@@ -33,6 +32,8 @@ def show(value: Any) -> str:
         if abs(exact - value) <= 1e-9 * max(1.0, abs(value)):
             return _trim(f"{exact:.{MAX_EXACT_DECIMALS}f}")
         return _trim(f"{value:.{ROUNDED_DECIMALS}f}", keep=ROUNDED_DECIMALS)
+    if isinstance(value, Fraction):
+        return str(value.numerator) if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
     return str(value)
 
 

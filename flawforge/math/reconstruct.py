@@ -104,7 +104,9 @@ def _format(value: Any, spec: str, in_expression: bool) -> str:
             except (TypeError, ValueError) as exc:
                 raise Unrenderable(f"format spec {spec!r}: {exc}") from None
     text = show(value)
-    needs_parentheses = (isinstance(value, Fraction) and value.denominator != 1) or text.startswith("-")
+    # '/' first: only a Fraction's text has one, and testing a value against Fraction (an abstract base class's
+    # subclass) is slow
+    needs_parentheses = text.startswith("-") or ("/" in text and isinstance(value, Fraction))
     return f"({text})" if in_expression and needs_parentheses else text
 
 
