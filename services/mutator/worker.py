@@ -1,21 +1,20 @@
 """The mutator's worker: one problem's template in, its candidates and rejects out (at the job's item key).
 
 Generation is pure Python between its sandbox calls: on the consumer threads it would share one
-core under the interpreter lock. So each problem is generated in a pool of processes, one per
+core under the interpreter lock. So each problem is generated in a worker process, one per
 core, each with its own sandbox and blob-store client: a process reads the template and writes
-the result itself, and the consumer threads only hand it work items. What a problem yields
-depends on its template, families and seed, never on the process. The processes
+the result itself, and the consumer threads only hand it work items (two threads to a process,
+so that a process finishing a problem finds the next one waiting in its pipe). What a problem
+yields depends on its template, families and seed, never on the process. The processes
 start from a fork server, which imports the main module: a script that runs these workers (an
 embedded stack, say) needs the usual `if __name__ == "__main__":` guard.
 """
 from __future__ import annotations
 
+import itertools
 import logging
-import multiprocessing
 import os
 import threading
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from functools import lru_cache
 
 from flawforge.blobstore import BlobStore, open_blob_store
@@ -26,6 +25,7 @@ from flawforge.proto.base import jsonl
 from flawforge.proto.math import ProblemResult, ProblemWorkItem, Reject, ValidatedTemplate
 from flawforge.proto.sandbox import ExecutionResult
 from flawforge.runtime.platform import Platform
+from flawforge.runtime.processes import WorkerProcessDied, WorkerProcesses
 from flawforge.runtime.service import Consumer, collect_garbage_rarely
 from flawforge.settings import Settings
 
@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 # Generation processes, one per core (more only add sandboxes and switching; measured on 2 cores, 4 cost
 # a fifth more CPU per problem).
 GENERATION_PROCESSES = max(2, len(os.sched_getaffinity(0)))
-# Work items in flight: twice the processes, so that a process finishing a problem finds the next one queued.
+# Work items in flight: two a process, so that a process finishing a problem finds the next one waiting.
 CONCURRENT_PROBLEMS = 2 * GENERATION_PROCESSES
 
 
@@ -47,12 +47,11 @@ def sandbox():
 
 
 @lru_cache(maxsize=1)
-def generation_processes() -> ProcessPoolExecutor:
-    """Started when the workers start (warm_up_in_background). They come from a fork server that has imported
-    the mutation engine once: quick to start, and never forked from the service's threads."""
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["flawforge.math.generate", __name__])
-    return ProcessPoolExecutor(GENERATION_PROCESSES, mp_context=context, initializer=collect_garbage_rarely)
+def generation_processes() -> WorkerProcesses:
+    """Started when the workers start (warm_up_in_background). Their fork server has imported the mutation
+    engine once."""
+    return WorkerProcesses(GENERATION_PROCESSES, preload=["flawforge.math.generate", __name__],
+                           initializer=collect_garbage_rarely)
 
 
 def start_sandbox() -> None:
@@ -61,7 +60,7 @@ def start_sandbox() -> None:
 
 def sandbox_ready(platform: Platform) -> None:
     """Readiness: a generation process can start the sandbox the work items run in."""
-    generation_processes().submit(start_sandbox).result()
+    generation_processes().call(0, start_sandbox)
 
 
 @lru_cache(maxsize=1)
@@ -69,14 +68,14 @@ def warm_up_in_background() -> None:
     """Starts the generation processes and their sandboxes beside the service's own start-up, so the
     first problems do not wait for them. Best effort: a failure here recurs, and is reported, with a work item."""
 
-    def warm_up() -> None:
+    def warm_up(slot: int) -> None:
         try:
-            for started in [generation_processes().submit(start_sandbox) for _ in range(GENERATION_PROCESSES)]:
-                started.result()
+            generation_processes().call(slot, start_sandbox)
         except Exception as exc:
-            log.warning("generation processes did not warm up: %s", exc)
+            log.warning("generation process %d did not warm up: %s", slot, exc)
 
-    threading.Thread(target=warm_up, name="mutator-warm-up", daemon=True).start()
+    for slot in range(GENERATION_PROCESSES):
+        threading.Thread(target=warm_up, args=(slot,), name=f"mutator-warm-up-{slot}", daemon=True).start()
 
 
 class ValidatedRun:
@@ -130,16 +129,19 @@ def generate_problem(settings_json: str, message_json: str) -> None:
               "application/jsonl")
 
 
+_HANDLERS = itertools.count()
+
+
 def make_problem_handler(platform: Platform):
     warm_up_in_background()
     settings_json = platform.settings.model_dump_json()
+    slot = next(_HANDLERS) % GENERATION_PROCESSES  # the consumers share the processes evenly
 
     def handle(message: ProblemWorkItem) -> None:
         try:
-            generation_processes().submit(generate_problem, settings_json, message.model_dump_json()).result()
-        except BrokenProcessPool:
-            generation_processes.cache_clear()  # the next work item starts a new pool
-            raise FlawforgeError(f"a generation process died on problem {message.problem_index}") from None
+            generation_processes().call(slot, generate_problem, settings_json, message.model_dump_json())
+        except WorkerProcessDied as exc:  # the next work item gets a new process
+            raise FlawforgeError(f"a generation process died on problem {message.problem_index}: {exc}") from None
 
     return handle
 

@@ -1,0 +1,81 @@
+"""Worker processes fed through their own pipes (flawforge.runtime.processes), with real processes."""
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from flawforge.errors import FlawforgeError
+from flawforge.runtime.processes import WorkerProcessDied, WorkerProcesses
+
+INITIALIZED = []
+
+
+def initialize() -> None:
+    INITIALIZED.append(os.getpid())
+
+
+def echo(value):
+    return value, os.getpid(), list(INITIALIZED)
+
+
+def fail(message: str):
+    raise ValueError(message)
+
+
+def die(code: int):
+    os._exit(code)
+
+
+def unsendable():
+    return threading.Lock()
+
+
+@pytest.fixture
+def processes():
+    pool = WorkerProcesses(2, initializer=initialize)
+    yield pool
+    pool.close()
+
+
+def test_threads_sharing_a_process_each_get_their_own_answers(processes):
+    answers: dict[int, list] = {}
+
+    def caller(thread: int) -> None:
+        answers[thread] = [processes.call(thread % 2, echo, (thread, n)) for n in range(40)]
+
+    threads = [threading.Thread(target=caller, args=(thread,)) for thread in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert sorted(answers) == list(range(6))
+    pids = {}
+    for thread, replies in answers.items():
+        assert [value for value, _, _ in replies] == [(thread, n) for n in range(40)]
+        pids.setdefault(thread % 2, set()).update(pid for _, pid, _ in replies)
+    assert all(len(slot_pids) == 1 for slot_pids in pids.values())  # each slot is one process
+    assert pids[0] != pids[1] and os.getpid() not in pids[0] | pids[1]
+    assert all(initialized == [pid] for replies in answers.values() for _, pid, initialized in replies)
+
+
+def test_an_exception_in_the_process_is_raised_to_the_caller_and_the_process_goes_on(processes):
+    _, pid, _ = processes.call(0, echo, 1)
+    with pytest.raises(ValueError, match="bad value 7"):
+        processes.call(0, fail, "bad value 7")
+    assert processes.call(0, echo, 2)[:2] == (2, pid)
+
+
+def test_a_process_that_dies_is_reported_and_replaced_at_the_next_call(processes):
+    _, pid, _ = processes.call(1, echo, 1)
+    with pytest.raises(WorkerProcessDied, match=f"worker process {pid} died before answering"):
+        processes.call(1, die, 3)
+    value, new_pid, _ = processes.call(1, echo, 2)
+    assert value == 2 and new_pid != pid
+
+
+def test_a_result_that_cannot_be_sent_back_is_a_clear_error(processes):
+    with pytest.raises(FlawforgeError, match="unsendable returned what cannot be sent back"):
+        processes.call(0, unsendable)
+    assert processes.call(0, echo, 3)[0] == 3
