@@ -59,8 +59,8 @@ class BlobStore(ABC):
 
     @abstractmethod
     def download(self, key: str, path: str | os.PathLike) -> None:
-        """Copies the blob into the file at `path` without reading it into memory; the file appears complete
-        or not at all. Raises BlobNotFound."""
+        """Copies the blob into the file at `path` (its folder created when missing) without reading it into
+        memory; the file appears complete or not at all. Raises BlobNotFound."""
 
     @abstractmethod
     def put_if_absent(self, key: str, data: bytes) -> bool:

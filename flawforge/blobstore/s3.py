@@ -10,12 +10,15 @@ from minio.error import S3Error
 from urllib3.exceptions import HTTPError
 
 from flawforge.blobstore.base import BlobStore, ChunkDigest, check_key
+from flawforge.blobstore.files import replace, write_beside
 from flawforge.errors import BlobNotFound, BlobStoreUnavailable
 from flawforge.proto.base import BlobRef
 
 
 # Parts of an upload of unknown length (S3 wants at least 5 MiB for every part but the last).
 UPLOAD_PART_SIZE = 16 * 1024 * 1024
+DOWNLOAD_CHUNK_SIZE = 1024 * 1024
+DOWNLOADED_FILE_MODE = 0o666  # a user's file: the umask decides
 
 
 class _ChunkReader:
@@ -62,20 +65,28 @@ class S3BlobStore(BlobStore):
 
     def put_chunks(self, key: str, chunks: Iterable[bytes],
                    content_type: str = "application/octet-stream") -> BlobRef:
-        # Length unknown: the client uploads in parts as the chunks come, and aborts the upload if they fail.
+        # Length unknown: the client uploads in parts as the chunks come, and aborts the upload if they fail. One
+        # part at a time: the producer sets the pace, and a failed part is reported at once (parallel uploads
+        # report it at the end and leave their threads behind when the producer fails).
         digest = ChunkDigest()
         self.client.put_object(bucket_name=self.bucket, object_name=check_key(key),
                                data=_ChunkReader(digest.through(chunks)), length=-1, part_size=UPLOAD_PART_SIZE,
-                               content_type=content_type)
+                               content_type=content_type, num_parallel_uploads=1)
         return digest.ref(key)
 
     def download(self, key: str, path: str | os.PathLike) -> None:
-        try:  # the client writes a part file beside `path` and renames it when complete
-            self.client.fget_object(bucket_name=self.bucket, object_name=check_key(key), file_path=os.fspath(path))
+        try:
+            response = self.client.get_object(bucket_name=self.bucket, object_name=check_key(key))
         except S3Error as exc:
             if exc.code in ("NoSuchKey", "NoSuchObject"):
                 raise BlobNotFound(key) from None
             raise
+        try:
+            path = os.fspath(path)
+            replace(write_beside(path, response.stream(DOWNLOAD_CHUNK_SIZE), DOWNLOADED_FILE_MODE), path)
+        finally:
+            response.close()
+            response.release_conn()
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
         # S3 conditional write: the server refuses the PUT if the key exists (no read-then-write

@@ -114,6 +114,9 @@ def _catalog(ctx: JobContext, indices: list[int], results: list[ProblemResult]) 
         while following in landed:
             yield landed.pop(following)
             following = next(upcoming, None)
+    if following is not None:  # a result named for one problem held another's: never cut the catalog short
+        raise FlawforgeError(f"no result for problem {following} among its work items (results came for "
+                             f"problems {sorted(landed)[:5]})")
 
 
 def run(ctx: JobContext, params: MathErrorsParams) -> None:

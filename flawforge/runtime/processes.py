@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import threading
+from multiprocessing.reduction import ForkingPickler
 from typing import Any, Callable, Sequence
 
 from flawforge.errors import FlawforgeError
@@ -33,17 +34,22 @@ def _serve(connection, initializer: Callable[[], None] | None) -> None:
     while True:
         try:
             function, args = connection.recv()
-        except EOFError:
+        except (EOFError, OSError):  # the service closed the pipe, or went away
             return
         try:
             answer = (True, function(*args))
         except BaseException as exc:  # the caller decides what an exception means
             answer = (False, exc)
         try:
-            connection.send(answer)
+            payload = ForkingPickler.dumps(answer)
         except Exception as exc:  # the result or exception would not pickle: say so instead
-            connection.send((False, FlawforgeError(f"{function.__name__} returned what cannot be sent back "
-                                                   f"({type(exc).__name__}: {exc}); its outcome: {answer[1]!r}")))
+            payload = ForkingPickler.dumps((False, FlawforgeError(
+                f"{function.__name__} returned what cannot be sent back ({type(exc).__name__}: {exc}); "
+                f"its outcome: {answer[1]!r}")))
+        try:
+            connection.send_bytes(payload)
+        except OSError:  # the service went away
+            return
 
 
 class WorkerProcess:
@@ -61,24 +67,28 @@ class WorkerProcess:
 
     def call(self, function: Callable[..., Any], *args: Any) -> Any:
         """function(*args) in the process (both picklable); its exception is raised here. Raises WorkerProcessDied."""
+        request = ForkingPickler.dumps((function, args))  # what will not pickle fails here, before taking a turn
+        failure: BaseException | None = None
         with self._send_lock:
             ticket = self._sent
             self._sent += 1
             try:
-                self.connection.send((function, args))
-            except (OSError, ValueError):  # the process is gone; its pipe is closed
-                self.dead = True
+                self.connection.send_bytes(request)
+            except BaseException as exc:  # the process is gone (its pipe closed), or the request was cut short
+                self.dead, failure = True, exc
         with self._turn:
             self._turn.wait_for(lambda: self._answered == ticket)
         try:
-            if self.dead:
+            if failure is not None:
+                if not isinstance(failure, (OSError, ValueError)):
+                    raise failure
                 raise EOFError
-            succeeded, value = self.connection.recv()
+            succeeded, value = self.connection.recv()  # an answer sent before the process died still arrives
         except (EOFError, OSError):
             self.dead = True
             raise WorkerProcessDied(f"worker process {self.process.pid} died before answering "
                                     f"(exit code {self.process.exitcode})") from None
-        finally:
+        finally:  # the next caller's turn, whatever happened to this call
             with self._turn:
                 self._answered += 1
                 self._turn.notify_all()
@@ -102,14 +112,14 @@ class WorkerProcesses:
         self._context = multiprocessing.get_context("forkserver")
         self._context.set_forkserver_preload(list(preload))
         self._initializer = initializer
-        self._lock = threading.Lock()
+        self._locks = [threading.Lock() for _ in range(count)]  # one a slot: a slot starting a process stalls no other
         self._processes: list[WorkerProcess | None] = [None] * count
 
     def __len__(self) -> int:
         return len(self._processes)
 
     def process(self, slot: int) -> WorkerProcess:
-        with self._lock:
+        with self._locks[slot]:
             current = self._processes[slot]
             if current is None or current.dead:
                 if current is not None:
@@ -122,8 +132,8 @@ class WorkerProcesses:
         return self.process(slot).call(function, *args)
 
     def close(self) -> None:
-        with self._lock:
-            processes, self._processes = self._processes, [None] * len(self._processes)
-        for process in processes:
+        for slot, lock in enumerate(self._locks):
+            with lock:
+                process, self._processes[slot] = self._processes[slot], None
             if process is not None:
                 process.close()

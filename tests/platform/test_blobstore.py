@@ -1,6 +1,8 @@
 """The blob-store contract on both backends: local folder, and S3 over HTTP against moto's server."""
 from __future__ import annotations
 
+import os
+import shutil
 import threading
 import uuid
 
@@ -104,6 +106,10 @@ def test_put_chunks_that_fail_write_nothing_and_keep_the_old_blob(store):
     assert store.get("jobs/1/catalog") == b"before"
     assert not store.exists("jobs/1/new")
     assert list(store.list("jobs/")) == ["jobs/1/catalog"]
+    if isinstance(store, LocalBlobStore):  # no temporary file left beside the blobs
+        assert os.listdir(store.root / "jobs" / "1") == ["catalog"]
+    else:  # the upload of the parts already sent was aborted
+        assert not store.client._list_multipart_uploads(bucket_name=store.bucket).uploads
 
 
 def test_download_copies_the_blob_to_a_file(store, tmp_path):
@@ -118,6 +124,31 @@ def test_download_copies_the_blob_to_a_file(store, tmp_path):
     with pytest.raises(BlobNotFound, match="artifacts/missing"):
         store.download("artifacts/missing", tmp_path / "out" / "missing")
     assert not (tmp_path / "out" / "missing").exists()
+    store.download("artifacts/a.bin", tmp_path / "new" / "folder" / "a.bin")
+    assert (tmp_path / "new" / "folder" / "a.bin").read_bytes() == data
+
+
+def test_a_download_that_fails_leaves_nothing_behind(store, tmp_path):
+    store.put("artifacts/a.bin", b"payload" * 1000)
+    (tmp_path / "out" / "a.bin").mkdir(parents=True)  # the file cannot take its place
+    with pytest.raises(OSError):
+        store.download("artifacts/a.bin", tmp_path / "out" / "a.bin")
+    assert os.listdir(tmp_path / "out") == ["a.bin"] and not os.listdir(tmp_path / "out" / "a.bin")
+
+
+def test_a_local_copy_cut_short_leaves_no_partial_file(tmp_path, monkeypatch):
+    store = LocalBlobStore(tmp_path / "blobs")
+    store.put("artifacts/a.bin", b"payload" * 1000)
+
+    def disk_full(source, target):
+        with open(target, "wb") as file:
+            file.write(b"pay")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(shutil, "copyfile", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        store.download("artifacts/a.bin", tmp_path / "out" / "a.bin")
+    assert os.listdir(tmp_path / "out") == []
 
 
 def test_json_helpers(store):

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import os
+import pickle
 import threading
+import time
 
 import pytest
 
@@ -26,6 +28,11 @@ def fail(message: str):
 
 def die(code: int):
     os._exit(code)
+
+
+def die_after(seconds: float):
+    time.sleep(seconds)
+    os._exit(4)
 
 
 def unsendable():
@@ -79,3 +86,42 @@ def test_a_result_that_cannot_be_sent_back_is_a_clear_error(processes):
     with pytest.raises(FlawforgeError, match="unsendable returned what cannot be sent back"):
         processes.call(0, unsendable)
     assert processes.call(0, echo, 3)[0] == 3
+
+
+def test_an_argument_that_cannot_be_sent_fails_the_call_alone(processes):
+    with pytest.raises((TypeError, pickle.PicklingError)):
+        processes.call(0, echo, threading.Lock())
+    assert processes.call(0, echo, 4)[0] == 4  # the slot did not wait for an answer that never comes
+
+
+def test_calls_waiting_behind_a_process_that_dies_all_fail_and_none_hangs(processes):
+    _, pid, _ = processes.call(0, echo, 0)
+    outcomes: list = []
+
+    def queued_call() -> None:
+        try:
+            outcomes.append(processes.process(0).call(echo, 1))
+        except WorkerProcessDied as exc:
+            outcomes.append(exc)
+
+    dying = threading.Thread(target=queued_call)
+    killer = threading.Thread(target=lambda: outcomes.append(_died(processes)))
+    killer.start()
+    time.sleep(0.2)  # the fatal call is in the pipe first
+    waiting = [threading.Thread(target=queued_call) for _ in range(3)]
+    for thread in [dying, *waiting]:
+        thread.start()
+    for thread in [killer, dying, *waiting]:
+        thread.join(30)
+        assert not thread.is_alive()
+    assert len(outcomes) == 5 and all(isinstance(outcome, WorkerProcessDied) for outcome in outcomes)
+    value, new_pid, _ = processes.call(0, echo, 5)
+    assert value == 5 and new_pid != pid
+
+
+def _died(processes) -> WorkerProcessDied | None:
+    try:
+        processes.call(0, die_after, 1.0)
+    except WorkerProcessDied as exc:
+        return exc
+    return None
