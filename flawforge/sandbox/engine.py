@@ -288,17 +288,18 @@ class Sandbox:
         return self.execute(source, func, trace=True, limits=limits)
 
     def trace_batch(self, original: str, variants: list[str], func: str = "solve", *,
-                    limits: SandboxLimits | None = None) -> list[ExecutionResult]:
+                    limits: SandboxLimits | None = None, parallel: bool = True) -> list[ExecutionResult]:
         """trace_call on the original and each variant; results in order, original first.
 
-        The programs share batch units, split over the workers when there are many; what
+        The programs share batch units, split over the workers when there are many and `parallel`
+        (a caller whose cores are busy anyway passes False: one unit, the fewest forks); what
         `trace_call` would give each of them is what it gets."""
         limits = limits or self.limits
         if not variants:
             return [self.trace_call(original, func, limits=limits)]
         call = {"call": func, "trace": True}
         sources = [original, *variants]
-        units = min(self.workers, max(1, len(sources) // MIN_PROGRAMS_PER_UNIT))
+        units = min(self.workers, max(1, len(sources) // MIN_PROGRAMS_PER_UNIT)) if parallel else 1
         size = -(-len(sources) // units)
         parts = [range(start, min(start + size, len(sources))) for start in range(0, len(sources), size)]
         futures = [self._submit({**call, "unit": "batch", "sources": sources[part.start:part.stop]}, limits)

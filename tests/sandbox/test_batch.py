@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from flawforge.proto.values import TypedValue
+from flawforge.sandbox.engine import MIN_PROGRAMS_PER_UNIT
 from tests.sandbox.conftest import LIMITS
 from tests.sandbox.test_attacks import ALL, REPO, header, unit_processes
 
@@ -57,6 +58,16 @@ def counted(sandbox, run):
 
 def without_usage(result) -> dict:
     return result.model_dump(exclude={"usage"})
+
+
+def test_a_large_batch_is_split_over_units_unless_told_not_to(sandbox):
+    sources = [f"def solve():\n    x = {i}\n    return x * 2\n" for i in range(4 * MIN_PROGRAMS_PER_UNIT)]
+    spread, units = counted(sandbox, lambda: sandbox.trace_batch(sources[0], sources[1:]))
+    assert units == Counter(batch=min(4, sandbox.workers))
+    together, units = counted(sandbox, lambda: sandbox.trace_batch(sources[0], sources[1:], parallel=False))
+    assert units == Counter(batch=1)
+    assert [without_usage(r) for r in together] == [without_usage(r) for r in spread]
+    assert [r.return_value.to_python() for r in together] == [2 * i for i in range(len(sources))]
 
 
 def test_admitted_programs_share_one_unit_and_match_running_alone(sandbox):
