@@ -48,6 +48,11 @@ class JobContext:
     def item_key(self, name: str) -> str:
         return item_key(self.job_id, name)
 
+    def input_key(self, name: str) -> str:
+        """Where the job keeps a work item's input, the blob its message points to: with the job, in one
+        folder (a folder per content hash would cost a store on local disk hundreds of folders a job)."""
+        return f"jobs/{self.job_id}/inputs/{name}"
+
     def wait_for_items(self, names: list[str], *, poll_s: float = 0.05, timeout_s: float = 3600,
                        total: int | None = None, message: str = "") -> dict[str, bytes]:
         """Blocks until every named item result exists (see items_as_done)."""

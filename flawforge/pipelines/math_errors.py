@@ -148,7 +148,7 @@ def run(ctx: JobContext, params: MathErrorsParams) -> None:
                 if choice.template is not None:
                     template = templates[index] = choice.template
                     validated = ValidatedTemplate(template=template, run=choice.run)
-                    ref = store.put_content("math/templates", validated.model_dump_json().encode(), ".json")
+                    ref = store.put(ctx.input_key(f"{index}.json"), validated.model_dump_json().encode())
                     bus.publish(PROBLEM_QUEUE, ProblemWorkItem(
                         job_id=ctx.job_id, problem_index=index, tier=template.tier,
                         template_model=template.template_model, template=ref,
