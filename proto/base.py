@@ -38,8 +38,10 @@ class Message(Model):
 
 
 class BlobRef(Model):
-    """Where a blob lives and how to verify it."""
+    """Where a blob lives and how to verify it. With `offset`, a slice of the blob at `key`: `size` bytes from
+    `offset` (small blobs written together, as one)."""
 
     key: str
     sha256: str
     size: int
+    offset: int | None = Field(None, ge=0)

@@ -5,7 +5,7 @@ import hashlib
 import json
 import os
 from abc import ABC, abstractmethod
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Sequence
 
 from flawforge.errors import ChecksumMismatch
 from flawforge.proto.base import BlobRef
@@ -71,6 +71,10 @@ class BlobStore(ABC):
         """Raises BlobNotFound."""
 
     @abstractmethod
+    def get_range(self, key: str, offset: int, size: int) -> bytes:
+        """`size` bytes of the blob from `offset` (fewer past its end). Raises BlobNotFound."""
+
+    @abstractmethod
     def exists(self, key: str) -> bool: ...
 
     @abstractmethod
@@ -88,10 +92,22 @@ class BlobStore(ABC):
     def put_content(self, prefix: str, data: bytes, suffix: str = "") -> BlobRef:
         return self.put(content_key(prefix, data, suffix), data)
 
+    def put_slices(self, key: str, parts: Sequence[bytes]) -> list[BlobRef]:
+        """Writes the parts as one blob and returns a ref to each part's slice of it: one file, or one request,
+        for many small blobs."""
+        refs, offset = [], 0
+        for part in parts:
+            refs.append(BlobRef(key=key, sha256=sha256_hex(part), size=len(part), offset=offset))
+            offset += len(part)
+        self.put_chunks(key, parts)
+        return refs
+
     def get_verified(self, ref: BlobRef) -> bytes:
-        data = self.get(ref.key)
+        """The blob, or the slice of it, that `ref` names; raises ChecksumMismatch if it changed."""
+        data = self.get(ref.key) if ref.offset is None else self.get_range(ref.key, ref.offset, ref.size)
         if sha256_hex(data) != ref.sha256:
-            raise ChecksumMismatch(f"blob {ref.key!r} does not match its checksum")
+            where = "" if ref.offset is None else f" (bytes {ref.offset} to {ref.offset + ref.size})"
+            raise ChecksumMismatch(f"blob {ref.key!r}{where} does not match its checksum")
         return data
 
     def put_json(self, key: str, obj: Any) -> BlobRef:

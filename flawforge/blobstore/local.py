@@ -67,6 +67,14 @@ class LocalBlobStore(BlobStore):
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise BlobNotFound(key) from None
 
+    def get_range(self, key: str, offset: int, size: int) -> bytes:
+        try:
+            with open(self._path(key), "rb") as file:
+                file.seek(offset)
+                return file.read(size)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            raise BlobNotFound(key) from None
+
     def exists(self, key: str) -> bool:
         return os.path.isfile(self._path(key))
 

@@ -102,8 +102,23 @@ class S3BlobStore(BlobStore):
             raise
 
     def get(self, key: str) -> bytes:
+        return self._read(key)
+
+    def get_range(self, key: str, offset: int, size: int) -> bytes:
+        if size == 0:  # the client reads a length of 0 as "to the end"
+            if not self.exists(key):
+                raise BlobNotFound(key)
+            return b""
         try:
-            response = self.client.get_object(bucket_name=self.bucket, object_name=check_key(key))
+            return self._read(key, offset=offset, length=size)
+        except S3Error as exc:
+            if exc.code == "InvalidRange":  # past the end
+                return b""
+            raise
+
+    def _read(self, key: str, **byte_range: int) -> bytes:
+        try:
+            response = self.client.get_object(bucket_name=self.bucket, object_name=check_key(key), **byte_range)
         except S3Error as exc:
             if exc.code in ("NoSuchKey", "NoSuchObject"):
                 raise BlobNotFound(key) from None

@@ -49,7 +49,7 @@ class JobContext:
         return item_key(self.job_id, name)
 
     def input_key(self, name: str) -> str:
-        """Where the job keeps a work item's input, the blob its message points to: with the job, in one
+        """Where the job keeps work items' inputs, the blobs their messages point to: with the job, in one
         folder (a folder per content hash would cost a store on local disk hundreds of folders a job)."""
         return f"jobs/{self.job_id}/inputs/{name}"
 

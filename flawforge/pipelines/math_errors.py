@@ -142,17 +142,24 @@ def run(ctx: JobContext, params: MathErrorsParams) -> None:
             chunk = indices[first:first + VALIDATED_TOGETHER]
             choices = choose_templates([(problems[index], tier_of(problems[index].answer)) for index in chunk],
                                        folder, params.model_preference, sandbox)
+            chosen = []
             for index, choice in zip(chunk, choices):
                 rejects += choice.rejects
                 verdicts += choice.verdicts
                 if choice.template is not None:
-                    template = templates[index] = choice.template
-                    validated = ValidatedTemplate(template=template, run=choice.run)
-                    ref = store.put(ctx.input_key(f"{index}.json"), validated.model_dump_json().encode())
-                    bus.publish(PROBLEM_QUEUE, ProblemWorkItem(
-                        job_id=ctx.job_id, problem_index=index, tier=template.tier,
-                        template_model=template.template_model, template=ref,
-                        families=params.families, seed=problem_seed(params.seed, template), caps=params.caps))
+                    templates[index] = choice.template
+                    chosen.append((index, ValidatedTemplate(template=choice.template, run=choice.run)))
+            # The chunk's validated templates in one blob (JSON lines), each work item pointing to its own line:
+            # one file a chunk, not one a problem.
+            refs = store.put_slices(ctx.input_key(f"{chunk.start}.jsonl"),
+                                    [validated.model_dump_json().encode() + b"\n" for _, validated in chosen]
+                                    ) if chosen else []
+            for (index, validated), ref in zip(chosen, refs):
+                template = validated.template
+                bus.publish(PROBLEM_QUEUE, ProblemWorkItem(
+                    job_id=ctx.job_id, problem_index=index, tier=template.tier,
+                    template_model=template.template_model, template=ref,
+                    families=params.families, seed=problem_seed(params.seed, template), caps=params.caps))
             ctx.progress(first + len(chunk), len(indices), "validating templates")
 
     results: list[ProblemResult] = []

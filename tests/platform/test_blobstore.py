@@ -112,6 +112,24 @@ def test_put_chunks_that_fail_write_nothing_and_keep_the_old_blob(store):
         assert not store.client._list_multipart_uploads(bucket_name=store.bucket).uploads
 
 
+def test_slices_of_one_blob_are_read_and_verified_on_their_own(store):
+    parts = [b"first line\n", b"", b"second, longer line\n" * 3, b"last"]
+    refs = store.put_slices("jobs/1/inputs/0.jsonl", parts)
+    assert store.get("jobs/1/inputs/0.jsonl") == b"".join(parts)
+    assert [store.get_verified(ref) for ref in refs] == parts
+    assert [(ref.offset, ref.size) for ref in refs] == [(0, 11), (11, 0), (11, 60), (71, 4)]
+    assert store.get_range("jobs/1/inputs/0.jsonl", 71, 100) == b"last"  # fewer past the end
+    assert store.get_range("jobs/1/inputs/0.jsonl", 500, 10) == b""
+    store.put("jobs/1/inputs/0.jsonl", b"FIRST line\n" + b"".join(parts[1:]))  # one slice changed
+    with pytest.raises(ChecksumMismatch, match=r"bytes 0 to 11"):
+        store.get_verified(refs[0])
+    assert store.get_verified(refs[2]) == parts[2]
+    with pytest.raises(BlobNotFound):
+        store.get_range("jobs/1/inputs/missing", 0, 4)
+    with pytest.raises(BlobNotFound):
+        store.get_range("jobs/1/inputs/missing", 0, 0)
+
+
 def test_download_copies_the_blob_to_a_file(store, tmp_path):
     data = bytes(range(256)) * 40_000
     store.put("artifacts/a.bin", data)
