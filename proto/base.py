@@ -43,5 +43,6 @@ class BlobRef(Model):
 
     key: str
     sha256: str
-    size: int
-    offset: int | None = Field(None, ge=0)
+    size: int = Field(ge=0)
+    # Left out when None: a ref to a whole blob reads as it always did, for services that predate slices.
+    offset: int | None = Field(None, ge=0, exclude_if=lambda offset: offset is None)

@@ -95,7 +95,7 @@ class BlobStore(ABC):
     def put_slices(self, key: str, parts: Sequence[bytes]) -> list[BlobRef]:
         """Writes the parts as one blob and returns a ref to each part's slice of it: one file, or one request,
         for many small blobs."""
-        refs, offset = [], 0
+        parts, refs, offset = list(parts), [], 0
         for part in parts:
             refs.append(BlobRef(key=key, sha256=sha256_hex(part), size=len(part), offset=offset))
             offset += len(part)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections import Counter
 from typing import Iterator
 
@@ -133,6 +134,9 @@ def run(ctx: JobContext, params: MathErrorsParams) -> None:
                              f"{len(problems)} problems of {params.gsm8k}")
 
     bus.declare(PROBLEM_QUEUE)
+    # Inputs are named by this attempt: a job run again (its service restarted) never rewrites the inputs that
+    # work items of the earlier attempt, still queued, point to.
+    attempt = uuid.uuid4().hex[:12]
     templates: dict[int, ProblemTemplate] = {}
     rejects: list[Reject] = []
     verdicts: list[TemplateValidation] = []
@@ -151,7 +155,7 @@ def run(ctx: JobContext, params: MathErrorsParams) -> None:
                     chosen.append((index, ValidatedTemplate(template=choice.template, run=choice.run)))
             # The chunk's validated templates in one blob (JSON lines), each work item pointing to its own line:
             # one file a chunk, not one a problem.
-            refs = store.put_slices(ctx.input_key(f"{chunk.start}.jsonl"),
+            refs = store.put_slices(ctx.input_key(f"{attempt}-{chunk.start}.jsonl"),
                                     [validated.model_dump_json().encode() + b"\n" for _, validated in chosen]
                                     ) if chosen else []
             for (index, validated), ref in zip(chosen, refs):

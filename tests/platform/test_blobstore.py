@@ -119,7 +119,10 @@ def test_slices_of_one_blob_are_read_and_verified_on_their_own(store):
     assert [store.get_verified(ref) for ref in refs] == parts
     assert [(ref.offset, ref.size) for ref in refs] == [(0, 11), (11, 0), (11, 60), (71, 4)]
     assert store.get_range("jobs/1/inputs/0.jsonl", 71, 100) == b"last"  # fewer past the end
+    assert store.get_range("jobs/1/inputs/0.jsonl", 75, 10) == b""  # from the very end
     assert store.get_range("jobs/1/inputs/0.jsonl", 500, 10) == b""
+    # a whole blob's ref reads as before slices existed
+    assert refs[0].model_dump()["offset"] == 0 and "offset" not in store.put("whole", b"x").model_dump_json()
     store.put("jobs/1/inputs/0.jsonl", b"FIRST line\n" + b"".join(parts[1:]))  # one slice changed
     with pytest.raises(ChecksumMismatch, match=r"bytes 0 to 11"):
         store.get_verified(refs[0])
