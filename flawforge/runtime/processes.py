@@ -115,9 +115,6 @@ class WorkerProcesses:
         self._locks = [threading.Lock() for _ in range(count)]  # one a slot: a slot starting a process stalls no other
         self._processes: list[WorkerProcess | None] = [None] * count
 
-    def __len__(self) -> int:
-        return len(self._processes)
-
     def process(self, slot: int) -> WorkerProcess:
         with self._locks[slot]:
             current = self._processes[slot]
