@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import io
 import os
+from contextlib import contextmanager
 from typing import Iterable, Iterator
 
 from minio import Minio
 from minio.error import S3Error
+from urllib3 import BaseHTTPResponse
 from urllib3.exceptions import HTTPError
 
 from flawforge.blobstore.base import BlobStore, ChunkDigest, check_key
@@ -75,18 +77,9 @@ class S3BlobStore(BlobStore):
         return digest.ref(key)
 
     def download(self, key: str, path: str | os.PathLike) -> None:
-        try:
-            response = self.client.get_object(bucket_name=self.bucket, object_name=check_key(key))
-        except S3Error as exc:
-            if exc.code in ("NoSuchKey", "NoSuchObject"):
-                raise BlobNotFound(key) from None
-            raise
-        try:
-            path = os.fspath(path)
+        path = os.fspath(path)
+        with self._object(key) as response:
             replace(write_beside(path, response.stream(DOWNLOAD_CHUNK_SIZE), DOWNLOADED_FILE_MODE), path)
-        finally:
-            response.close()
-            response.release_conn()
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
         # S3 conditional write: the server refuses the PUT if the key exists (no read-then-write
@@ -102,7 +95,8 @@ class S3BlobStore(BlobStore):
             raise
 
     def get(self, key: str) -> bytes:
-        return self._read(key)
+        with self._object(key) as response:
+            return response.read()
 
     def get_range(self, key: str, offset: int, size: int) -> bytes:
         if size == 0:  # the client reads a length of 0 as "to the end"
@@ -110,13 +104,16 @@ class S3BlobStore(BlobStore):
                 raise BlobNotFound(key)
             return b""
         try:
-            return self._read(key, offset=offset, length=size)
+            with self._object(key, offset=offset, length=size) as response:
+                return response.read()
         except S3Error as exc:
             if exc.code == "InvalidRange":  # past the end
                 return b""
             raise
 
-    def _read(self, key: str, **byte_range: int) -> bytes:
+    @contextmanager
+    def _object(self, key: str, **byte_range: int) -> Iterator[BaseHTTPResponse]:
+        """The object's response, released afterwards; BlobNotFound when there is no object at `key`."""
         try:
             response = self.client.get_object(bucket_name=self.bucket, object_name=check_key(key), **byte_range)
         except S3Error as exc:
@@ -124,7 +121,7 @@ class S3BlobStore(BlobStore):
                 raise BlobNotFound(key) from None
             raise
         try:
-            return response.read()
+            yield response
         finally:
             response.close()
             response.release_conn()
