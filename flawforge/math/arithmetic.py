@@ -119,6 +119,97 @@ _RULES: dict[type, Callable[[Evaluator, Any], Any]] = {
 }
 
 
+Compiled = Callable[[Mapping[str, Any]], Any]
+
+
+def compile_expression(node: ast.AST) -> Compiled:
+    """The expression as a function of the names it reads, with Evaluator's semantics: the same value, or
+    the same UnsafeExpression (an unsupported part fails when evaluated, as it does there). For an
+    expression evaluated many times (a program's assignments, once per mutant): its tree is walked once."""
+    kind = type(node)
+    if kind is ast.Expression:
+        return compile_expression(node.body)
+    if kind is ast.Constant:
+        value = node.value
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return _failing(f"unsupported constant {value!r}")
+        return lambda names: value
+    if kind is ast.Name:
+        return _compile_name(node.id)
+    if kind is ast.BinOp:
+        return _compile_binary(node)
+    if kind is ast.UnaryOp and type(node.op) in _UNARY:
+        operation, operand = _UNARY[type(node.op)], compile_expression(node.operand)
+        return lambda names: operation(operand(names))
+    if kind is ast.Call and not node.keywords and call_name(node.func) in FUNCTIONS:
+        return _compile_call(node)
+    if kind is ast.Attribute and node.attr in ATTRIBUTES:
+        return _compile_attribute(node)
+    if kind is ast.UnaryOp:
+        return _failing(f"unsupported operator in {ast.unparse(node)!r}")
+    if kind is ast.Call:
+        return _failing(f"unsupported call {ast.unparse(node)!r}")
+    if kind is ast.Attribute:
+        return _failing(f"unsupported attribute .{node.attr}")
+    return _failing(f"unsupported expression {ast.unparse(node)!r}")
+
+
+def _failing(message: str) -> Compiled:
+    def unsupported(names: Mapping[str, Any]) -> Any:
+        raise UnsafeExpression(message)
+    return unsupported
+
+
+def _compile_name(name: str) -> Compiled:
+    def read(names: Mapping[str, Any]) -> Any:
+        try:
+            return names[name]
+        except KeyError:
+            raise UnsafeExpression(f"unknown name {name!r}") from None
+    return read
+
+
+def _compile_binary(node: ast.BinOp) -> Compiled:
+    operation = _BINARY.get(type(node.op))
+    if operation is None:
+        return _failing(f"unsupported operator in {ast.unparse(node)!r}")
+    left, right = compile_expression(node.left), compile_expression(node.right)
+    is_power = operation is operator.pow
+
+    def binary(names: Mapping[str, Any]) -> Any:
+        first, second = left(names), right(names)
+        if is_power:
+            Evaluator.check_exponent(second)
+        try:
+            return operation(first, second)
+        except (ZeroDivisionError, OverflowError, TypeError, ValueError) as exc:
+            raise UnsafeExpression(f"cannot evaluate {ast.unparse(node)}: {exc}") from None
+    return binary
+
+
+def _compile_call(node: ast.Call) -> Compiled:
+    function, args = FUNCTIONS[call_name(node.func)], [compile_expression(arg) for arg in node.args]
+
+    def call(names: Mapping[str, Any]) -> Any:
+        values = [arg(names) for arg in args]
+        try:
+            return function(*values)
+        except (ZeroDivisionError, OverflowError, TypeError, ValueError) as exc:
+            raise UnsafeExpression(f"cannot evaluate {ast.unparse(node)}: {exc}") from None
+    return call
+
+
+def _compile_attribute(node: ast.Attribute) -> Compiled:
+    attribute, owner = node.attr, compile_expression(node.value)
+
+    def read(names: Mapping[str, Any]) -> Any:
+        value = owner(names)
+        if isinstance(value, bool) or not isinstance(value, (int, Fraction)):
+            raise UnsafeExpression(f".{attribute} of a {type(value).__name__}")
+        return getattr(value, attribute)
+    return read
+
+
 def parse_expression(text: str) -> ast.Expression:
     try:
         return ast.parse(text.strip(), mode="eval")
