@@ -63,6 +63,6 @@ def create_app(spec: ServiceSpec, platform: Platform, *, run_worker: bool | None
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
     app.include_router(jobs_router(platform))
-    for make_router in spec.routers:
+    for make_router in spec.router_factories():
         app.include_router(make_router(platform))
     return app

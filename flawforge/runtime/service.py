@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import gc
+import importlib
 import logging
 import threading
 from dataclasses import dataclass, field
@@ -40,11 +41,20 @@ class ServiceSpec:
     name: str
     port: int
     description: str
-    routers: tuple[Callable[[Platform], APIRouter], ...] = ()
+    # "module:function" paths of its router factories, imported only when its HTTP app is built: the embedded
+    # stack runs the consumers alone and never pays for importing the web framework.
+    routers: tuple[str, ...] = ()
     consumers: tuple[Consumer, ...] = ()
     # Each check raises with a message saying what is missing; /readyz reports them.
     readiness_checks: tuple[Callable[[Platform], None], ...] = ()
     extras: tuple[str, ...] = field(default=())  # optional dependency groups its image installs
+
+    def router_factories(self) -> list[Callable[[Platform], APIRouter]]:
+        factories = []
+        for path in self.routers:
+            module, _, name = path.partition(":")
+            factories.append(getattr(importlib.import_module(module), name))
+        return factories
 
 
 class Workers:

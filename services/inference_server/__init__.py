@@ -1,7 +1,6 @@
 """The inference-server service."""
 from flawforge.runtime.platform import Platform
 from flawforge.runtime.service import ServiceSpec
-from flawforge.services.inference_server.api import batch_router, openai_router, research_router
 from flawforge.services.inference_server.host import host_for
 from flawforge.services.inference_server.worker import BATCH_CONSUMER
 
@@ -15,7 +14,8 @@ SERVICE = ServiceSpec(
     name="inference-server",
     port=8005,
     description="Local model server: OpenAI-compatible API and research endpoints.",
-    routers=(openai_router, batch_router, research_router),
+    routers=tuple(f"flawforge.services.inference_server.api:{name}"
+                  for name in ("openai_router", "batch_router", "research_router")),
     consumers=(BATCH_CONSUMER,),
     readiness_checks=(model_loaded,),
     extras=("inference",),

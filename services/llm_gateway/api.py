@@ -9,8 +9,8 @@ from flawforge.llm.errors import LLMError
 from flawforge.llm.gateway import Gateway
 from flawforge.proto.llm import BatchDriveRequested, BatchRecord, ChatRequest, ChatResult, ProviderConfig, RowResult
 from flawforge.runtime.platform import Platform
+from flawforge.services.llm_gateway.workers import BATCH_QUEUE
 
-BATCH_QUEUE = "llm.batches"
 MAX_BATCH_FILE_BYTES = 64 << 20
 
 HTTP_STATUS = {

@@ -9,9 +9,9 @@ from flawforge.llm.limits import CallScope
 from flawforge.proto.llm import BatchDriveRequested, ChatRequest, ChatRequested, RowResult
 from flawforge.runtime.platform import Platform
 from flawforge.runtime.service import Consumer
-from flawforge.services.llm_gateway.api import BATCH_QUEUE
 
 CHAT_QUEUE = "llm.chat"
+BATCH_QUEUE = "llm.batches"
 
 
 def make_chat_handler(platform: Platform):

@@ -1,10 +1,9 @@
 """The template-loader service; it also runs the math-errors jobs (see flawforge.pipelines.math_errors)."""
 from flawforge.runtime.service import ServiceSpec
-from flawforge.services.template_loader.api import templates_router
 
 SERVICE = ServiceSpec(
     name="template-loader",
     port=8001,
     description="Reads GSM8K and formalization templates, validates them, emits one work item per problem.",
-    routers=(templates_router,),
+    routers=("flawforge.services.template_loader.api:templates_router",),
 )

@@ -1,6 +1,8 @@
 """A real service app (metrics, which runs the smoke pipeline): ops endpoints and the jobs API."""
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import pytest
@@ -158,3 +160,27 @@ def test_a_dead_lettered_work_item_fails_its_job_at_once(tmp_path):
         workers.stop()
     assert status.state.value == "failed"
     assert "failed for good on queue smoke.digest: RuntimeError: cannot digest item" in status.error
+
+
+def test_every_service_app_serves_its_routers_and_the_embedded_stack_imports_no_web_framework(tmp_path):
+    """Routers are named by path and imported when an app is built; the embedded stack only runs consumers."""
+    from flawforge.services import SERVICE_NAMES
+
+    for name in SERVICE_NAMES:
+        spec = load_service(name)
+        assert len(spec.router_factories()) == len(spec.routers)
+    templates = create_app(load_service("template-loader"), Platform.from_settings(
+        Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path / "app"))), run_worker=False)
+    assert "/templates/validate" in templates.openapi()["paths"]
+
+    script = (
+        "import sys\n"
+        "from flawforge.runtime.embedded import EmbeddedStack\n"
+        "from flawforge.settings import Settings\n"
+        f"with EmbeddedStack(Settings(bus='memory', blob_backend='local', blob_dir={str(tmp_path / 'b')!r})):\n"
+        "    pass\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('fastapi', 'starlette')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
