@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from fractions import Fraction
 from typing import Any, Callable, Mapping
 
@@ -53,13 +53,14 @@ class Field:
     def reads(self, name: str) -> bool:
         return name in self.names
 
-    @property
+    @cached_property  # fields are cached per template and asked about every mutant's change
     def names(self) -> set[str]:
         """The names the field's expression reads (not attributes such as `.denominator`)."""
         return set(_NAME.findall(self.expression))
 
 
 _NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
+_WORD = re.compile(r"(?<![\w.])\w+")  # a whole name or number in an expression (not an attribute)
 _FIELD_OR_ESCAPE = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
 _ANNOTATION_TEMPLATE = re.compile(r"<<(.*?)>>")
 
@@ -212,9 +213,7 @@ def substitute_name(template: str, change: SubstituteName, old_value: Any, same:
     olds = same(change.old)
     for field in fields(template):
         if any(field.reads(old) for old in olds):
-            renamed = field.expression
-            for old in olds:
-                renamed = _variable_pattern(old).sub(change.new, renamed)
+            renamed = _WORD.sub(lambda match: change.new if match.group() in olds else match.group(), field.expression)
             body = template[field.start + 1:field.end - 1]
             edits.append((field.start, field.end, "{" + body.replace(field.expression, renamed, 1) + "}"))
     if not edits:
@@ -255,12 +254,6 @@ def drop_term(template: str, change: DropTerm, same: Aliases = _itself) -> str:
     if not edits and any(field.variable in terms for field in found):
         raise Unrenderable(f"the text shows the term {change.term} but not as part of the calculation")
     return _apply(template, edits)
-
-
-@lru_cache(maxsize=1024)
-def _variable_pattern(name: str) -> re.Pattern:
-    """The variable `name` in an expression (not a part of a longer name or of an attribute)."""
-    return re.compile(rf"(?<![\w.]){re.escape(name)}(?!\w)")
 
 
 def _literal_spans(template: str) -> list[tuple[int, int]]:

@@ -69,33 +69,11 @@ class IncompleteCalculation(Mutation):
     MIN_TERMS = 3  # with two terms, leaving one out is not a calculation any more
     PRIORS = {"+": 1.0, "*": 0.5}
 
-    @staticmethod
-    def _chain(node: ast.expr, op: type) -> list[ast.expr]:
-        if isinstance(node, ast.BinOp) and isinstance(node.op, op):
-            return IncompleteCalculation._chain(node.left, op) + IncompleteCalculation._chain(node.right, op)
-        return [node]
-
-    def _chains(self, site: Site) -> Iterable[tuple[int, str, list[str]]]:
-        """(position, operator, term names) of each maximal +/* chain of named terms."""
-        inside: set[int] = set()
-        for position, node in enumerate(ast.walk(site.assignment.value)):
-            if not isinstance(node, ast.BinOp) or id(node) in inside:
-                continue
-            symbol = operator_symbol(node.op)
-            if symbol not in self.PRIORS:
-                continue
-            terms = self._chain(node, type(node.op))
-            inside.update(id(n) for n in ast.walk(node) if isinstance(n, ast.BinOp) and isinstance(n.op, type(node.op)))
-            names = [t.id for t in terms if isinstance(t, ast.Name)]
-            # each term named once, so the text can show which one is left out
-            if len(terms) >= self.MIN_TERMS and len(set(names)) == len(terms):
-                yield position, symbol, names
-
     def applies(self, site: Site) -> bool:
-        return _in_a_step(site) and any(True for _ in self._chains(site))
+        return _in_a_step(site) and bool(_chains(site.assignment.value))
 
     def modify(self, site: Site) -> Iterable[Edit]:
-        for position, symbol, terms in self._chains(site):
+        for position, symbol, terms in _chains(site.assignment.value):
             for dropped in terms:
                 if dropped not in site.scope:
                     continue
@@ -110,6 +88,32 @@ class IncompleteCalculation(Mutation):
 
     def explanation_values(self, site: Site, edit: Edit) -> dict:
         return {"term_value": show(site.scope[edit.params["term"]])}
+
+
+def _chain(node: ast.expr, op: type) -> list[ast.expr]:
+    if isinstance(node, ast.BinOp) and isinstance(node.op, op):
+        return _chain(node.left, op) + _chain(node.right, op)
+    return [node]
+
+
+@lru_cache(maxsize=4096)  # asked by applies() and modify() of every site (keyed by the node itself)
+def _chains(expression: ast.expr) -> tuple[tuple[int, str, list[str]], ...]:
+    """(position, operator, term names) of each maximal +/* chain of named terms."""
+    found = []
+    inside: set[int] = set()
+    for position, node in enumerate(ast.walk(expression)):
+        if not isinstance(node, ast.BinOp) or id(node) in inside:
+            continue
+        symbol = operator_symbol(node.op)
+        if symbol not in IncompleteCalculation.PRIORS:
+            continue
+        terms = _chain(node, type(node.op))
+        inside.update(id(n) for n in ast.walk(node) if isinstance(n, ast.BinOp) and isinstance(n.op, type(node.op)))
+        names = [t.id for t in terms if isinstance(t, ast.Name)]
+        # each term named once, so the text can show which one is left out
+        if len(terms) >= IncompleteCalculation.MIN_TERMS and len(set(names)) == len(terms):
+            found.append((position, symbol, names))
+    return tuple(found)
 
 
 class OperandSubstitution(Mutation):
