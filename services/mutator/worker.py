@@ -40,7 +40,9 @@ CONCURRENT_PROBLEMS = 2 * GENERATION_PROCESSES
 
 @lru_cache(maxsize=1)
 def sandbox():
-    """The generation process's sandbox; started with its first problem."""
+    """The generation process's sandbox, started the first time a problem needs it: the mutants of nearly
+    every template are executed by the arithmetic interpreter (3 of the shared corpus's 2,415 chosen
+    templates need the sandbox), so most processes never start one."""
     from flawforge.sandbox import Sandbox
 
     return Sandbox()
@@ -65,12 +67,12 @@ def sandbox_ready(platform: Platform) -> None:
 
 @lru_cache(maxsize=1)
 def warm_up_in_background() -> None:
-    """Starts the generation processes and their sandboxes beside the service's own start-up, so the
-    first problems do not wait for them. Best effort: a failure here recurs, and is reported, with a work item."""
+    """Starts the generation processes beside the service's own start-up, so the first problems do not wait
+    for them. Best effort: a failure here recurs, and is reported, with a work item."""
 
     def warm_up(slot: int) -> None:
         try:
-            generation_processes().call(slot, start_sandbox)
+            generation_processes().call(slot, os.getpid)  # any call: it returns once the process is up
         except Exception as exc:
             log.warning("generation process %d did not warm up: %s", slot, exc)
 
@@ -79,21 +81,21 @@ def warm_up_in_background() -> None:
 
 
 class ValidatedRun:
-    """The sandbox, except that the template's own traced run of solve() is the one its validation made
-    (the same call under the same default limits) rather than another one."""
+    """The process's sandbox, except that the template's own traced run of solve() is the one its validation
+    made (the same call under the same default limits) rather than another one."""
 
-    def __init__(self, sandbox, code: str, run: ExecutionResult):
-        self.sandbox, self.code, self.run = sandbox, code, run
+    def __init__(self, code: str, run: ExecutionResult | None):
+        self.code, self.run = code, run
 
     def trace_call(self, source: str, func: str = "solve") -> ExecutionResult:
-        if source == self.code and func == "solve":
+        if source == self.code and func == "solve" and self.run is not None:
             return self.run
-        return self.sandbox.trace_call(source, func)
+        return sandbox().trace_call(source, func)
 
     def trace_batch(self, original: str, variants: list[str], func: str = "solve") -> list[ExecutionResult]:
-        if original != self.code or func != "solve":
-            return self.sandbox.trace_batch(original, variants, func)
-        return [self.run, *(self.sandbox.trace_batch(variants[0], variants[1:], func) if variants else [])]
+        if original != self.code or func != "solve" or self.run is None:
+            return sandbox().trace_batch(original, variants, func)
+        return [self.run, *(sandbox().trace_batch(variants[0], variants[1:], func) if variants else [])]
 
 
 @lru_cache(maxsize=4)
@@ -111,7 +113,7 @@ def generate_problem(settings_json: str, message_json: str) -> None:
     message = ProblemWorkItem.model_validate_json(message_json)
     validated = ValidatedTemplate.model_validate_json(store.get_verified(message.template))
     template = validated.template
-    executor = sandbox() if validated.run is None else ValidatedRun(sandbox(), template.code, validated.run)
+    executor = ValidatedRun(template.code, validated.run)
     try:
         output = generate_for_problem(template, executor, list(message.families), message.seed, message.caps)
         candidates, rejects = sorted(output.candidates, key=catalog_order), output.rejects

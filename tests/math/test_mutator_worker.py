@@ -5,6 +5,7 @@ from __future__ import annotations
 from flawforge.jobs.context import JobContext
 from flawforge.math.generate import generate_for_problem
 from flawforge.math.gsm8k import read_gsm8k
+from flawforge.math.program import BoundProgram, Program
 from flawforge.math.templates import TemplateFolder, problem_template
 from flawforge.pipelines.math_errors import catalog_order
 from flawforge.proto.math import ProblemResult, ProblemWorkItem, ValidatedTemplate
@@ -23,7 +24,8 @@ def test_pool_generation_is_stored_byte_for_byte_as_in_process(shared_data, tmp_
     sandbox_ready(platform)
     handle = make_problem_handler(platform)
     with Sandbox() as sandbox:
-        for index, seed, with_run in ((0, 11, True), (3, 12, False), (7, 13, True)):
+        # problem 177's template is not straight-line code: its mutants run in the process's own sandbox
+        for index, seed, with_run in ((0, 11, True), (3, 12, False), (7, 13, True), (177, 14, True)):
             tier = folder.tiers_of(index)[0]
             model = sorted(folder.models(tier, index))[0]
             template = problem_template(problems[index], tier, model, *folder.files(tier, index, model).read())
@@ -40,4 +42,7 @@ def test_pool_generation_is_stored_byte_for_byte_as_in_process(shared_data, tmp_
             assert candidates_jsonl == b"".join(c.model_dump_json().encode() + b"\n" for c in expected)
             assert stored.error_types == [c.error_type for c in expected] and stored.rejects == output.rejects
             assert output.candidates
+            program = Program.parse(template.code, template.logical_steps)
+            run = run or sandbox.trace_call(template.code)
+            assert BoundProgram.bind(program, run.trace, run.return_value.to_python()).predictable == (index != 177)
     platform.close()
