@@ -142,8 +142,7 @@ def main() -> None:
 
     gsm8k = SHARED / "data" / "gsm8k" / "train.jsonl"
     templates = SHARED / "data" / "formalization-templates"
-    known = TemplateFolder(templates).indices()
-    indices = index_range(args.indices) if args.indices else range(known[0], known[-1] + 1)
+    indices = index_range(args.indices) if args.indices else TemplateFolder(templates).extent()
     if args.side:
         print(json.dumps(run_side(args.side, gsm8k, templates, indices, args.scratch)))
         return

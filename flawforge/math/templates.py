@@ -64,35 +64,53 @@ def _folders(path: str | Path) -> list[os.DirEntry]:
 
 
 class TemplateFolder:
-    """Index of a template folder; reads files only when a template is asked for."""
+    """Index of a template folder: its tier and problem folders at once, a problem folder's files when they
+    are first asked about (listing all 2,500 problem folders of the shared corpus up front held a job's first
+    work item back by up to a sixth of a second), a template's files only when it is read."""
 
     def __init__(self, root: str | Path):
         self.root = Path(root)
         if not self.root.is_dir():
             raise TemplateFolderError(f"template folder not found: {self.root}")
-        self._models: dict[tuple[str, int], set[str]] = {}
-        # os.scandir tells folders from files without a stat per entry: the shared corpus has 2,500 folders.
+        self._tiers: dict[int, list[str]] = {}  # problem index -> tiers with a folder for it
+        # os.scandir tells folders from files without a stat per entry
         for tier_entry in _folders(self.root):
-            if not _TIER_FOLDER.match(tier_entry.name):
-                continue
-            for index_entry in _folders(tier_entry.path):
-                if index_entry.name.isdigit():
-                    with os.scandir(index_entry.path) as entries:
-                        models = {stem for stem, suffix in map(os.path.splitext, (e.name for e in entries))
-                                  if suffix in (".py", ".json")}
-                    if models:
-                        self._models[(tier_entry.name, int(index_entry.name))] = models
-        if not self._models:
-            raise TemplateFolderError(f"no templates in {self.root} (expected tierN/<index>/<model>.py)")
+            if _TIER_FOLDER.match(tier_entry.name):
+                for index_entry in _folders(tier_entry.path):
+                    if index_entry.name.isdigit():
+                        self._tiers.setdefault(int(index_entry.name), []).append(tier_entry.name)
+        if not self._tiers:
+            raise self._empty()
+        self._models: dict[tuple[str, int], frozenset[str]] = {}
+
+    def _empty(self) -> TemplateFolderError:
+        return TemplateFolderError(f"no templates in {self.root} (expected tierN/<index>/<model>.py)")
 
     def indices(self) -> list[int]:
-        return sorted({index for _, index in self._models})
+        """Every problem with a template (lists every problem folder)."""
+        return [index for index in sorted(self._tiers) if self.tiers_of(index)]
+
+    def extent(self) -> range:
+        """From the first problem with a template to the last (lists the problem folders at both ends)."""
+        ordered = sorted(self._tiers)
+        first = next((index for index in ordered if self.tiers_of(index)), None)
+        if first is None:
+            raise self._empty()
+        return range(first, next(index for index in reversed(ordered) if self.tiers_of(index)) + 1)
 
     def tiers_of(self, index: int) -> list[str]:
-        return sorted(tier for tier, i in self._models if i == index)
+        return sorted(tier for tier in self._tiers.get(index, ()) if self.models(tier, index))
 
     def models(self, tier: str, index: int) -> set[str]:
-        return set(self._models.get((tier, index), ()))
+        key = (tier, index)
+        if key not in self._models:  # threads asking at once list the folder twice, to the same effect
+            found: set[str] = set()
+            if tier in self._tiers.get(index, ()):
+                with os.scandir(self.root / tier / str(index)) as entries:
+                    found = {stem for stem, suffix in map(os.path.splitext, (e.name for e in entries))
+                             if suffix in (".py", ".json")}
+            self._models[key] = frozenset(found)
+        return set(self._models[key])
 
     def files(self, tier: str, index: int, model: str) -> TemplateFiles:
         folder = self.root / tier / str(index)

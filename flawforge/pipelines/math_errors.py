@@ -31,7 +31,9 @@ from flawforge.proto.math import (COMPUTATIONAL_TYPES, CONCEPTUAL_TYPES, Candida
 
 PROBLEM_QUEUE = "math.problems"
 # Problems whose templates are validated in one sandbox batch (a fork per program would cost more than the run).
+# The first batch is smaller: the generation processes wait for it, and start while the next is validated.
 VALIDATED_TOGETHER = 64
+VALIDATED_FIRST = 16
 ERROR_TYPES = {"computational": COMPUTATIONAL_TYPES, "conceptual": CONCEPTUAL_TYPES}
 
 
@@ -100,6 +102,15 @@ def _summary(params: MathErrorsParams, requested: int, templates: dict[int, Prob
     }
 
 
+def validation_chunks(indices: range) -> Iterator[range]:
+    """The problems whose templates are validated together, in order: VALIDATED_FIRST, then VALIDATED_TOGETHER
+    at a time."""
+    start, size = 0, VALIDATED_FIRST
+    while start < len(indices):
+        yield indices[start:start + size]
+        start, size = start + size, VALIDATED_TOGETHER
+
+
 def _catalog(ctx: JobContext, indices: list[int], results: list[ProblemResult]) -> Iterator[bytes]:
     """candidates.jsonl: each problem's candidates in problem order, as soon as its result and those of the
     problems before it have landed, so the catalog is written while later problems are still generating.
@@ -127,8 +138,7 @@ def run(ctx: JobContext, params: MathErrorsParams) -> None:
     bus, store = ctx.platform.bus, ctx.platform.store
     problems = read_gsm8k(params.gsm8k)
     folder = TemplateFolder(params.templates)
-    known = folder.indices()
-    indices = index_range(params.indices) if params.indices else range(known[0], known[-1] + 1)
+    indices = index_range(params.indices) if params.indices else folder.extent()
     if indices.stop > len(problems):
         raise FlawforgeError(f"indices {params.indices or f'{indices.start}-{indices.stop - 1}'} go beyond the "
                              f"{len(problems)} problems of {params.gsm8k}")
@@ -141,9 +151,8 @@ def run(ctx: JobContext, params: MathErrorsParams) -> None:
     rejects: list[Reject] = []
     verdicts: list[TemplateValidation] = []
     with Sandbox() as sandbox:
-        for first in range(0, len(indices), VALIDATED_TOGETHER):
+        for chunk in validation_chunks(indices):
             ctx.check_cancelled()
-            chunk = indices[first:first + VALIDATED_TOGETHER]
             choices = choose_templates([(problems[index], tier_of(problems[index].answer)) for index in chunk],
                                        folder, params.model_preference, sandbox)
             chosen = []
@@ -164,7 +173,7 @@ def run(ctx: JobContext, params: MathErrorsParams) -> None:
                     job_id=ctx.job_id, problem_index=index, tier=template.tier,
                     template_model=template.template_model, template=ref,
                     families=params.families, seed=problem_seed(params.seed, template), caps=params.caps))
-            ctx.progress(first + len(chunk), len(indices), "validating templates")
+            ctx.progress(chunk.stop - indices.start, len(indices), "validating templates")
 
     results: list[ProblemResult] = []
     ctx.put_artifact_chunks("candidates.jsonl", _catalog(ctx, sorted(templates), results))

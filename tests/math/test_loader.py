@@ -93,6 +93,25 @@ def test_bad_template_folders(tmp_path):
         TemplateFolder(tmp_path)
 
 
+def test_folder_extent_and_indices_count_only_folders_with_templates(tmp_path):
+    for tier, index, files in (("tier1", 3, ("m.py", "m.json")), ("tier2", 9, ("n.py",)), ("tier1", 12, ("notes.txt",)),
+                               ("tier3", 1, ())):
+        (tmp_path / tier / str(index)).mkdir(parents=True)
+        for name in files:
+            (tmp_path / tier / str(index) / name).write_text("")
+    folder = TemplateFolder(tmp_path)
+    assert folder.extent() == range(3, 10)
+    assert folder.indices() == [3, 9]
+    assert folder.tiers_of(9) == ["tier2"] and folder.tiers_of(12) == [] and folder.tiers_of(4) == []
+    assert folder.models("tier2", 9) == {"n"} and folder.models("tier1", 9) == set()
+
+    (tmp_path / "tier1" / "3" / "m.py").unlink()
+    (tmp_path / "tier1" / "3" / "m.json").unlink()
+    (tmp_path / "tier2" / "9" / "n.py").unlink()
+    with pytest.raises(TemplateFolderError, match="no templates in"):
+        TemplateFolder(tmp_path).extent()  # problem folders, none with a template
+
+
 def test_bad_template_files(tmp_path):
     (tmp_path / "tier1" / "3").mkdir(parents=True)
     (tmp_path / "tier1" / "3" / "m.py").write_text("def solve():\n    return 1\n")
