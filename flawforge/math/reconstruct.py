@@ -54,9 +54,9 @@ class Field:
         return name in self.names
 
     @cached_property  # fields are cached per template and asked about every mutant's change
-    def names(self) -> set[str]:
+    def names(self) -> frozenset[str]:
         """The names the field's expression reads (not attributes such as `.denominator`)."""
-        return set(_NAME.findall(self.expression))
+        return frozenset(_NAME.findall(self.expression))
 
 
 _NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*")

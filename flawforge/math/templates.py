@@ -87,11 +87,15 @@ class TemplateFolder:
         return TemplateFolderError(f"no templates in {self.root} (expected tierN/<index>/<model>.py)")
 
     def indices(self) -> list[int]:
-        """Every problem with a template (lists every problem folder)."""
-        return [index for index in sorted(self._tiers) if self.tiers_of(index)]
+        """Every problem with a template (lists every problem folder); raises if there is none."""
+        found = [index for index in sorted(self._tiers) if self.tiers_of(index)]
+        if not found:
+            raise self._empty()
+        return found
 
     def extent(self) -> range:
-        """From the first problem with a template to the last (lists the problem folders at both ends)."""
+        """From the first problem with a template to the last (lists the problem folders at both ends); raises
+        if there is none."""
         ordered = sorted(self._tiers)
         first = next((index for index in ordered if self.tiers_of(index)), None)
         if first is None:
@@ -106,9 +110,15 @@ class TemplateFolder:
         if key not in self._models:  # threads asking at once list the folder twice, to the same effect
             found: set[str] = set()
             if tier in self._tiers.get(index, ()):
-                with os.scandir(self.root / tier / str(index)) as entries:
-                    found = {stem for stem, suffix in map(os.path.splitext, (e.name for e in entries))
-                             if suffix in (".py", ".json")}
+                folder = self.root / tier / str(index)
+                try:
+                    with os.scandir(folder) as entries:
+                        found = {stem for stem, suffix in map(os.path.splitext, (e.name for e in entries))
+                                 if suffix in (".py", ".json")}
+                except (FileNotFoundError, NotADirectoryError):
+                    pass  # removed since the index was made: no template (the problem's reject says so)
+                except OSError as exc:
+                    raise TemplateFolderError(f"cannot list {folder}: {exc}") from None
             self._models[key] = frozenset(found)
         return set(self._models[key])
 

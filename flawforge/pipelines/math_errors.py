@@ -138,7 +138,8 @@ def run(ctx: JobContext, params: MathErrorsParams) -> None:
     bus, store = ctx.platform.bus, ctx.platform.store
     problems = read_gsm8k(params.gsm8k)
     folder = TemplateFolder(params.templates)
-    indices = index_range(params.indices) if params.indices else folder.extent()
+    extent = folder.extent()  # a folder without templates fails the job here, whatever the indices
+    indices = index_range(params.indices) if params.indices else extent
     if indices.stop > len(problems):
         raise FlawforgeError(f"indices {params.indices or f'{indices.start}-{indices.stop - 1}'} go beyond the "
                              f"{len(problems)} problems of {params.gsm8k}")

@@ -52,7 +52,9 @@ class ServiceSpec:
     def router_factories(self) -> list[Callable[[Platform], APIRouter]]:
         factories = []
         for path in self.routers:
-            module, _, name = path.partition(":")
+            module, colon, name = path.partition(":")
+            if not (module and colon and name):
+                raise ValueError(f"service {self.name}: router {path!r} is not 'module:function'")
             factories.append(getattr(importlib.import_module(module), name))
         return factories
 

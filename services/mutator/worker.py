@@ -2,9 +2,10 @@
 
 Generation is pure Python between its sandbox calls: on the consumer threads it would share one
 core under the interpreter lock. So each problem is generated in a worker process, one per
-core, each with its own sandbox and blob-store client: a process reads the template and writes
-the result itself, and the consumer threads only hand it work items (two threads to a process,
-so that a process finishing a problem finds the next one waiting in its pipe). What a problem
+core, each with its own blob-store client (and its own sandbox, once a problem needs one): a
+process reads the template and writes the result itself, and the consumer threads only hand it
+work items (two threads to a process, so that a process finishing a problem finds the next one
+waiting in its pipe). What a problem
 yields depends on its template, families and seed, never on the process. The processes
 start from a fork server, which imports the main module: a script that runs these workers (an
 embedded stack, say) needs the usual `if __name__ == "__main__":` guard.
@@ -42,10 +43,14 @@ CONCURRENT_PROBLEMS = 2 * GENERATION_PROCESSES
 def sandbox():
     """The generation process's sandbox, started the first time a problem needs it: the mutants of nearly
     every template are executed by the arithmetic interpreter (3 of the shared corpus's 2,415 chosen
-    templates need the sandbox), so most processes never start one."""
-    from flawforge.sandbox import Sandbox
+    templates need the sandbox), so in a job most processes never start one. A start that fails for want
+    of resources is the platform's failure, retried by the bus, never a template's reject."""
+    from flawforge.sandbox import Sandbox, SandboxUnavailable
 
-    return Sandbox()
+    try:
+        return Sandbox()
+    except OSError as exc:
+        raise SandboxUnavailable(f"the generation process's sandbox did not start: {exc}") from None
 
 
 @lru_cache(maxsize=1)
@@ -61,7 +66,8 @@ def start_sandbox() -> None:
 
 
 def sandbox_ready(platform: Platform) -> None:
-    """Readiness: a generation process can start the sandbox the work items run in."""
+    """Readiness: a generation process can start the sandbox the work items that need one run in (the first
+    process starts its own here)."""
     generation_processes().call(0, start_sandbox)
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -108,8 +109,12 @@ def test_folder_extent_and_indices_count_only_folders_with_templates(tmp_path):
     (tmp_path / "tier1" / "3" / "m.py").unlink()
     (tmp_path / "tier1" / "3" / "m.json").unlink()
     (tmp_path / "tier2" / "9" / "n.py").unlink()
-    with pytest.raises(TemplateFolderError, match="no templates in"):
-        TemplateFolder(tmp_path).extent()  # problem folders, none with a template
+    emptied = TemplateFolder(tmp_path)  # problem folders, none with a template
+    shutil.rmtree(tmp_path / "tier2" / "9")
+    assert emptied.models("tier2", 9) == set()  # a folder removed after the index was made holds no template
+    for asked in (emptied.extent, emptied.indices):
+        with pytest.raises(TemplateFolderError, match="no templates in"):
+            asked()
 
 
 def test_bad_template_files(tmp_path):

@@ -42,7 +42,52 @@ def test_pool_generation_is_stored_byte_for_byte_as_in_process(shared_data, tmp_
             assert candidates_jsonl == b"".join(c.model_dump_json().encode() + b"\n" for c in expected)
             assert stored.error_types == [c.error_type for c in expected] and stored.rejects == output.rejects
             assert output.candidates
-            program = Program.parse(template.code, template.logical_steps)
-            run = run or sandbox.trace_call(template.code)
-            assert BoundProgram.bind(program, run.trace, run.return_value.to_python()).predictable == (index != 177)
+            assert predictable(template, sandbox) == (index != 177)
     platform.close()
+
+
+def predictable(template, sandbox) -> bool:
+    run = sandbox.trace_call(template.code)
+    program = Program.parse(template.code, template.logical_steps)
+    return BoundProgram.bind(program, run.trace, run.return_value.to_python()).predictable
+
+
+def test_a_process_starts_a_sandbox_only_for_a_template_whose_mutants_need_one(shared_data, tmp_path):
+    """generate_problem as a generation process runs it: problem 0's mutants are executed by the arithmetic
+    interpreter, problem 177's (its template is not straight-line code) in a sandbox started for them."""
+    from flawforge.services.mutator import worker
+
+    settings = Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path))
+    platform = Platform.from_settings(settings)
+    folder = TemplateFolder(shared_data / "formalization-templates")
+    problems = read_gsm8k(shared_data / "gsm8k" / "train.jsonl")
+
+    def stop_sandbox() -> None:
+        if worker.sandbox.cache_info().currsize:
+            worker.sandbox().close()
+        worker.sandbox.cache_clear()
+
+    stop_sandbox()
+    try:
+        with Sandbox() as sandbox:
+            for index, needs_sandbox in ((0, False), (177, True)):
+                tier = folder.tiers_of(index)[0]
+                model = folder.in_preference_order(tier, index, ["google_gemini-2.5-flash"])[0].model
+                template = problem_template(problems[index], tier, model, *folder.files(tier, index, model).read())
+                assert predictable(template, sandbox) != needs_sandbox
+                ref = platform.store.put_content("math/templates", ValidatedTemplate(
+                    template=template, run=sandbox.trace_call(template.code)).model_dump_json().encode(), ".json")
+                message = ProblemWorkItem(job_id="job2", problem_index=index, tier=tier, template_model=model,
+                                          template=ref, families=FAMILIES, seed=index)
+                worker.generate_problem(settings.model_dump_json(), message.model_dump_json())
+                assert worker.sandbox.cache_info().currsize == int(needs_sandbox)
+
+                _, candidates_jsonl = ProblemResult.split(platform.store.get(JobContext(platform, "job2").item_key(
+                    f"{index}.jsonl")))
+                expected = sorted(generate_for_problem(template, sandbox, FAMILIES, index).candidates,
+                                  key=catalog_order)
+                assert expected and candidates_jsonl == b"".join(c.model_dump_json().encode() + b"\n"
+                                                                  for c in expected)
+    finally:
+        stop_sandbox()
+        platform.close()

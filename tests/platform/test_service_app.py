@@ -4,6 +4,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import pytest
 from fastapi.testclient import TestClient
@@ -168,7 +169,10 @@ def test_every_service_app_serves_its_routers_and_the_embedded_stack_imports_no_
 
     for name in SERVICE_NAMES:
         spec = load_service(name)
-        assert len(spec.router_factories()) == len(spec.routers)
+        assert spec.routers or name == "mutator"
+        assert [f"{f.__module__}:{f.__name__}" for f in spec.router_factories()] == list(spec.routers)
+    with pytest.raises(ValueError, match="router 'flawforge.services.metrics.review_api' is not 'module:function'"):
+        replace(load_service("metrics"), routers=("flawforge.services.metrics.review_api",)).router_factories()
     templates = create_app(load_service("template-loader"), Platform.from_settings(
         Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path / "app"))), run_worker=False)
     assert "/templates/validate" in templates.openapi()["paths"]
