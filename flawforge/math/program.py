@@ -11,10 +11,9 @@ import ast
 import math
 import re
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any, Mapping, NamedTuple
 
-from flawforge.math.arithmetic import Compiled, UnsafeExpression, call_name, compile_expression, is_number
+from flawforge.math.arithmetic import UnsafeExpression, call_name, evaluate, is_number
 from flawforge.proto.values import TraceStep, TypedValue
 
 ENTRY_POINT = "solve"
@@ -43,11 +42,6 @@ class Assignment:
     @property
     def line(self) -> int:
         return self.node.lineno
-
-    @cached_property
-    def compute(self) -> Compiled:
-        """The right-hand side as a function of the variables (every mutant's prediction evaluates it)."""
-        return compile_expression(self.node.value)
 
     @property
     def is_input(self) -> bool:
@@ -179,11 +173,6 @@ class Program:
         return cls(source=source, function=function, assignments=assignments, logical_steps=tuple(logical_steps),
                    input_names=frozenset(inputs), answer=answer, returned=returned, straight_line=straight_line)
 
-    @cached_property
-    def compute_returned(self) -> Compiled:
-        """What solve() returns, as a function of the variables."""
-        return compile_expression(self.returned)
-
     def step_of(self, variable: str) -> str:
         """The logical step that computes a variable: its group in the code, else the step naming it."""
         assignment = next((a for a in reversed(self.assignments) if a.target == variable), None)
@@ -311,9 +300,9 @@ class BoundProgram:
         assigned = [value]
         start = site.assignment.position
         for assignment in program.assignments[start + 1:]:
-            value = values[assignment.target] = assignment.compute(values)
+            value = values[assignment.target] = evaluate(assignment.value, values)
             assigned.append(value)
-        return Prediction(values=values, answer=program.compute_returned(values), start=start,
+        return Prediction(values=values, answer=evaluate(program.returned, values), start=start,
                           assigned=tuple(assigned))
 
     def trace_of(self, prediction: Prediction) -> list[TraceStep]:
@@ -337,7 +326,7 @@ class BoundProgram:
             return False
         first = self.sites[0]
         try:
-            prediction = self.predict(first, first.assignment.compute(first.scope))
+            prediction = self.predict(first, evaluate(first.assignment.value, first.scope))
         except (Unpredictable, UnsafeExpression):
             return False
         return identical(prediction.answer, self.answer) and all(

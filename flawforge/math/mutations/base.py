@@ -98,7 +98,7 @@ class Substitution:
     def value_in(self, scope: Mapping[str, Any]) -> Any:
         renamed = dict(scope)
         renamed[self.old] = scope[self.new]
-        return self.site.assignment.compute(renamed)
+        return evaluate(self.site.assignment.value, renamed)
 
 
 def literal(value: Any) -> ast.expr:
