@@ -81,12 +81,19 @@ class _Zygote:
     """One running fork server and the thread that reads its replies."""
 
     def __init__(self, config: dict, on_exit):
-        service_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        service_end, zygote_end = None, None
+        try:  # out of processes or descriptors: the platform's failure, like a server that never answers
+            service_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.process = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", BOOTSTRAP, str(zygote_end.fileno())],
+                env={}, cwd="/", stdin=subprocess.DEVNULL, pass_fds=(zygote_end.fileno(),), close_fds=True,
+                start_new_session=True)
+        except OSError as exc:
+            for end in (service_end, zygote_end):
+                if end is not None:
+                    end.close()
+            raise SandboxUnavailable(f"the sandbox did not start: {exc}") from None
         self.sock = service_end
-        self.process = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-c", BOOTSTRAP, str(zygote_end.fileno())],
-            env={}, cwd="/", stdin=subprocess.DEVNULL, pass_fds=(zygote_end.fileno(),), close_fds=True,
-            start_new_session=True)
         zygote_end.close()
         self.pending: dict[int, Future] = {}
         self.lock = threading.Lock()  # pending and alive; never held while blocked on the socket

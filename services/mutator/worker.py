@@ -5,10 +5,9 @@ core under the interpreter lock. So each problem is generated in a worker proces
 core, each with its own blob-store client (and its own sandbox, once a problem needs one): a
 process reads the template and writes the result itself, and the consumer threads only hand it
 work items (two threads to a process, so that a process finishing a problem finds the next one
-waiting in its pipe). What a problem
-yields depends on its template, families and seed, never on the process. The processes
-start from a fork server, which imports the main module: a script that runs these workers (an
-embedded stack, say) needs the usual `if __name__ == "__main__":` guard.
+waiting in its pipe). What a problem yields depends on its template, families and seed, never on
+the process. The processes start from a fork server, which imports the main module: a script that
+runs these workers (an embedded stack, say) needs the usual `if __name__ == "__main__":` guard.
 """
 from __future__ import annotations
 
@@ -43,14 +42,11 @@ CONCURRENT_PROBLEMS = 2 * GENERATION_PROCESSES
 def sandbox():
     """The generation process's sandbox, started the first time a problem needs it: the mutants of nearly
     every template are executed by the arithmetic interpreter (3 of the shared corpus's 2,415 chosen
-    templates need the sandbox), so in a job most processes never start one. A start that fails for want
-    of resources is the platform's failure, retried by the bus, never a template's reject."""
-    from flawforge.sandbox import Sandbox, SandboxUnavailable
+    templates need the sandbox), so in a job most processes never start one. A start that fails raises
+    SandboxUnavailable: the platform's failure, retried by the bus, never a template's reject."""
+    from flawforge.sandbox import Sandbox
 
-    try:
-        return Sandbox()
-    except OSError as exc:
-        raise SandboxUnavailable(f"the generation process's sandbox did not start: {exc}") from None
+    return Sandbox()
 
 
 @lru_cache(maxsize=1)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -222,6 +223,28 @@ def test_layers_are_reported_and_required_ones_checked(sandbox):
         Sandbox(required_layers=["moat"])
     with pytest.raises(SandboxUnavailable, match="required isolation layer.*audit"):
         Sandbox(audit=False, required_layers=["audit"])
+
+
+def test_a_sandbox_that_cannot_start_its_server_is_unavailable():
+    """Out of file descriptors (a real limit, in a process of its own): SandboxUnavailable, not a bare OSError."""
+    script = (
+        "import os, resource\n"
+        "from flawforge.sandbox import Sandbox, SandboxUnavailable\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))\n"
+        "held = []\n"
+        "try:\n"
+        "    while True:\n"
+        "        held.append(os.open('/dev/null', os.O_RDONLY))\n"
+        "except OSError:\n"
+        "    pass\n"
+        "try:\n"
+        "    Sandbox()\n"
+        "except SandboxUnavailable as exc:\n"
+        "    print('unavailable:', exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("unavailable: the sandbox did not start:"), done.stdout
 
 
 def test_a_dead_zygote_is_replaced(shared_data):
