@@ -24,7 +24,7 @@ from concurrent.futures import Future
 from importlib import resources
 from itertools import count
 
-from flawforge.errors import FlawforgeError
+from flawforge.errors import Unavailable
 from flawforge.proto.sandbox import (LAYERS, ExecutionResult, LayerReport, SandboxLimits, TestRunResult)
 from flawforge.sandbox import outcome
 from flawforge.sandbox.runtime import MODULES, wire
@@ -73,8 +73,10 @@ _main(sock_fd, _config)
 """
 
 
-class SandboxUnavailable(FlawforgeError):
+class SandboxUnavailable(Unavailable):
     """The sandbox could not start, or lacks an isolation layer the configuration requires."""
+
+    code = "sandbox_unavailable"
 
 
 class _Zygote:

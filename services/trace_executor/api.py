@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter
 
 from flawforge.proto.sandbox import (BatchRequest, BatchResult, ExecRequest, ExecutionResult, LayerReport,
                                      TestRunRequest, TestRunResult)
@@ -21,11 +21,8 @@ def sandbox_router(platform: Platform) -> APIRouter:
     except SandboxUnavailable as exc:
         log.error("sandbox unavailable: %s", exc)
 
-    def sandbox() -> Sandbox:
-        try:
-            return sandbox_for(platform.settings)
-        except SandboxUnavailable as exc:
-            raise HTTPException(503, str(exc)) from None
+    def sandbox() -> Sandbox:  # SandboxUnavailable is a 503 naming what is missing
+        return sandbox_for(platform.settings)
 
     @router.post("/exec")
     def execute(body: ExecRequest) -> ExecutionResult:
