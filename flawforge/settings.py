@@ -44,7 +44,7 @@ class Settings(BaseSettings):
                     "also: netns, pidns, mountns, uid (where the kernel allows namespaces and setuid).")
     sandbox_audit: bool = Field(True, description="Audit-hook layer of the sandbox: names and stops escape attempts "
                                                   "(outcome `forbidden`); the OS layers contain them either way.")
-    sandbox_workers: int = Field(0, ge=0, le=64, description="Sandbox units run at once; 0: twice the CPU count.")
+    sandbox_workers: int = Field(0, ge=0, le=64, description="Sandbox units run at once; 0: twice the CPUs this process may use (its affinity and cgroup quota).")
     sandbox_timeout_s: float = Field(5.0, gt=0, le=600, description="Default wall-clock limit of a sandbox unit, seconds.")
     sandbox_memory_mb: int = Field(512, ge=16, description="Default memory a sandbox unit may add, MiB.")
     sandbox_read_paths: str = Field("", description="Comma-separated host paths sandbox units may read "

@@ -19,7 +19,7 @@ def templates_router(platform: Platform) -> APIRouter:
     def sandbox():  # started on first use: an app that never validates needs no sandbox process
         from flawforge.sandbox import Sandbox
 
-        return Sandbox()
+        return Sandbox.from_settings(platform.settings)
 
     @router.post("/validate")
     def validate(body: ValidateTemplateRequest) -> TemplateValidation:

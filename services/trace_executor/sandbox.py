@@ -6,7 +6,7 @@ import threading
 
 from pydantic import BaseModel
 
-from flawforge.proto.sandbox import BatchRequest, BatchResult, ExecRequest, SandboxLimits, TestRunRequest
+from flawforge.proto.sandbox import BatchRequest, BatchResult, ExecRequest, TestRunRequest
 from flawforge.sandbox import Sandbox
 from flawforge.settings import Settings
 
@@ -18,20 +18,13 @@ _lock = threading.Lock()
 _sandboxes: dict[tuple, Sandbox] = {}
 
 
-def _csv(text: str) -> tuple[str, ...]:
-    return tuple(part.strip() for part in text.split(",") if part.strip())
-
-
 def sandbox_for(settings: Settings) -> Sandbox:
     """Starts the sandbox on first use (reporting its layers); raises SandboxUnavailable if a required one is missing."""
-    key = (_csv(settings.sandbox_required_layers), settings.sandbox_workers, settings.sandbox_timeout_s,
-           settings.sandbox_memory_mb, _csv(settings.sandbox_read_paths), settings.sandbox_audit)
+    key = tuple((name, value) for name, value in settings.model_dump().items() if name.startswith("sandbox_"))
     with _lock:
         sandbox = _sandboxes.get(key)
         if sandbox is None:
-            required, workers, timeout_s, memory_mb, read_paths, audit = key
-            sandbox = Sandbox(SandboxLimits(timeout_s=timeout_s, memory_mb=memory_mb), workers=workers or None,
-                              required_layers=required, read_paths=read_paths, audit=audit)
+            sandbox = Sandbox.from_settings(settings)
             report = sandbox.layer_report()
             log.warning("sandbox isolation layers active: %s; missing: %s", ", ".join(report.active),
                         "; ".join(f"{k} ({v})" for k, v in report.missing.items()) or "none")
