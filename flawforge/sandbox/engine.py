@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from concurrent.futures import Future
 from importlib import resources
@@ -248,6 +249,7 @@ class Sandbox:
         # Units started, by kind ("exec", "batch", "tests"), and "alone": batch programs that ran in
         # their own unit. Tells how well batches share their units.
         self.counts: Counter = Counter()
+        self.last_unit_ok = float("-inf")  # time.monotonic() when the zygote last reported a unit it ran
         self._closed = False
         self._zygote: _Zygote | None = None
         self._ensure_zygote()
@@ -318,9 +320,11 @@ class Sandbox:
         future.add_done_callback(lambda _: self._slots.release())
         return future
 
-    @staticmethod
-    def _wait(future: Future, limits: SandboxLimits, programs: int = 1) -> tuple[dict, bytes]:
-        return future.result(timeout=programs * limits.timeout_s + START_TIMEOUT_S)
+    def _wait(self, future: Future, limits: SandboxLimits, programs: int = 1) -> tuple[dict, bytes]:
+        header, data = future.result(timeout=programs * limits.timeout_s + START_TIMEOUT_S)
+        if not header.get("failed"):
+            self.last_unit_ok = time.monotonic()
+        return header, data
 
     def execute(self, source: str, call: str | None = None, *, trace: bool = False,
                 limits: SandboxLimits | None = None) -> ExecutionResult:
