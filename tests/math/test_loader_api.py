@@ -46,3 +46,7 @@ def test_bad_requests_name_the_field(client):
     assert response.json()["detail"][0]["loc"] == ["body", "gsm8k_answer"]
     response = client.post("/templates/validate", json={"gsm8k_answer": "#### 3", "code": "x"})
     assert response.status_code == 422 and response.json()["detail"][0]["loc"] == ["body", "logical_steps"]
+    too_long = client.post("/templates/validate", json={"gsm8k_answer": "#### 3", "code": "x = 1\n" * 200_000,
+                                                        "logical_steps": []})
+    assert too_long.status_code == 422 and too_long.json()["detail"][0]["loc"] == ["body", "code"]
+    assert "FLAWFORGE_SANDBOX_MAX_SOURCE_BYTES" in too_long.json()["detail"][0]["msg"]
