@@ -33,10 +33,16 @@ class Settings(BaseSettings):
     s3_region: str | None = Field(None, description="S3 region, if the server needs one.")
 
     service: str = Field("", description="Name of the service this process runs (set by `flawforge serve`).")
-    http_host: str = Field("0.0.0.0", description="HTTP bind address.")
+    http_host: str = Field("127.0.0.1", description="HTTP bind address; containers set 0.0.0.0.")
     http_port: int | None = Field(None, description="HTTP port; unset: the service's own port (see README).")
     run_worker: bool = Field(True, description="Start the service's queue worker beside its HTTP API.")
-    api_tokens: str = Field("", description="Comma-separated `name:token` pairs allowed to call protected endpoints.")
+    api_tokens: str = Field("", description="Comma-separated `name:token` pairs; every route but /healthz, /readyz, "
+                                            "/metrics and the API docs needs `Authorization: Bearer <token>`.")
+    token: str = Field("", description="Bearer token this process sends to other Flawforge services (the CLI's "
+                                        "--stack; the llm-gateway's default local provider).")
+    auth: Literal["required", "disabled"] = Field(
+        "required", description="`disabled` serves without authentication (a request without a token passes); "
+                                "else a service with no FLAWFORGE_API_TOKENS refuses to start.")
 
     sandbox_required_layers: str = Field(
         "process,rlimits,wall_timeout,empty_env,workdir,audit,seccomp",
