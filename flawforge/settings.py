@@ -49,8 +49,9 @@ class Settings(BaseSettings):
                                 "else a service with no FLAWFORGE_API_TOKENS refuses to start.")
 
     sandbox_required_layers: str = Field(
-        "process,rlimits,wall_timeout,empty_env,workdir,audit",
-        description="Comma-separated sandbox isolation layers the trace-executor must have, else /readyz fails; "
+        "process,rlimits,wall_timeout,empty_env,workdir,audit,seccomp",
+        description="Comma-separated sandbox isolation layers every sandbox must have, else it does not start "
+                    "(the trace-executor's /readyz fails); "
                     "also: netns, pidns, mountns, uid (where the kernel allows namespaces and setuid).")
     sandbox_audit: bool = Field(True, description="Audit-hook layer of the sandbox: names and stops escape attempts "
                                                   "(outcome `forbidden`); the OS layers contain them either way.")

@@ -20,7 +20,7 @@ TestOutcome = Literal["passed", "failed", "error", "skipped"]
 
 # Layers of isolation the sandbox can put around a unit; each is either active or missing.
 Layer = Literal["process", "rlimits", "wall_timeout", "empty_env", "workdir", "netns", "pidns", "mountns",
-                "uid", "audit"]
+                "uid", "audit", "seccomp"]
 LAYERS: tuple[str, ...] = Layer.__args__
 
 

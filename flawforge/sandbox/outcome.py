@@ -127,6 +127,9 @@ def classify(header: dict, report: Report, limits) -> tuple[str, str]:
         return "crashed", f"the sandbox could not run the unit: {header['failed']}"
     if report.forbidden:
         return "forbidden", f"attempted to {report.forbidden}"
+    if signal_number == signal.SIGSYS:
+        return "forbidden", ("made a system call the seccomp filter denies (namespaces, mounts, keyrings, ptrace, "
+                             "sockets, ...): killed by SIGSYS")
     if header.get("timed_out"):
         return "timeout", f"wall-clock limit of {limits.timeout_s:g} s reached"
     if signal_number in CPU_SIGNALS or (signal_number == signal.SIGKILL
