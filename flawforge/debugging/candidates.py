@@ -62,7 +62,7 @@ def candidates_of(modules: dict[str, str], modifiers: Iterable[str]) -> list[Can
                             continue
                     except (SyntaxError, ValueError, RecursionError):
                         continue
-                    found.append(Candidate(modifier.name, path, site.qualname, bug.description, buggy,
+                    found.append(Candidate(modifier.name, path, bug.qualname or site.qualname, bug.description, buggy,
                                            unified_diff(path, source, buggy), digest))
     return found
 

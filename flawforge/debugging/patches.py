@@ -35,3 +35,36 @@ def changed_lines(patch: str) -> list[int]:
         elif text.startswith(" "):
             line += 1
     return found
+
+
+def apply_patch(text: str, patch: str) -> str:
+    """`text` with a unified diff of one file applied (diffs as unified_diff writes them; context must match)."""
+    lines = text.splitlines(keepends=True)
+    out: list[str] = []
+    position = 0
+    patch_lines = patch.splitlines(keepends=True)
+    index = 0
+    while index < len(patch_lines):
+        header = re.match(r"@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@", patch_lines[index])
+        index += 1
+        if not header:
+            continue
+        start = int(header.group(1)) - (0 if header.group(2) == "0" else 1)
+        out += lines[position:start]
+        position = start
+        while index < len(patch_lines) and not patch_lines[index].startswith("@@"):
+            line = patch_lines[index]
+            index += 1
+            no_newline = index < len(patch_lines) and patch_lines[index].startswith("\\")
+            body = line[1:].rstrip("\n") if no_newline else line[1:]
+            if no_newline:
+                index += 1
+            if line.startswith(" ") or line.startswith("-"):
+                if position >= len(lines) or lines[position] != body:
+                    raise ValueError(f"the patch does not apply at line {position + 1}")
+                position += 1
+                if line.startswith(" "):
+                    out.append(body)
+            elif line.startswith("+"):
+                out.append(body)
+    return "".join(out + lines[position:])

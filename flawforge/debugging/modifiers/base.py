@@ -33,6 +33,7 @@ class Bug:
 
     edits: tuple[TextEdit, ...]
     description: str
+    qualname: str | None = None  # where the bug is when narrower than the site (a class's removed method)
 
 
 @dataclass

@@ -74,7 +74,8 @@ class ClassRemoveFunctions(BugModifier):
         body = site.node.body
         for index, method in enumerate(body):
             if isinstance(method, METHODS) and _own_line(site, method):
-                yield Bug((_remove_statement(site, body, index),), f"method {site.qualname}.{method.name} removed")
+                yield Bug((_remove_statement(site, body, index),), f"method {site.qualname}.{method.name} removed",
+                          f"{site.qualname}.{method.name}")
 
 
 class ClassShuffleMethods(BugModifier):
