@@ -17,22 +17,28 @@ CONCURRENT_LIBRARIES = 2
 SUITES_PER_LIBRARY = max(1, len(os.sched_getaffinity(0)))
 
 
-@lru_cache(maxsize=1)
-def suite_sandbox():
+@lru_cache(maxsize=2)
+def suite_sandbox(settings_json: str | None = None):
+    """The sandbox that runs suites (by the service's settings): it may also read pytest's folder."""
     from flawforge.sandbox import Sandbox
-    from flawforge.sandbox.engine import pytest_path
+    from flawforge.sandbox.engine import csv_setting, pytest_path
+    from flawforge.settings import Settings
 
-    return Sandbox(read_paths=[pytest_path()], workers=CONCURRENT_LIBRARIES * SUITES_PER_LIBRARY)
+    settings = Settings.model_validate_json(settings_json) if settings_json else Settings()
+    return Sandbox.from_settings(settings, read_paths=[*csv_setting(settings.sandbox_read_paths), pytest_path()],
+                                 workers=CONCURRENT_LIBRARIES * SUITES_PER_LIBRARY)
 
 
 def make_library_handler(platform: Platform):
+    settings_json = platform.settings.model_dump_json()
+
     def handle(message: LibraryWorkItem) -> None:
         from flawforge.debugging.generate import generate_for_library
         from flawforge.errors import FlawforgeError
 
         archive = platform.store.get_verified(message.archive)
         try:
-            result = generate_for_library(suite_sandbox(), archive, message.archive_name, message.per_library,
+            result = generate_for_library(suite_sandbox(settings_json), archive, message.archive_name, message.per_library,
                                           message.modifiers, message.seed, SUITES_PER_LIBRARY)
         except FlawforgeError as exc:  # a library the pipeline cannot use is a reject, never a lost item
             name, _, version = message.archive_name.removesuffix(".tar.gz").rpartition("-")
