@@ -108,6 +108,36 @@ def run_math_errors(gsm8k: Path = typer.Option(..., "--gsm8k", help="GSM8K jsonl
     typer.echo((out / "summary.json").read_text())
 
 
+@run_app.command("debug-conversations")
+def run_debug_conversations(
+        libraries: Path = typer.Option(..., "--libraries", help="Folder of library sdists: every *.tar.gz in it."),
+        per_library: int = typer.Option(10, "--per-library", help="Candidate bugs validated per library."),
+        modifiers: Optional[str] = typer.Option(None, help="Comma-separated bug modifiers; default: all."),
+        seed: int = typer.Option(0, help="Seed of the choice of candidates."),
+        out: Path = OutOption, stack: Optional[str] = StackOption) -> None:
+    """Bugs proven per test in real libraries: OUT/instances.jsonl, conversations.jsonl, tasks/, rejects.jsonl,
+    summary.json."""
+    from flawforge.cli.debugging import run_debug_conversations as run_debugging
+
+    run_debugging(run_pipeline, libraries, out, per_library, modifiers, seed, stack)
+
+
+@app.command("validate-conversation")
+def validate_conversation(file: Path = typer.Argument(..., help="A task's conversation.json (OUT/tasks/<id>/)."),
+                          dump_dir: Optional[Path] = typer.Option(None, "--dump-dir",
+                                                                  help="Also write the clean and buggy file here.")
+                          ) -> None:
+    """Re-runs a saved task in the sandbox: the buggy code still fails, the fixed code still passes."""
+    import json
+
+    from flawforge.cli.debugging import validate_conversation as revalidate
+
+    report = revalidate(file, dump_dir)
+    typer.echo(json.dumps(report, indent=1))
+    if not report["reproduced"]:
+        raise typer.Exit(1)
+
+
 def read_candidates(path: Path) -> list:
     """The candidates of a math-errors run's candidates.jsonl."""
     from flawforge.math.export import parse_candidates

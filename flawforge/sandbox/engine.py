@@ -11,6 +11,7 @@ so does every program whose batch result could depend on it (see outcome.batch_r
 """
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
@@ -26,7 +27,8 @@ from importlib import resources
 from itertools import count
 
 from flawforge.errors import Unavailable
-from flawforge.proto.sandbox import (LAYERS, ExecutionResult, LayerReport, SandboxLimits, TestRunResult)
+from flawforge.proto.sandbox import (LAYERS, ExecutionResult, LayerReport, SandboxLimits, SuiteRunResult,
+                                     TestRunResult)
 from flawforge.sandbox import outcome
 from flawforge.sandbox.runtime import MODULES, wire
 from flawforge.settings import Settings
@@ -374,3 +376,24 @@ class Sandbox:
         future = self._submit({"unit": "tests", "module_source": module_source, "test_source": test_source,
                                "module_name": module_name}, limits)
         return outcome.suite_result(*self._wait(future, limits), limits)
+
+    def run_suite(self, archive: bytes, overlay: dict[str, str] | None = None, *, source_roots: list[str] = ("",),
+                  args: list[str] = (), coverage_files: list[str] | None = None,
+                  limits: SandboxLimits | None = None) -> SuiteRunResult:
+        """Runs the pytest suite of the project in `archive` (tar.gz) with `overlay` written over it; each test's
+        outcome by node id. With `coverage_files`, also which of their functions each test executed. pytest
+        comes from pytest_path(), which the sandbox's read_paths must include."""
+        limits = limits or self.limits
+        future = self._submit({"unit": "suite", "archive": base64.b64encode(archive).decode("ascii"),
+                               "overlay": overlay or {}, "source_roots": list(source_roots), "args": list(args),
+                               "coverage": coverage_files is not None, "coverage_files": coverage_files or [],
+                               "python_path": [pytest_path()]}, limits)
+        return outcome.project_suite_result(*self._wait(future, limits), limits)
+
+
+def pytest_path() -> str:
+    """The host folder pytest is imported from; a sandbox running suites must be allowed to read it
+    (`read_paths`)."""
+    import pytest
+
+    return os.path.dirname(os.path.dirname(os.path.abspath(pytest.__file__)))
