@@ -24,3 +24,7 @@ class BlobStoreUnavailable(FlawforgeError):
 
 class ChecksumMismatch(FlawforgeError):
     pass
+
+
+class Unauthorized(FlawforgeError):
+    """A request without a valid bearer token."""

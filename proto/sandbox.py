@@ -103,15 +103,16 @@ class TestRunResult(Model):
 # --- API requests ----------------------------------------------------------------------------
 
 class ExecRequest(Model):
-    source: str = Field(max_length=1 << 20, description="Python module source.")
+    source: str = Field(description="Python module source (at most FLAWFORGE_SANDBOX_MAX_SOURCE_BYTES).")
     call: str | None = Field(None, description="Function to call after the module ran; none: just run the module.")
     trace: bool = Field(True, description="Record every assignment in the called function (or at module level).")
     limits: SandboxLimits | None = None
 
 
 class BatchRequest(Model):
-    original: str = Field(max_length=1 << 20)
-    variants: list[str] = Field(max_length=10_000, description="Variants of the original, e.g. its mutants.")
+    original: str
+    variants: list[str] = Field(description="Variants of the original, e.g. its mutants (at most "
+                                            "FLAWFORGE_SANDBOX_MAX_BATCH_VARIANTS).")
     call: str = "solve"
     limits: SandboxLimits | None = None
 
@@ -122,8 +123,8 @@ class BatchResult(Model):
 
 class TestRunRequest(Model):
     __test__ = False
-    module_source: str = Field(max_length=1 << 20)
-    test_source: str = Field(max_length=1 << 20, description="unittest TestCases and/or plain test_* functions.")
+    module_source: str
+    test_source: str = Field(description="unittest TestCases and/or plain test_* functions.")
     module_name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=100,
                              description="Name the tests import the module by.")
     limits: SandboxLimits | None = None

@@ -21,13 +21,16 @@ app.add_typer(review_app, name="review")
 app.add_typer(sandbox_app, name="sandbox")
 
 StackOption = typer.Option(None, "--stack", help="Base URL of a running Flawforge service; default: run embedded.")
+TokenOption = typer.Option(None, "--token", envvar="FLAWFORGE_TOKEN", show_envvar=True,
+                           help="Bearer token for --stack (one of the stack's FLAWFORGE_API_TOKENS).")
 OutOption = typer.Option(..., "--out", help="Folder for the job's artifacts.")
 
 
-def run_pipeline(pipeline: str, params: dict, out: Path, stack: Optional[str]) -> None:
+def run_pipeline(pipeline: str, params: dict, out: Path, stack: Optional[str], token: Optional[str] = None) -> None:
     """Shared by every `run` subcommand: validate, run, write artifacts, report."""
     from flawforge.cli.jobs_client import run_embedded, run_on_stack
     from flawforge.jobs.pipeline import pipelines
+    from flawforge.settings import Settings
     from pydantic import ValidationError
 
     try:
@@ -36,10 +39,8 @@ def run_pipeline(pipeline: str, params: dict, out: Path, stack: Optional[str]) -
         err = exc.errors(include_url=False)[0]
         raise FlawforgeError(f"invalid {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
     if stack:
-        status = run_on_stack(stack, pipeline, params, out)
+        status = run_on_stack(stack, pipeline, params, out, token or Settings().token)
     else:
-        from flawforge.settings import Settings
-
         settings = Settings(bus="memory", blob_backend="local", blob_dir=str(out / ".blobs"))
         status = run_embedded(pipeline, params, out, settings)
     typer.echo(f"{pipeline}: job {status.job_id} {status.state.value}; artifacts in {out}", err=True)
@@ -48,9 +49,9 @@ def run_pipeline(pipeline: str, params: dict, out: Path, stack: Optional[str]) -
 @run_app.command("smoke")
 def run_smoke(count: int = typer.Option(20, help="Work items."),
               payload_bytes: int = typer.Option(1024, help="Bytes per payload."),
-              out: Path = OutOption, stack: Optional[str] = StackOption) -> None:
+              out: Path = OutOption, stack: Optional[str] = StackOption, token: Optional[str] = TokenOption) -> None:
     """Round trip of payload blobs through the bus (platform check)."""
-    run_pipeline("smoke", {"count": count, "payload_bytes": payload_bytes}, out, stack)
+    run_pipeline("smoke", {"count": count, "payload_bytes": payload_bytes}, out, stack, token)
 
 
 @run_app.command("templates")
@@ -67,13 +68,14 @@ def run_templates(gsm8k: Path = typer.Option(..., "--gsm8k", help="GSM8K jsonl f
                       None, help="Repair requests per invalid reply; default FLAWFORGE_LLM_MAX_REPAIRS."),
                   budget_requests: Optional[int] = typer.Option(None, help="Most model requests the job may make."),
                   budget_tokens: Optional[int] = typer.Option(None, help="Most tokens the job may spend."),
-                  out: Path = OutOption, stack: Optional[str] = StackOption) -> None:
+                  out: Path = OutOption, stack: Optional[str] = StackOption,
+                  token: Optional[str] = TokenOption) -> None:
     """Formalization templates for GSM8K problems, written by a model and validated; reports the pass rate."""
     params = {"gsm8k": str(gsm8k.resolve()), "indices": indices, "model": model, "examples": examples,
               "templates": str(templates.resolve()) if templates else None, "max_tokens": max_tokens,
               "mode": mode, "concurrency": concurrency, "max_repairs": max_repairs, "budget_requests": budget_requests,
               "budget_tokens": budget_tokens}
-    run_pipeline("templates", params, out, stack)
+    run_pipeline("templates", params, out, stack, token)
     report = out / "report.json"
     if report.exists():
         typer.echo(report.read_text())
@@ -93,7 +95,8 @@ def run_math_errors(gsm8k: Path = typer.Option(..., "--gsm8k", help="GSM8K jsonl
                         None, help="Candidates a problem keeps, e.g. 'per_type=2,per_line=2,conceptual=5' (the "
                                    "default; computational is unlimited); a limit of 'none', or all of them "
                                    "('none'), keeps every plausible candidate."),
-                    out: Path = OutOption, stack: Optional[str] = StackOption) -> None:
+                    out: Path = OutOption, stack: Optional[str] = StackOption,
+                    token: Optional[str] = TokenOption) -> None:
     """Computational and conceptual errors in GSM8K solutions: OUT/candidates.jsonl, rejects.jsonl, summary.json."""
     params = {"gsm8k": str(gsm8k.resolve()), "templates": str(templates.resolve()), "indices": indices,
               "families": [f.strip() for f in families.split(",") if f.strip()], "seed": seed}
@@ -101,7 +104,7 @@ def run_math_errors(gsm8k: Path = typer.Option(..., "--gsm8k", help="GSM8K jsonl
         params["model_preference"] = [m.strip() for m in models.split(",") if m.strip()]
     if caps is not None:
         params["caps"] = caps_of(caps)
-    run_pipeline("math-errors", params, out, stack)
+    run_pipeline("math-errors", params, out, stack, token)
     typer.echo((out / "summary.json").read_text())
 
 

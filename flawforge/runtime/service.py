@@ -44,14 +44,18 @@ class ServiceSpec:
     # "module:function" paths of its router factories, imported only when its HTTP app is built: the embedded
     # stack runs the consumers alone and never pays for importing the web framework.
     routers: tuple[str, ...] = ()
+    # Router factories of web pages that hold no data (HTML, scripts, styles): served without a token, since a
+    # browser cannot send one when it navigates; the page's own requests to the API carry it.
+    pages: tuple[str, ...] = ()
     consumers: tuple[Consumer, ...] = ()
     # Each check raises with a message saying what is missing; /readyz reports them.
     readiness_checks: tuple[Callable[[Platform], None], ...] = ()
     extras: tuple[str, ...] = field(default=())  # optional dependency groups its image installs
 
-    def router_factories(self) -> list[Callable[[Platform], APIRouter]]:
+    def router_factories(self, paths: tuple[str, ...] | None = None) -> list[Callable[[Platform], APIRouter]]:
+        """The factories named by `paths` (default: the API routers), imported now."""
         factories = []
-        for path in self.routers:
+        for path in self.routers if paths is None else paths:
             module, colon, name = path.partition(":")
             if not (module and colon and name):
                 raise ValueError(f"service {self.name}: router {path!r} is not 'module:function'")

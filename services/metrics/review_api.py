@@ -1,7 +1,7 @@
 """Human review over HTTP: the reviewer's next item, decisions, progress, agreement, and the web page.
 
-Every endpoint but the page itself needs a bearer token from FLAWFORGE_API_TOKENS; the token's
-owner is the reviewer, and no request can name another.
+Every endpoint but the page itself needs a bearer token from FLAWFORGE_API_TOKENS (the app checks it
+on every router); the token's owner is the reviewer, and no request can name another.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from flawforge.proto.review import (AgreementReport, Assignment, Decision, Decis
                                     RoundManifest, RoundProgress)
 from flawforge.review.agreement import agreement_report
 from flawforge.review.store import ReviewConflict, ReviewInvalid, ReviewNotFound, ReviewStore, check_name
-from flawforge.runtime.auth import bearer_identity, parse_api_tokens
+from flawforge.runtime.auth import caller, parse_api_tokens
 from flawforge.runtime.platform import Platform
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -44,19 +44,8 @@ def review_router(platform: Platform) -> APIRouter:
         except ReviewInvalid as exc:
             raise ConfigError(f"FLAWFORGE_API_TOKENS: {exc}") from None
     reviews = ReviewStore(platform.store, claim_ttl_s=settings.review_claim_ttl_s)
-    Reviewer = Depends(bearer_identity(settings))
+    Reviewer = Depends(caller)
     router = APIRouter(prefix="/review", tags=["review"])
-
-    @router.get("/", include_in_schema=False)
-    def page() -> FileResponse:
-        """The review web page; it asks for the reviewer's token and keeps it in the browser."""
-        return FileResponse(STATIC / "review.html", media_type="text/html")
-
-    @router.get("/static/{name}", include_in_schema=False)
-    def page_file(name: str) -> FileResponse:
-        if name not in PAGE_FILES:
-            raise HTTPException(status.HTTP_404_NOT_FOUND, f"no page file {name!r}")
-        return FileResponse(STATIC / name, media_type=PAGE_FILES[name])
 
     @router.get("/whoami")
     def whoami(reviewer: str = Reviewer) -> dict:
@@ -103,5 +92,23 @@ def review_router(platform: Platform) -> APIRouter:
     def agreement(round_name: str, reviewer: str = Reviewer) -> AgreementReport:
         """Fleiss' kappa per error type, Cohen's kappa per reviewer pair, accept rates per reviewer."""
         return _answer(lambda: agreement_report(round_name, reviews.decisions(round_name)))
+
+    return router
+
+
+def review_page_router(platform: Platform) -> APIRouter:
+    """The review web page and its files: no data, so no token (the page asks for one and sends it)."""
+    router = APIRouter(prefix="/review", include_in_schema=False)
+
+    @router.get("/")
+    def page() -> FileResponse:
+        """The review web page; it asks for the reviewer's token and keeps it in the browser."""
+        return FileResponse(STATIC / "review.html", media_type="text/html")
+
+    @router.get("/static/{name}")
+    def page_file(name: str) -> FileResponse:
+        if name not in PAGE_FILES:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, f"no page file {name!r}")
+        return FileResponse(STATIC / name, media_type=PAGE_FILES[name])
 
     return router

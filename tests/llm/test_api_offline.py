@@ -7,6 +7,7 @@ import socket
 import pytest
 from fastapi.testclient import TestClient
 
+from auth_support import API_TOKENS, AUTHORIZATION
 from flawforge.runtime.app import create_app
 from flawforge.runtime.platform import Platform
 from flawforge.services import load_service
@@ -20,8 +21,10 @@ def client(tmp_path):
         port = s.getsockname()[1]
     settings = Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path / "blobs"),
                         llm_providers=json.dumps({"local": {"base_url": f"http://127.0.0.1:{port}/v1",
-                                                           "models": ["m"], "api_key_env": "LLM_TEST_KEY"}}))
-    with TestClient(create_app(load_service("llm-gateway"), Platform.from_settings(settings))) as client:
+                                                           "models": ["m"], "api_key_env": "LLM_TEST_KEY"}}),
+                        api_tokens=API_TOKENS)
+    with TestClient(create_app(load_service("llm-gateway"), Platform.from_settings(settings)),
+                    headers=AUTHORIZATION) as client:
         yield client
 
 
