@@ -252,7 +252,7 @@ class CommonSense(Generator):
 
     def make(self, subject: str, relation: str, target: str, source: str) -> Candidate:
         style, template = self.TEMPLATES[relation]
-        return make_candidate(self.category, template.format(a=article(subject), subject=subject), target, source,
+        return make_candidate(self.category, template.format(a=article(subject).capitalize(), subject=subject), target, source,
                               subject=subject, relation=relation, template=style)
 
     def offline(self, records: Sequence, count: int, rng: random.Random) -> list[Candidate]:
