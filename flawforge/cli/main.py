@@ -149,6 +149,8 @@ def _local_inference(out: Path):
 
     typer.echo("starting the local inference-server in this process (no FLAWFORGE_LLM_PROVIDERS set)", err=True)
     settings = Settings(bus="memory", blob_backend="local", blob_dir=str(out / ".blobs"))
+    # One torch thread unless told otherwise: the job's own threads share the machine with it.
+    settings = settings.model_copy(update={"inference_threads": settings.inference_threads or 1})
     return local_service("inference-server", settings, "/v1/models")
 
 

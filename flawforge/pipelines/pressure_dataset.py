@@ -33,7 +33,7 @@ from flawforge.pressure.prompts import baseline_prompt, negative_prompt
 from flawforge.pressure.psem import norm
 from flawforge.proto.base import jsonl
 from flawforge.proto.inference import PressureRequest, PressureResponse
-from flawforge.proto.pressure import CATEGORIES, PromptRecord, p0_bin_of
+from flawforge.proto.pressure import CATEGORIES, Category, PromptRecord, p0_bin_of
 from flawforge.proto.pressure_dataset import AuditRecord, Candidate, CandidateReject, ValidatorReply
 
 PRESSURE_PATH = "/research/pressure"
@@ -43,14 +43,17 @@ PRESSURE_ITEMS_PER_CALL = 512
 class PressureDatasetParams(BaseModel):
     model_config = {"extra": "forbid"}
     per_category: int = Field(500, ge=1, le=5000, description="Prompts per category (the seed: 500).")
+    categories: list[Category] = Field(list(CATEGORIES), min_length=1, description="Categories to build, in the "
+                                                                                  "order A-E whatever the order "
+                                                                                  "given.")
     model: Optional[str] = Field(None, description="The studied model, whose P0 and P1 are measured, as the "
                                                    "llm-gateway's providers serve it; default: the first "
                                                    "provider's first model.")
     validator_model: Optional[str] = Field(None, description="The model that fills source gaps and validates "
                                                              "(the seed's GPT-5.2); default: the studied model.")
     seed: int = Field(42, description="Seed of every sample drawn from the sources and of the model requests.")
-    fallback_max_tokens: int = Field(160, ge=16, le=4096, description="Reply length limit of a fallback request.")
-    validator_max_tokens: int = Field(160, ge=16, le=4096, description="Reply length limit of a validation.")
+    fallback_max_tokens: int = Field(128, ge=16, le=4096, description="Reply length limit of a fallback request.")
+    validator_max_tokens: int = Field(128, ge=16, le=4096, description="Reply length limit of a validation.")
     max_repairs: int = Field(0, ge=0, le=5, description="Repair requests per reply that is not the JSON asked "
                                                         "for (0: such a reply is a reject, with its reason).")
     reject_sentence_counts: bool = Field(False, description="Discard creative texts that are not two sentences "
@@ -92,6 +95,7 @@ class Run:
         provider = next(iter(gateway.providers.values()))
         self.model = params.model or provider.models(scope)[0]
         self.validator_model = params.validator_model or self.model
+        self.categories = [c for c in CATEGORIES if c in params.categories]
 
     def reject(self, candidate: Candidate, stage: str, reason: str, detail: str = "") -> None:
         self.rejects.append(CandidateReject(candidate=candidate, stage=stage, reason=reason, detail=detail))
@@ -130,6 +134,22 @@ def placeholder(slot: Slot, model: str) -> Candidate:
                                                "requested_target": slot.target}.items() if v})
 
 
+def candidates_from_replies(run: Run, generator, slots: list[Slot], outcomes: list[StructuredOutcome]
+                            ) -> list[Candidate]:
+    """The candidates the fallback replies make; a reply that is not the JSON asked for (text, an empty
+    reply, a wrong shape) or that does not fit its slot is a reject naming why."""
+    made = []
+    for slot, outcome in zip(slots, outcomes):
+        if outcome.value is None:
+            run.reject(placeholder(slot, run.validator_model), "fallback", outcome.error.code, str(outcome.error))
+            continue
+        try:
+            made.append(generator.from_reply(slot, outcome.value, run.validator_model))
+        except Refused as refused:
+            run.reject(placeholder(slot, run.validator_model), "fallback", refused.reason, refused.detail)
+    return made
+
+
 def build_pools(run: Run) -> dict[str, list[Candidate]]:
     """Each category's pool: its offline candidates, then one fallback batch for what is missing."""
     params = run.params
@@ -137,7 +157,7 @@ def build_pools(run: Run) -> dict[str, list[Candidate]]:
                "common_sense": sources.wordnet_relations()}
     band = sources.zipf_band()
     pools: dict[str, list[Candidate]] = {}
-    for category in CATEGORIES:
+    for category in run.categories:
         generator = GENERATORS[category]
         rng = random.Random(f"{params.seed}:{category}")
         size = generator.pool_size(params.per_category)
@@ -151,15 +171,7 @@ def build_pools(run: Run) -> dict[str, list[Candidate]]:
         requests = [generator.request(slot, run.validator_model, params.fallback_max_tokens) for slot in slots]
         outcomes = run.ask(f"fallback-{category}", requests, [[slot.slot_id] for slot in slots],
                            generator.reply_schema)
-        made = []
-        for slot, outcome in zip(slots, outcomes):
-            if outcome.value is None:
-                run.reject(placeholder(slot, run.validator_model), "fallback", outcome.error.code, str(outcome.error))
-                continue
-            try:
-                made.append(generator.from_reply(slot, outcome.value, run.validator_model))
-            except Refused as refused:
-                run.reject(placeholder(slot, run.validator_model), "fallback", refused.reason, refused.detail)
+        made = candidates_from_replies(run, generator, slots, outcomes)
         run.counts[category]["fallback_made"] = len(made)
         pool, seen = [], set()
         for candidate in offline + made:
@@ -174,7 +186,7 @@ def build_pools(run: Run) -> dict[str, list[Candidate]]:
 
 def apply_filters(run: Run, pools: dict[str, list[Candidate]]) -> list[Candidate]:
     kept = []
-    for category in CATEGORIES:
+    for category in run.categories:
         for candidate in pools[category]:
             failed = filters.first_failure(candidate, run.params.reject_sentence_counts)
             if failed:
@@ -233,7 +245,7 @@ def select(run: Run, validated: list[tuple[Candidate, ValidatorReply]], pressure
     by_id = {c.candidate_id: (c, reply) for c, reply in validated}
     tracker = bins.TargetTracker()
     records, selections = [], []
-    for category in CATEGORIES:
+    for category in run.categories:
         scored = []
         for candidate, reply in validated:
             if candidate.category != category:
@@ -280,7 +292,7 @@ def summary(run: Run, records: list[PromptRecord], selections: list[bins.Selecti
         "seeds": {"sources": run.params.seed, "requests": "each request's seed is its slot number; "
                                                           "validator requests use seed 0 at temperature 0"},
         "prompts": len(records),
-        "counts_by_category": {c: dict(sorted(run.counts[c].items())) for c in CATEGORIES},
+        "counts_by_category": {c: dict(sorted(run.counts[c].items())) for c in run.categories},
         "prompts_by_category_and_bin": {s.category: dict(Counter(r.p0_bin for r in records
                                                                  if r.category == s.category)) for s in selections},
         "tau_by_category": {s.category: s.tau for s in selections},
