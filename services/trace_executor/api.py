@@ -15,7 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel
 
 from flawforge.proto.sandbox import (BatchRequest, BatchResult, ExecRequest, ExecutionResult, LayerReport,
-                                     TestRunRequest, TestRunResult)
+                                     TestRunRequest, TestRunResult, UnitKind)
 from flawforge.runtime.platform import Platform
 from flawforge.sandbox import SandboxUnavailable
 from flawforge.sandbox.engine import usable_cpus
@@ -35,7 +35,7 @@ def sandbox_router(platform: Platform) -> APIRouter:
         slots = settings.sandbox_workers or 2 * usable_cpus()
     limiter = anyio.CapacityLimiter(slots)
 
-    def run_json(unit: str, body: BaseModel) -> bytes:
+    def run_json(unit: UnitKind, body: BaseModel) -> bytes:
         try:
             return run_unit(settings, unit, body).model_dump_json().encode()
         except SandboxUnavailable as exc:
@@ -43,7 +43,7 @@ def sandbox_router(platform: Platform) -> APIRouter:
         except AboveMaximum as exc:
             raise RequestValidationError(exc.errors) from None
 
-    async def answer(unit: str, body: BaseModel) -> Response:
+    async def answer(unit: UnitKind, body: BaseModel) -> Response:
         content = await anyio.to_thread.run_sync(run_json, unit, body, limiter=limiter)
         return Response(content, media_type="application/json")
 
@@ -52,17 +52,17 @@ def sandbox_router(platform: Platform) -> APIRouter:
         """Runs the module, calls `call` if given; with `trace`, every assignment of that function (or of the
         module's top level) in order, with exact typed values. The program's failure is a 200 with its outcome.
         Limits above the server's maximums (FLAWFORGE_SANDBOX_MAX_*) are a 422 naming the limit."""
-        return await answer("exec", body)
+        return await answer(UnitKind.EXEC, body)
 
     @router.post("/batch", response_model=BatchResult)
     async def batch(body: BatchRequest) -> Response:
         """Traces `call` in the original and each variant, each as if in its own process; results in order."""
-        return await answer("batch", body)
+        return await answer(UnitKind.BATCH, body)
 
     @router.post("/tests", response_model=TestRunResult)
     async def tests(body: TestRunRequest) -> Response:
         """Imports the module as `module_name` and runs the unittest tests; each test's outcome and failure text."""
-        return await answer("tests", body)
+        return await answer(UnitKind.TESTS, body)
 
     @router.get("/layers")
     def layers() -> LayerReport:
