@@ -55,7 +55,8 @@ def self_cpu(who: int) -> float:
 
 class Sandboxed:
     def __init__(self, workers: int, chunk: int):
-        self.sandbox = Sandbox.from_settings(limits=SandboxLimits(timeout_s=5), **({"workers": workers} if workers else {}))
+        self.sandbox = Sandbox.from_settings(limits=SandboxLimits(timeout_s=5), in_process=True,
+                                             **({"workers": workers} if workers else {}))
         self.chunk = chunk
         self.wall = self.cpu = 0.0
         self.count = 0

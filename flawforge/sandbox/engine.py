@@ -212,11 +212,15 @@ class Sandbox:
     """
 
     @classmethod
-    def from_settings(cls, settings: Settings | None = None, **overrides) -> "Sandbox":
+    def from_settings(cls, settings: Settings | None = None, *, in_process: bool = False, **overrides):
         """The one way to make a sandbox: required layers, audit, read paths, worker count and default limits
         come from the settings (FLAWFORGE_SANDBOX_*); `overrides` (any constructor argument: limits, workers,
         required_layers, read_paths, audit, namespaces) replace single ones, e.g. a CLI running one unit asks
-        for one worker."""
+        for one worker.
+
+        With FLAWFORGE_SANDBOX_URL set, and unless `in_process` (the trace-executor's own), the sandbox is
+        that trace-executor's, over HTTP with FLAWFORGE_TOKEN (a RemoteSandbox: the same calls; limits and
+        required layers apply, the rest is the service's)."""
         settings = settings or Settings()
         arguments = {
             "limits": SandboxLimits(timeout_s=settings.sandbox_timeout_s, memory_mb=settings.sandbox_memory_mb),
@@ -228,7 +232,13 @@ class Sandbox:
         unknown = sorted(set(overrides) - set(arguments) - {"namespaces"})
         if unknown:
             raise TypeError(f"unknown sandbox argument(s): {', '.join(unknown)}")
-        return cls(**{**arguments, **overrides})
+        arguments.update(overrides)
+        if settings.sandbox_url and not in_process:
+            from flawforge.sandbox.remote import RemoteSandbox
+
+            return RemoteSandbox(settings.sandbox_url, settings.token, arguments["limits"],
+                                 arguments["required_layers"])
+        return cls(**arguments)
 
     def __init__(self, limits: SandboxLimits | None = None, *, workers: int | None = None,
                  required_layers: tuple[str, ...] | list[str] = (), read_paths: tuple[str, ...] | list[str] = (),
@@ -246,7 +256,7 @@ class Sandbox:
         self._slots = threading.BoundedSemaphore(self.workers)
         self._ids = count(1)
         self._lock = threading.Lock()
-        # Units started, by kind ("exec", "batch", "tests"), and "alone": batch programs that ran in
+        # Units started, by kind (wire.EXEC, BATCH, TESTS), and "alone": batch programs that ran in
         # their own unit. Tells how well batches share their units.
         self.counts: Counter = Counter()
         self.last_unit_ok = float("-inf")  # time.monotonic() when the zygote last reported a unit it ran
@@ -330,7 +340,7 @@ class Sandbox:
                 limits: SandboxLimits | None = None) -> ExecutionResult:
         """Runs a module, then calls `call` if given; with `trace`, records its assignments."""
         limits = limits or self.limits
-        future = self._submit({"unit": "exec", "source": source, "call": call, "trace": trace}, limits)
+        future = self._submit({"unit": wire.EXEC, "source": source, "call": call, "trace": trace}, limits)
         return outcome.execution_result(*self._wait(future, limits), limits)
 
     def trace_call(self, source: str, func: str = "solve", *, limits: SandboxLimits | None = None) -> ExecutionResult:
@@ -352,12 +362,12 @@ class Sandbox:
         units = min(self.workers, max(1, len(sources) // MIN_PROGRAMS_PER_UNIT)) if parallel else 1
         size = -(-len(sources) // units)
         parts = [range(start, min(start + size, len(sources))) for start in range(0, len(sources), size)]
-        futures = [self._submit({**call, "unit": "batch", "sources": sources[part.start:part.stop]}, limits)
+        futures = [self._submit({**call, "unit": wire.BATCH, "sources": sources[part.start:part.stop]}, limits)
                    for part in parts]
         results: list[ExecutionResult | None] = []
         for part, future in zip(parts, futures):
             results += outcome.batch_results(*self._wait(future, limits, len(part)), limits, len(part))
-        alone = {index: self._submit({**call, "unit": "exec", "source": sources[index]}, limits)
+        alone = {index: self._submit({**call, "unit": wire.EXEC, "source": sources[index]}, limits)
                  for index, result in enumerate(results) if result is None}
         with self._lock:
             self.counts["alone"] += len(alone)
@@ -369,6 +379,6 @@ class Sandbox:
                   limits: SandboxLimits | None = None) -> TestRunResult:
         """Imports the module as `module_name`, runs the tests with unittest, reports each test's outcome."""
         limits = limits or self.limits
-        future = self._submit({"unit": "tests", "module_source": module_source, "test_source": test_source,
+        future = self._submit({"unit": wire.TESTS, "module_source": module_source, "test_source": test_source,
                                "module_name": module_name}, limits)
         return outcome.suite_result(*self._wait(future, limits), limits)
