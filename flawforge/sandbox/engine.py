@@ -8,6 +8,9 @@ A batch (`trace_batch`) runs its programs in batch units, many per process, whic
 a fork and a process set-up per program. Each result is still the program's result as if
 it ran alone: programs that could notice the sharing run alone (see runtime.sharing), and
 so does every program whose batch result could depend on it (see outcome.batch_results).
+Single programs (`execute`) that wait for a slot because every slot is busy are run the
+same way: the caller that gets the next slot takes the others waiting with the same call
+and limits into one batch unit. An idle sandbox runs each at once, in a unit of its own.
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ import threading
 import time
 from collections import Counter
 from concurrent.futures import Future
+from dataclasses import dataclass, field
 from importlib import resources
 from itertools import count
 
@@ -42,6 +46,8 @@ START_TIMEOUT_S = 60
 # A batch is split over several units only above this many programs each: below it, the extra
 # forks cost more than running in parallel gains.
 MIN_PROGRAMS_PER_UNIT = 16
+# Most single programs waiting for a slot that one batch unit takes together.
+MAX_COALESCED = 16
 # Receives the runtime's source on its control socket: the zygote never needs the service's files.
 BOOTSTRAP = """\
 import json, sys, types
@@ -201,6 +207,15 @@ class _Zygote:
         self.sock.close()
 
 
+@dataclass(eq=False)
+class _Waiting:
+    """A single program waiting for a slot; `taken` once a unit runs it (perhaps another caller's)."""
+
+    source: str
+    future: Future = field(default_factory=Future)
+    taken: bool = False
+
+
 class Sandbox:
     """Runs untrusted Python in isolated, resource-limited processes forked from a warm parent.
 
@@ -253,7 +268,9 @@ class Sandbox:
         self.unit_uids = range(uid_base, uid_base + self.workers)
         self._config = {"slots": self.workers, "uid_base": uid_base, "audit": audit, "namespaces": namespaces,
                         "read_paths": [os.path.abspath(p) for p in read_paths]}
-        self._slots = threading.BoundedSemaphore(self.workers)
+        self._free_slots = self.workers
+        self._slot_freed = threading.Condition()  # guards _free_slots and _waiting
+        self._waiting: dict[tuple, list[_Waiting]] = {}  # single programs, by (call, trace, limits)
         self._ids = count(1)
         self._lock = threading.Lock()
         # Units started, by kind (wire.EXEC, BATCH, TESTS), and "alone": batch programs that ran in
@@ -313,11 +330,22 @@ class Sandbox:
         return zygote.process.pid if zygote is not None and zygote.process.poll() is None else None
 
     # --- units -------------------------------------------------------------------------------
-    def _submit(self, request: dict, limits: SandboxLimits) -> Future:
+    def _give_slot(self) -> None:
+        with self._slot_freed:
+            self._free_slots += 1
+            self._slot_freed.notify_all()
+
+    def _submit(self, request: dict, limits: SandboxLimits, *, slot_taken: bool = False) -> Future:
+        """Sends a unit to the zygote once a slot is free (or on the slot the caller took); the slot is free
+        again when the unit's report is in."""
         request = {**request, "id": next(self._ids), "limits": limits.model_dump()}
         with self._lock:
             self.counts[request["unit"]] += 1
-        self._slots.acquire()
+        if not slot_taken:
+            with self._slot_freed:
+                while self._free_slots == 0:
+                    self._slot_freed.wait()
+                self._free_slots -= 1
         try:
             try:
                 future = self._ensure_zygote().submit(request["id"], request)
@@ -325,9 +353,9 @@ class Sandbox:
                 self._forget(self._zygote)
                 future = self._ensure_zygote().submit(request["id"], request)
         except BaseException:
-            self._slots.release()
+            self._give_slot()
             raise
-        future.add_done_callback(lambda _: self._slots.release())
+        future.add_done_callback(lambda _: self._give_slot())
         return future
 
     def _wait(self, future: Future, limits: SandboxLimits, programs: int = 1) -> tuple[dict, bytes]:
@@ -340,8 +368,55 @@ class Sandbox:
                 limits: SandboxLimits | None = None) -> ExecutionResult:
         """Runs a module, then calls `call` if given; with `trace`, records its assignments."""
         limits = limits or self.limits
-        future = self._submit({"unit": wire.EXEC, "source": source, "call": call, "trace": trace}, limits)
-        return outcome.execution_result(*self._wait(future, limits), limits)
+        key = (call, trace, tuple(limits.__dict__.items()))
+        entry = _Waiting(source)
+        with self._slot_freed:
+            waiting = self._waiting.setdefault(key, [])
+            waiting.append(entry)
+            while self._free_slots == 0 and not entry.taken:
+                self._slot_freed.wait()
+            group = None
+            if not entry.taken:  # this caller has a slot: it runs its program and the others waiting like it
+                self._free_slots -= 1
+                group = [entry] + [other for other in waiting if other is not entry][:MAX_COALESCED - 1]
+                for member in group:
+                    member.taken = True
+                waiting[:] = [other for other in waiting if not other.taken]
+                if not waiting:
+                    del self._waiting[key]
+                if len(group) > 1:
+                    self._slot_freed.notify_all()  # their callers wait for the result now, not for a slot
+        if group is not None:
+            self._run_taken(group, call, trace, limits)
+        return entry.future.result()
+
+    def _run_taken(self, group: list[_Waiting], call: str | None, trace: bool, limits: SandboxLimits) -> None:
+        """Runs the programs on the slot already taken: one alone in an exec unit, several in a batch unit
+        (those whose batch result could depend on the sharing then run alone); every one's future gets its
+        result, or the error."""
+        try:
+            request = {"call": call, "trace": trace}
+            if len(group) == 1:
+                future = self._submit({**request, "unit": wire.EXEC, "source": group[0].source}, limits,
+                                      slot_taken=True)
+                results: list[ExecutionResult | None] = [outcome.execution_result(*self._wait(future, limits), limits)]
+            else:
+                with self._lock:
+                    self.counts["coalesced"] += len(group)
+                future = self._submit({**request, "unit": wire.BATCH, "sources": [m.source for m in group]}, limits,
+                                      slot_taken=True)
+                results = outcome.batch_results(*self._wait(future, limits, len(group)), limits, len(group))
+                alone = {index: self._submit({**request, "unit": wire.EXEC, "source": group[index].source}, limits)
+                         for index, result in enumerate(results) if result is None}
+                for index, future in alone.items():
+                    results[index] = outcome.execution_result(*self._wait(future, limits), limits)
+        except BaseException as exc:
+            for member in group:
+                if not member.future.done():
+                    member.future.set_exception(exc)
+            return
+        for member, result in zip(group, results):
+            member.future.set_result(result)
 
     def trace_call(self, source: str, func: str = "solve", *, limits: SandboxLimits | None = None) -> ExecutionResult:
         """Calls `func` of the module in `source` and records every assignment it makes."""

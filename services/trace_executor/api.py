@@ -1,9 +1,10 @@
 """The trace-executor's HTTP API: run a program, a batch of variants, or a module with its tests.
 
-Sandbox work runs on threads of its own, at most as many at once as the sandbox has slots
-(requests beyond that wait without holding a thread): the app's shared threadpool, which
-/healthz, /readyz and /metrics use, is never taken by units waiting for a slot. Results are
-serialised on those threads too, not on the event loop.
+Sandbox work runs on threads of its own, a bounded number (requests beyond it wait without
+holding a thread): the app's shared threadpool, which /healthz, /readyz and /metrics use, is
+never taken by units waiting for a slot. There are more of these threads than slots, so that
+single programs waiting for a slot can share the next unit (see engine.Sandbox.execute).
+Results are serialised on those threads too, not on the event loop.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from flawforge.proto.sandbox import (BatchRequest, BatchResult, ExecRequest, Exe
                                      TestRunRequest, TestRunResult, UnitKind)
 from flawforge.runtime.platform import Platform
 from flawforge.sandbox import SandboxUnavailable
-from flawforge.sandbox.engine import usable_cpus
+from flawforge.sandbox.engine import MAX_COALESCED, usable_cpus
 from flawforge.sandbox.maximums import AboveMaximum
 from flawforge.services.trace_executor.sandbox import run_unit, sandbox_for
 
@@ -33,7 +34,7 @@ def sandbox_router(platform: Platform) -> APIRouter:
     except SandboxUnavailable as exc:
         log.error("sandbox unavailable: %s", exc)
         slots = settings.sandbox_workers or 2 * usable_cpus()
-    limiter = anyio.CapacityLimiter(slots)
+    limiter = anyio.CapacityLimiter(slots * MAX_COALESCED)
 
     def run_json(unit: UnitKind, body: BaseModel) -> bytes:
         try:

@@ -19,13 +19,15 @@ REQUESTS: dict[UnitKind, type[BaseModel]] = {UnitKind.EXEC: ExecRequest, UnitKin
 # A unit that ended well this recently shows the sandbox works: readiness need not queue one behind the load.
 READY_WITHIN_S = 10.0
 
+SANDBOX_SETTINGS = tuple(name for name in Settings.model_fields if name.startswith("sandbox_"))
+
 _lock = threading.Lock()
 _sandboxes: dict[tuple, Sandbox] = {}
 
 
 def sandbox_for(settings: Settings) -> Sandbox:
     """Starts the sandbox on first use (reporting its layers); raises SandboxUnavailable if a required one is missing."""
-    key = tuple((name, value) for name, value in settings.model_dump().items() if name.startswith("sandbox_"))
+    key = tuple(getattr(settings, name) for name in SANDBOX_SETTINGS)
     with _lock:
         sandbox = _sandboxes.get(key)
         if sandbox is None:
