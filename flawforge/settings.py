@@ -60,6 +60,9 @@ class Settings(BaseSettings):
     sandbox_memory_mb: int = Field(512, ge=16, description="Default memory a sandbox unit may add, MiB.")
     sandbox_read_paths: str = Field("", description="Comma-separated host paths sandbox units may read "
                                                     "(e.g. a site-packages holding numpy); the Python library always.")
+    sandbox_url: str = Field("", description="The trace-executor's URL (e.g. http://trace-executor:8003): set, "
+                                             "every other process runs its sandbox units there, over HTTP with "
+                                             "FLAWFORGE_TOKEN; empty: in the process itself (embedded mode).")
     sandbox_max_timeout_s: float = Field(30.0, gt=0, le=600, description="Largest wall-clock limit a sandbox request may ask for, seconds; more is a 422.")
     sandbox_max_memory_mb: int = Field(1024, ge=16, le=65536, description="Largest memory limit a sandbox request may ask for, MiB; more is a 422.")
     sandbox_max_workdir_mb: int = Field(64, ge=1, le=4096, description="Largest work-dir tmpfs a sandbox request may ask for, MiB; more is a 422.")
