@@ -24,3 +24,7 @@ class BlobStoreUnavailable(FlawforgeError):
 
 class ChecksumMismatch(FlawforgeError):
     pass
+
+
+class Interrupted(FlawforgeError):
+    """The user pressed Ctrl-C; the message says what became of the work (exit status 130)."""

@@ -6,9 +6,9 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from flawforge.jobs.pipeline import pipelines
-from flawforge.jobs.runner import submit
+from flawforge.jobs.runner import fail_if_unclaimed, submit
 from flawforge.jobs.store import JobNotFound, JobStore
-from flawforge.proto.jobs import Artifact, JobStatus, JobSubmit
+from flawforge.proto.jobs import Artifact, JobState, JobStatus, JobSubmit
 from flawforge.runtime.platform import Platform
 
 
@@ -45,7 +45,19 @@ def jobs_router(platform: Platform) -> APIRouter:
 
     @router.get("/{job_id}")
     def get_job(job_id: str) -> JobStatus:
-        return _get(job_id)
+        return fail_if_unclaimed(platform, _get(job_id))
+
+    @router.delete("/{job_id}", status_code=status.HTTP_204_NO_CONTENT)
+    def delete_job(job_id: str) -> Response:
+        """Removes the job and its blobs; a queued job is cancelled first, a running one must be cancelled."""
+        job = _get(job_id)
+        if job.state == JobState.queued:
+            job = store.request_cancel(job_id)
+        if not job.state.finished:
+            raise HTTPException(status.HTTP_409_CONFLICT,
+                                f"job {job_id} is {job.state.value}: cancel it first (POST /jobs/{job_id}/cancel)")
+        store.delete(job_id)
+        return Response(status_code=status.HTTP_204_NO_CONTENT)
 
     @router.get("/{job_id}/artifacts")
     def list_artifacts(job_id: str) -> list[Artifact]:
