@@ -4,8 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 SHARED ?= ../shared/data
 
-# Debian packages the browser test drives; installed once, as root or through sudo.
-SYSTEM_PACKAGES := chromium chromium-driver
+# Debian packages the browser test drives, and WordNet's database files (the semantic-pressure dataset's
+# idioms and common-sense relations); installed once, as root or through sudo.
+SYSTEM_PACKAGES := chromium chromium-driver wordnet-base
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: install system-deps test test-fast bench proto docs clean
@@ -30,7 +31,7 @@ install: $(BIN)/python system-deps
 	$(BIN)/pip install -q --no-deps -r $(VENV)/no-deps.txt
 
 system-deps:
-	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null && [ -f /usr/share/wordnet/data.noun ] || \
 		{ $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $(SYSTEM_PACKAGES); }
 
 test: install

@@ -55,7 +55,7 @@ def self_cpu(who: int) -> float:
 
 class Sandboxed:
     def __init__(self, workers: int, chunk: int):
-        self.sandbox = Sandbox(SandboxLimits(timeout_s=5), workers=workers)
+        self.sandbox = Sandbox.from_settings(limits=SandboxLimits(timeout_s=5), **({"workers": workers} if workers else {}))
         self.chunk = chunk
         self.wall = self.cpu = 0.0
         self.count = 0
@@ -103,7 +103,8 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the shared data folder")
     parser.add_argument("--count", type=int, default=0, help="templates to run sandboxed; 0: all")
     parser.add_argument("--naive-count", type=int, default=200, help="templates to run the naive way")
-    parser.add_argument("--workers", type=int, default=2 * (os.cpu_count() or 1), help="units at once, both ways")
+    parser.add_argument("--workers", type=int, default=0,
+                        help="units at once, both ways; 0: as the settings say (FLAWFORGE_SANDBOX_WORKERS)")
     parser.add_argument("--chunk", type=int, default=256, help="programs per trace_batch call")
     parser.add_argument("--rounds", type=int, default=4, help="alternations of the two ways")
     args = parser.parse_args()
@@ -114,7 +115,8 @@ def main() -> None:
     sources = [f.read_text() for f in files][:args.count or None]
     naive_sources = sources[:args.naive_count]
 
-    sandboxed, naive = Sandboxed(args.workers, args.chunk), Naive(args.workers)
+    sandboxed = Sandboxed(args.workers, args.chunk)
+    naive = Naive(sandboxed.sandbox.workers)
     try:
         sandboxed.sandbox.trace_batch(sources[0], sources[1:64])  # warm-up
         for r in range(args.rounds):
@@ -128,7 +130,7 @@ def main() -> None:
     cpu_ms, naive_cpu_ms = 1000 * sandboxed.cpu / sandboxed.count, 1000 * naive.cpu / naive.count
     cores = os.cpu_count() or 1
     print(f"templates: {sandboxed.count} sandboxed, {naive.count} naive, in {args.rounds} alternating rounds; "
-          f"workers: {args.workers}; cpus: {cores}; load average now: {os.getloadavg()[0]:.1f}")
+          f"workers: {sandboxed.sandbox.workers}; cpus: {cores}; load average now: {os.getloadavg()[0]:.1f}")
     print(f"sandboxed (fork server, traced): {rate:7.0f} executions/s wall, {cpu_ms:6.2f} ms CPU each "
           f"(all processes); outcomes: {sandboxed.outcomes}")
     print(f"naive (fresh python -c each):    {baseline:7.0f} executions/s wall, {naive_cpu_ms:6.2f} ms CPU each (baseline)")

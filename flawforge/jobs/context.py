@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Iterable, Iterator
 
 from flawforge.bus import Bus
-from flawforge.errors import FlawforgeError
+from flawforge.errors import Conflict, FlawforgeError
 from flawforge.jobs.dead_letters import dead_item_prefix
 from flawforge.jobs.store import JobStore
 from flawforge.proto.jobs import Artifact
@@ -18,8 +18,8 @@ from flawforge.runtime.platform import Platform
 CONSUMER_CHECK_S = 5.0
 
 
-class JobCancelled(FlawforgeError):
-    pass
+class JobCancelled(Conflict):
+    code = "job_cancelled"
 
 
 def item_key(job_id: str, name: str) -> str:

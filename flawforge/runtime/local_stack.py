@@ -20,6 +20,7 @@ from pathlib import Path
 import httpx
 
 from flawforge.errors import ConfigError, FlawforgeError
+from flawforge.runtime.auth import Authenticator
 from flawforge.settings import Settings
 
 STOP_GRACE_S = 10.0
@@ -41,6 +42,7 @@ def plan(services: list[str], port_offset: int, environ: dict[str, str]) -> list
     from flawforge.services import SERVICE_NAMES, load_service
 
     settings = Settings()
+    Authenticator(settings)  # no tokens and authentication not disabled: say so before starting six processes
     if os.environ.get("FLAWFORGE_BUS", "rabbitmq") != "rabbitmq":
         raise ConfigError("FLAWFORGE_BUS: the local stack runs its services as processes, which share RabbitMQ "
                           "(unset it or set it to rabbitmq)")
@@ -57,8 +59,8 @@ def plan(services: list[str], port_offset: int, environ: dict[str, str]) -> list
         env = dict(base)
         if name == "llm-gateway" and "FLAWFORGE_LLM_PROVIDERS" not in environ:
             # The default provider is the local inference-server: at its port in this stack.
-            env["FLAWFORGE_LLM_PROVIDERS"] = json.dumps(
-                {"local": {"base_url": f"http://127.0.0.1:{ports['inference-server']}/v1"}})
+            env["FLAWFORGE_LLM_PROVIDERS"] = json.dumps({"local": {
+                "base_url": f"http://127.0.0.1:{ports['inference-server']}/v1", "api_key_env": "FLAWFORGE_TOKEN"}})
         planned.append(LocalService(name, ports[name], env))
     return planned
 

@@ -11,6 +11,7 @@ so does every program whose batch result could depend on it (see outcome.batch_r
 """
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
@@ -19,15 +20,18 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from concurrent.futures import Future
 from importlib import resources
 from itertools import count
 
-from flawforge.errors import FlawforgeError
-from flawforge.proto.sandbox import (LAYERS, ExecutionResult, LayerReport, SandboxLimits, TestRunResult)
+from flawforge.errors import Unavailable
+from flawforge.proto.sandbox import (LAYERS, ExecutionResult, LayerReport, SandboxLimits, SuiteRunResult,
+                                     TestRunResult)
 from flawforge.sandbox import outcome
 from flawforge.sandbox.runtime import MODULES, wire
+from flawforge.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +77,28 @@ _main(sock_fd, _config)
 """
 
 
-class SandboxUnavailable(FlawforgeError):
+def usable_cpus() -> int:
+    """CPUs this process may use: its affinity, and its cgroup's CPU quota where one is set (a container on a
+    large node sees every core of the node, but may use only its quota)."""
+    cpus = len(os.sched_getaffinity(0))
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as f:
+            quota, period = f.read().split()
+        if quota != "max":
+            cpus = min(cpus, max(1, -(-int(quota) // int(period))))
+    except (OSError, ValueError):
+        pass
+    return cpus
+
+
+def csv_setting(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+class SandboxUnavailable(Unavailable):
     """The sandbox could not start, or lacks an isolation layer the configuration requires."""
+
+    code = "sandbox_unavailable"
 
 
 class _Zygote:
@@ -188,7 +212,27 @@ class Sandbox:
     `required_layers` are checked at start: a missing one raises SandboxUnavailable.
     `read_paths` are extra host paths units may read (e.g. a site-packages with numpy).
     `audit=False` or `namespaces=False` leave those layers out, as where they are unavailable.
+    Code makes one with `Sandbox.from_settings`, never with the constructor.
     """
+
+    @classmethod
+    def from_settings(cls, settings: Settings | None = None, **overrides) -> "Sandbox":
+        """The one way to make a sandbox: required layers, audit, read paths, worker count and default limits
+        come from the settings (FLAWFORGE_SANDBOX_*); `overrides` (any constructor argument: limits, workers,
+        required_layers, read_paths, audit, namespaces) replace single ones, e.g. a CLI running one unit asks
+        for one worker."""
+        settings = settings or Settings()
+        arguments = {
+            "limits": SandboxLimits(timeout_s=settings.sandbox_timeout_s, memory_mb=settings.sandbox_memory_mb),
+            "workers": settings.sandbox_workers or None,
+            "required_layers": csv_setting(settings.sandbox_required_layers),
+            "read_paths": csv_setting(settings.sandbox_read_paths),
+            "audit": settings.sandbox_audit,
+        }
+        unknown = sorted(set(overrides) - set(arguments) - {"namespaces"})
+        if unknown:
+            raise TypeError(f"unknown sandbox argument(s): {', '.join(unknown)}")
+        return cls(**{**arguments, **overrides})
 
     def __init__(self, limits: SandboxLimits | None = None, *, workers: int | None = None,
                  required_layers: tuple[str, ...] | list[str] = (), read_paths: tuple[str, ...] | list[str] = (),
@@ -197,7 +241,7 @@ class Sandbox:
         if unknown:
             raise SandboxUnavailable(f"unknown isolation layer(s) {', '.join(unknown)}; known: {', '.join(LAYERS)}")
         self.limits = limits or SandboxLimits()
-        self.workers = min(MAX_WORKERS, workers or 2 * (os.cpu_count() or 1))
+        self.workers = min(MAX_WORKERS, workers or 2 * usable_cpus())
         self.required_layers = tuple(required_layers)
         uid_base = random.choice(UID_BLOCKS)
         self.unit_uids = range(uid_base, uid_base + self.workers)
@@ -209,6 +253,7 @@ class Sandbox:
         # Units started, by kind ("exec", "batch", "tests"), and "alone": batch programs that ran in
         # their own unit. Tells how well batches share their units.
         self.counts: Counter = Counter()
+        self.last_unit_ok = float("-inf")  # time.monotonic() when the zygote last reported a unit it ran
         self._closed = False
         self._zygote: _Zygote | None = None
         self._ensure_zygote()
@@ -279,9 +324,11 @@ class Sandbox:
         future.add_done_callback(lambda _: self._slots.release())
         return future
 
-    @staticmethod
-    def _wait(future: Future, limits: SandboxLimits, programs: int = 1) -> tuple[dict, bytes]:
-        return future.result(timeout=programs * limits.timeout_s + START_TIMEOUT_S)
+    def _wait(self, future: Future, limits: SandboxLimits, programs: int = 1) -> tuple[dict, bytes]:
+        header, data = future.result(timeout=programs * limits.timeout_s + START_TIMEOUT_S)
+        if not header.get("failed"):
+            self.last_unit_ok = time.monotonic()
+        return header, data
 
     def execute(self, source: str, call: str | None = None, *, trace: bool = False,
                 limits: SandboxLimits | None = None) -> ExecutionResult:
@@ -329,3 +376,24 @@ class Sandbox:
         future = self._submit({"unit": "tests", "module_source": module_source, "test_source": test_source,
                                "module_name": module_name}, limits)
         return outcome.suite_result(*self._wait(future, limits), limits)
+
+    def run_suite(self, archive: bytes, overlay: dict[str, str] | None = None, *, source_roots: list[str] = ("",),
+                  args: list[str] = (), coverage_files: list[str] | None = None,
+                  limits: SandboxLimits | None = None) -> SuiteRunResult:
+        """Runs the pytest suite of the project in `archive` (tar.gz) with `overlay` written over it; each test's
+        outcome by node id. With `coverage_files`, also which of their functions each test executed. pytest
+        comes from pytest_path(), which the sandbox's read_paths must include."""
+        limits = limits or self.limits
+        future = self._submit({"unit": "suite", "archive": base64.b64encode(archive).decode("ascii"),
+                               "overlay": overlay or {}, "source_roots": list(source_roots), "args": list(args),
+                               "coverage": coverage_files is not None, "coverage_files": coverage_files or [],
+                               "python_path": [pytest_path()]}, limits)
+        return outcome.project_suite_result(*self._wait(future, limits), limits)
+
+
+def pytest_path() -> str:
+    """The host folder pytest is imported from; a sandbox running suites must be allowed to read it
+    (`read_paths`)."""
+    import pytest
+
+    return os.path.dirname(os.path.dirname(os.path.abspath(pytest.__file__)))

@@ -24,6 +24,7 @@ import yaml
 
 from flawforge import __version__
 from flawforge.jobs.pipeline import pipelines
+from flawforge.runtime.auth import parse_api_tokens
 from flawforge.services import SERVICE_NAMES, consumers_of, load_service
 from flawforge.settings import Settings
 from flawforge.settings_doc import env_name, settings_table
@@ -173,6 +174,11 @@ def check_distributed(settings: Settings, where: str, *, broker: tuple[str, int]
     assert (host, int(port)) == store, f"{where}: FLAWFORGE_S3_ENDPOINT does not name {store}"
     assert (settings.s3_access_key, settings.s3_secret_key) == store_user, f"{where}: S3 keys differ from the store's"
     assert settings.s3_bucket == bucket, f"{where}: FLAWFORGE_S3_BUCKET differs from the bucket created"
+    # Outside a container a service binds the loopback address; inside one it must listen on every interface.
+    assert settings.http_host == "0.0.0.0", f"{where}: FLAWFORGE_HTTP_HOST must be 0.0.0.0 in a container"
+    owners = parse_api_tokens(settings.api_tokens)
+    assert owners, f"{where}: FLAWFORGE_API_TOKENS is empty (a service refuses to start)"
+    assert settings.token in owners, f"{where}: FLAWFORGE_TOKEN is not one of FLAWFORGE_API_TOKENS"
     # A loopback address would point each container at itself (a default left in place).
     for field, value in settings.model_dump(exclude={"http_host"}).items():
         assert not any(lo in str(value) for lo in LOOPBACK), f"{where}: {env_name(field)}={value!r} is a loopback address"

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+from auth_support import API_TOKENS, AUTHORIZATION
 from fastapi.testclient import TestClient
 
 from flawforge.jobs.retention import sweep_expired
@@ -16,7 +17,7 @@ from flawforge.settings import Settings
 
 def platform_in(tmp_path, **settings) -> Platform:
     return Platform.from_settings(Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path / "blobs"),
-                                           **settings))
+                                           api_tokens=API_TOKENS, **settings))
 
 
 def job_with_blobs(jobs: JobStore, state: JobState, age_days: float = 0) -> str:
@@ -35,7 +36,7 @@ def test_delete_removes_a_finished_job_and_every_blob_and_refuses_a_running_one(
     jobs = JobStore(platform.store)
     done, running = job_with_blobs(jobs, JobState.succeeded), job_with_blobs(jobs, JobState.running)
     queued = jobs.create("smoke", {}).job_id
-    with TestClient(create_app(load_service("metrics"), platform, run_worker=False)) as client:
+    with TestClient(create_app(load_service("metrics"), platform, run_worker=False), headers=AUTHORIZATION) as client:
         assert client.delete(f"/jobs/{done}").status_code == 204
         assert client.get(f"/jobs/{done}").status_code == 404
         assert list(platform.store.list(f"jobs/{done}/")) == []
@@ -61,7 +62,8 @@ def test_the_sweep_deletes_finished_jobs_past_the_retention_period_only(tmp_path
 
 def test_a_queued_job_whose_queue_nothing_consumes_fails_naming_the_owner(tmp_path):
     platform = platform_in(tmp_path, consumer_timeout_s=0.01)
-    with TestClient(create_app(load_service("template-loader"), platform, run_worker=False)) as client:
+    with TestClient(create_app(load_service("template-loader"), platform, run_worker=False),
+                    headers=AUTHORIZATION) as client:
         job = client.post("/jobs", json={"pipeline": "smoke", "params": {"count": 1}}).json()
         status = client.get(f"/jobs/{job['job_id']}").json()
     assert status["state"] == "failed"

@@ -25,6 +25,8 @@ pytestmark = [pytest.mark.rabbitmq, pytest.mark.slow]
 
 FLAWFORGE = [sys.executable, "-m", "flawforge.cli.main"]
 CONSUMER_TIMEOUT_S = "3"
+TOKEN = "stack-test-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 def free_offset() -> int:
@@ -47,7 +49,8 @@ class Stack:
         self.offset = free_offset()
         self.folder = folder
         self.env = {**os.environ, "FLAWFORGE_AMQP_URL": amqp_url, "FLAWFORGE_QUEUE_PREFIX": self.prefix,
-                    "FLAWFORGE_BLOB_DIR": str(folder / "blobs"), "FLAWFORGE_CONSUMER_TIMEOUT_S": CONSUMER_TIMEOUT_S}
+                    "FLAWFORGE_BLOB_DIR": str(folder / "blobs"), "FLAWFORGE_CONSUMER_TIMEOUT_S": CONSUMER_TIMEOUT_S,
+                    "FLAWFORGE_API_TOKENS": f"test:{TOKEN}", "FLAWFORGE_TOKEN": TOKEN}
         self.env.pop("FLAWFORGE_BUS", None)
         self.log = open(folder / "stack.log", "w+")
         self.process = subprocess.Popen([*FLAWFORGE, "serve", "all", "--skip", ",".join(skip), "--port-offset",
@@ -114,21 +117,21 @@ def test_a_job_runs_through_the_stack_on_its_own_queues_and_can_be_deleted(stack
     job_id = re.search(r"job ([0-9a-f]{32}) succeeded", result.stderr).group(1)
     loader = stack.url("template-loader")
     assert list((stack.folder / "blobs" / "jobs" / job_id).iterdir())
-    assert httpx.delete(f"{loader}/jobs/{job_id}").status_code == 204
-    assert httpx.get(f"{loader}/jobs/{job_id}").status_code == 404
+    assert httpx.delete(f"{loader}/jobs/{job_id}", headers=AUTH).status_code == 204
+    assert httpx.get(f"{loader}/jobs/{job_id}", headers=AUTH).status_code == 404
     assert not (stack.folder / "blobs" / "jobs" / job_id).exists() or not any(
         p.is_file() for p in (stack.folder / "blobs" / "jobs" / job_id).rglob("*"))
 
 
 def test_ctrl_c_cancels_the_job_on_the_stack_when_not_at_a_terminal(stack, shared_data, tmp_path):
     loader = stack.url("template-loader")
-    before = {job["job_id"] for job in httpx.get(f"{loader}/jobs").json()}
+    before = {job["job_id"] for job in httpx.get(f"{loader}/jobs", headers=AUTH).json()}
     client = subprocess.Popen([*FLAWFORGE, *math_errors(stack, shared_data, tmp_path / "out", "0-1999")], env=stack.env,
                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     job = None
     while job is None and time.monotonic() < deadline:
-        job = next((j for j in httpx.get(f"{loader}/jobs").json() if j["job_id"] not in before
+        job = next((j for j in httpx.get(f"{loader}/jobs", headers=AUTH).json() if j["job_id"] not in before
                     and j["state"] == "running"), None)
         time.sleep(0.2)
     assert job, "the job never started"
@@ -139,12 +142,12 @@ def test_ctrl_c_cancels_the_job_on_the_stack_when_not_at_a_terminal(stack, share
     assert client.returncode == 130
     assert stderr.strip().splitlines()[-1].endswith(f"interrupted: job {job['job_id']} on {loader} cancelled")
     assert "Traceback" not in stderr
-    final = httpx.get(f"{loader}/jobs/{job['job_id']}").json()
+    final = httpx.get(f"{loader}/jobs/{job['job_id']}", headers=AUTH).json()
     assert final["cancel_requested"] is True
     deadline = time.monotonic() + 30
     while final["state"] == "running" and time.monotonic() < deadline:
         time.sleep(0.2)
-        final = httpx.get(f"{loader}/jobs/{job['job_id']}").json()
+        final = httpx.get(f"{loader}/jobs/{job['job_id']}", headers=AUTH).json()
     assert final["state"] == "cancelled"
     assert not (tmp_path / "out").exists()
 

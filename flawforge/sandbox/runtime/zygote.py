@@ -27,7 +27,7 @@ import socket
 import sys
 import time
 
-from flawforge.sandbox.runtime import unit, wire
+from flawforge.sandbox.runtime import seccomp, unit, wire
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
@@ -102,6 +102,9 @@ class Isolation:
             except OSError:
                 pass
         self.layers["uid"] = self._probe_uid()
+        self.filter, self.layers["seccomp"] = seccomp.make_filter()
+        if self.filter is not None:
+            self.layers["seccomp"] = self._probe_seccomp()
 
     def _unshare(self, flags: int) -> str | None:
         try:
@@ -200,6 +203,21 @@ class Isolation:
         return {0: None, 2: "an unprivileged uid cannot read the Python library here"}.get(
             os.waitstatus_to_exitcode(status), "setuid to an unprivileged uid failed")
 
+    def _probe_seccomp(self) -> str | None:
+        """Installs the filter in a child that then makes a denied call: it must die of SIGSYS."""
+        probe = os.fork()
+        if probe == 0:
+            try:
+                _call("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+                self.filter.install()
+                _call("unshare", 0)
+            except BaseException:
+                os._exit(1)
+            os._exit(2)
+        _, status = os.waitpid(probe, 0)
+        return {-signal.SIGSYS: None, 1: "the kernel refused the filter"}.get(
+            os.waitstatus_to_exitcode(status), "the filter did not stop a denied call")
+
     def active(self, layer: str) -> bool:
         return self.layers.get(layer) is None
 
@@ -207,8 +225,9 @@ class Isolation:
 class Workdirs:
     """A fresh, size-limited work dir per unit: a tmpfs per slot, or a host temp dir emptied after use.
 
-    A slot's tmpfs is kept while units leave it as they found it (empty, same mode and owner);
-    anything else and it is unmounted, so the next unit gets a new one.
+    A slot's tmpfs is kept while units leave it as they found it (empty, same mode and owner, no
+    extended attributes); anything else and it is unmounted, so the next unit gets a new one. Its
+    times are reset after each unit: nothing a unit can set on it reaches the next one.
     """
 
     def __init__(self, isolation: Isolation):
@@ -236,6 +255,7 @@ class Workdirs:
         else:
             os.makedirs(path, mode=0o700, exist_ok=True)
             os.chown(path, owner, owner)
+        os.utime(path, ns=(0, 0))
         self.ready[slot] = (size, self._fingerprint(path))
         return path
 
@@ -253,7 +273,10 @@ class Workdirs:
     def release(self, slot: int, path: str) -> None:
         kept = self.ready.get(slot)
         try:
-            pristine = kept is not None and not os.listdir(path) and self._fingerprint(path) == kept[1]
+            pristine = kept is not None and not os.listdir(path) and self._fingerprint(path) == kept[1] \
+                and not os.listxattr(path)
+            if pristine:
+                os.utime(path, ns=(0, 0))
         except OSError:
             pristine = False
         if not pristine:
@@ -432,6 +455,8 @@ class Server:
                 os.setresgid(uid, uid, uid)
                 os.setresuid(uid, uid, uid)
             os.close(self.statm)
+            if self.isolation.active("seccomp"):
+                self.isolation.filter.install()
             unit.run(request, unit.Interpreter(self.config["library_path"], self.hidden_modules, self.streams),
                      self.config["unit_read_roots"], self.isolation.active("audit"))
         finally:
