@@ -497,6 +497,8 @@ def test_inference_server_runs_on_a_gpu_node_and_waits_for_its_model(k8s, specs)
     assert any(t["key"] == "nvidia.com/gpu" and t["effect"] == "NoSchedule" for t in pod["tolerations"])
     startup = cont["startupProbe"]
     assert startup["periodSeconds"] * startup["failureThreshold"] >= 300, "the model gets under 5 minutes to load"
+    # /healthz answers before the model is loaded: a startup probe on it would let liveness start too early.
+    assert startup["httpGet"]["path"] == "/readyz", "the startup probe passes before the model is loaded"
     assert cont["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert specs["inference-server"].readiness_checks, "inference-server /readyz has no model-loaded check"
     settings = settings_from(k8s_env(k8s, deployment))
