@@ -157,6 +157,8 @@ def run_pressure_dataset(out: Path = OutOption,
                              None, "--validator-model", help="The model that fills source gaps and validates; "
                                                              "default: --model."),
                          seed: int = typer.Option(42, help="Seed of the source samples and model requests."),
+                         categories: str = typer.Option("idioms,facts,common_sense,creative,ood",
+                                                        help="Comma-separated categories to build."),
                          stack: Optional[str] = StackOption) -> None:
     """Semantic-pressure prompts (seed 001): OUT/prompts.jsonl, rejects.jsonl, audit.jsonl, summary.json.
 
@@ -165,7 +167,8 @@ def run_pressure_dataset(out: Path = OutOption,
 
     from flawforge.settings import Settings
 
-    params = {"per_category": per_category, "model": model, "validator_model": validator_model, "seed": seed}
+    params = {"per_category": per_category, "model": model, "validator_model": validator_model, "seed": seed,
+              "categories": [c.strip() for c in categories.split(",") if c.strip()]}
     settings = Settings()
     local = None if stack or settings.llm_providers.strip() else _local_inference(out)
     with local or nullcontext() as base:

@@ -79,6 +79,7 @@ def plain_prob(lm, prompt_ids: list[int], seq: tuple[int, ...]) -> float:
     return prob
 
 
+@pytest.mark.timeout(1200)  # a shared 2-core machine; alone it takes about a minute
 def test_p_sem_equals_a_plain_loop_over_variants_and_tokens(lm, backend):
     items = [{"prompt": BASELINE.format(q=q), "target": x} for q, x in PAIRS]
     items += [{"prompt": NEGATIVE.format(q=q, x=x), "target": x} for q, x in PAIRS[:3]]
