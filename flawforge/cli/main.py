@@ -24,7 +24,7 @@ StackOption = typer.Option(None, "--stack", help="Base URL of a running Flawforg
 OutOption = typer.Option(..., "--out", help="Folder for the job's artifacts.")
 
 
-def run_pipeline(pipeline: str, params: dict, out: Path, stack: Optional[str]) -> None:
+def run_pipeline(pipeline: str, params: dict, out: Path, stack: Optional[str], **settings_overrides) -> None:
     """Shared by every `run` subcommand: validate, run, write artifacts, report."""
     from flawforge.cli.jobs_client import run_embedded, run_on_stack
     from flawforge.jobs.pipeline import pipelines
@@ -40,7 +40,7 @@ def run_pipeline(pipeline: str, params: dict, out: Path, stack: Optional[str]) -
     else:
         from flawforge.settings import Settings
 
-        settings = Settings(bus="memory", blob_backend="local", blob_dir=str(out / ".blobs"))
+        settings = Settings(bus="memory", blob_backend="local", blob_dir=str(out / ".blobs"), **settings_overrides)
         status = run_embedded(pipeline, params, out, settings)
     typer.echo(f"{pipeline}: job {status.job_id} {status.state.value}; artifacts in {out}", err=True)
 
@@ -136,6 +136,32 @@ def caps_of(text: str) -> dict:
         else:
             raise FlawforgeError(f"--caps: {name} must be a whole number or 'none', not {value!r}")
     return caps
+
+
+@run_app.command("pressure-study")
+def run_pressure_study(prompts: Optional[Path] = typer.Option(None, "--prompts", help="prompts.jsonl of the dataset "
+                                                                                       "stage (one record a line)."),
+                       demo: bool = typer.Option(False, "--demo", help="Build a small prompt set from built-in "
+                                                                       "questions and run the whole study on it."),
+                       model: Optional[Path] = typer.Option(None, "--model", help="Model folder or .gguf (embedded "
+                                                                                  "runs); default: the configured one."),
+                       samples: int = typer.Option(16, help="Samples per prompt and condition."),
+                       patch_subset: Optional[int] = typer.Option(None, "--patch-subset",
+                                                                  help="Most prompts patched; default: the whole "
+                                                                       "balanced high-P0 subset."),
+                       batch_prompts: int = typer.Option(8, help="Prompts per batch (the unit a rerun resumes at)."),
+                       out: Path = OutOption, stack: Optional[str] = StackOption) -> None:
+    """Semantic-pressure study: completions, traces, logit lens, patching, statistics, figures, tables.json and
+    report.md in OUT. Run again with the same inputs and OUT to resume a stopped run."""
+    if demo == (prompts is not None):
+        raise FlawforgeError("give either --prompts FILE or --demo")
+    if model is not None and stack:
+        raise FlawforgeError("--model applies to embedded runs; a stack serves its own model")
+    params = {"prompts": str(prompts.resolve()) if prompts else None, "demo": demo, "samples": samples,
+              "patch_subset": patch_subset, "batch_prompts": batch_prompts}
+    overrides = {"inference_model_path": str(model.resolve())} if model is not None else {}
+    run_pipeline("pressure-study", params, out, stack, **overrides)
+    typer.echo((out / "report.md").read_text())
 
 
 @app.command("recall")
