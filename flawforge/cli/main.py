@@ -143,6 +143,7 @@ def run_pressure_study(prompts: Optional[Path] = typer.Option(None, "--prompts",
                                                                                        "stage (one record a line)."),
                        demo: bool = typer.Option(False, "--demo", help="Build a small prompt set from built-in "
                                                                        "questions and run the whole study on it."),
+                       demo_prompts: int = typer.Option(24, "--demo-prompts", help="Prompts the demo builds."),
                        model: Optional[Path] = typer.Option(None, "--model", help="Model folder or .gguf (embedded "
                                                                                   "runs); default: the configured one."),
                        samples: int = typer.Option(16, help="Samples per prompt and condition."),
@@ -157,7 +158,8 @@ def run_pressure_study(prompts: Optional[Path] = typer.Option(None, "--prompts",
         raise FlawforgeError("give either --prompts FILE or --demo")
     if model is not None and stack:
         raise FlawforgeError("--model applies to embedded runs; a stack serves its own model")
-    params = {"prompts": str(prompts.resolve()) if prompts else None, "demo": demo, "samples": samples,
+    params = {"prompts": str(prompts.resolve()) if prompts else None, "demo": demo, "demo_prompts": demo_prompts,
+              "samples": samples,
               "patch_subset": patch_subset, "batch_prompts": batch_prompts}
     overrides = {"inference_model_path": str(model.resolve())} if model is not None else {}
     run_pipeline("pressure-study", params, out, stack, **overrides)

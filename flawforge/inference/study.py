@@ -47,19 +47,24 @@ def _step_inputs(padded: Padded, generated: int, next_ids: torch.Tensor) -> dict
 def generate(lm: LoadedModel, prompts: Sequence[Sequence[int]], max_new_tokens: int,
              sampling: Sampling | None = None, first_pass=None) -> list[list[int]]:
     """Completion token ids (end of sequence excluded) of every prompt: one greedy completion each, or
-    `sampling.n` samples each (prompt-major). `first_pass`, a context manager, wraps the prompt pass only."""
+    `sampling.n` samples each (prompt-major). `first_pass`, a context manager, wraps the prompt pass only.
+    Each prompt runs once; its key/value cache is repeated for its samples."""
     n = sampling.n if sampling else 1
-    rows = [list(p) for p in prompts for _ in range(n)]
     eos = lm.eos_ids
-    padded = left_pad(rows, pad_id(lm), lm.device)
+    padded = left_pad([list(p) for p in prompts], pad_id(lm), lm.device)
     generators = [torch.Generator().manual_seed(sampling.seed) for _ in prompts] if sampling else []
-    out_ids: list[list[int]] = [[] for _ in rows]
-    done = [False] * len(rows)
+    out_ids: list[list[int]] = [[] for _ in range(len(prompts) * n)]
+    done = [False] * len(out_ids)
     with lm.lock, torch.inference_mode():
         with first_pass if first_pass is not None else nullcontext():
             out = lm.model(**padded.inputs(), use_cache=True, logits_to_keep=1)
         cache = out.past_key_values
         logits = out.logits[:, -1].float().cpu()
+        if n > 1:
+            cache.batch_repeat_interleave(n)
+            logits = logits.repeat_interleave(n, 0)
+            padded = Padded(padded.input_ids.repeat_interleave(n, 0), padded.attention_mask.repeat_interleave(n, 0),
+                            padded.position_ids.repeat_interleave(n, 0), [x for x in padded.lengths for _ in range(n)])
         for step in range(max_new_tokens):
             if sampling is None:
                 chosen = logits.argmax(-1)
@@ -228,6 +233,7 @@ def patch_effects(lm: LoadedModel, plan: PatchPlan, kind: str, first_ids: Sequen
     p_first = probs[:, torch.tensor(list(first_ids), dtype=torch.long)].sum(-1)
     starts = torch.tensor(list(rest), dtype=torch.long)
     p = (probs[:, starts] * torch.tensor(list(rest.values()))).sum(-1).clamp(max=1.0)
-    return {"p_first_orig": float(p_first[1]), "p_orig": float(p[1]), "p_first": p_first[2:].tolist(),
+    return {"p_first_source": float(p_first[0]), "p_first_orig": float(p_first[1]), "p_orig": float(p[1]),
+            "p_first": p_first[2:].tolist(),
             "p": p[2:].tolist(), "completion_orig": completions[1], "completions": completions[2:]}
 
