@@ -8,6 +8,7 @@ import numpy as np
 from flawforge.proto.pressure import P0_BINS
 
 CONDITION_STYLE = {"baseline": ("tab:blue", "baseline prompt"), "negative": ("tab:red", 'negative prompt ("do not use X")')}
+PLURAL = {"failure": "failures", "success": "successes"}
 KIND_LABELS = {"residual": "residual stream", "attn_out": "attention output", "kv_question": "K/V of question tokens",
                "instruction": "instruction tokens hidden"}
 
@@ -32,7 +33,7 @@ def _axes(ncols: int = 1, width: float = 6.4):
 
 
 def failure_curve(table: dict) -> bytes:
-    fig, axes = _axes()
+    fig, axes = _axes(2, 5.4)
     ax = axes[0, 0]
     for cond in ("negative", "baseline"):
         rows = table["violation_rate_by_bin"][f"{cond}_violation_rate"]
@@ -40,15 +41,30 @@ def failure_curve(table: dict) -> bytes:
         low = [rows[b]["mean"] - rows[b]["ci_low"] if rows[b]["n"] else 0 for b in P0_BINS]
         high = [rows[b]["ci_high"] - rows[b]["mean"] if rows[b]["n"] else 0 for b in P0_BINS]
         color, label = CONDITION_STYLE[cond]
-        ax.errorbar(range(len(P0_BINS)), means, yerr=[low, high], marker="o", capsize=4, color=color,
-                    label=f"{label}: share of samples containing X")
+        ax.errorbar(range(len(P0_BINS)), means, yerr=[low, high], marker="o", capsize=4, color=color, label=label)
     ax.set_xticks(range(len(P0_BINS)), [f"{b}\n(n={table['violation_rate_by_bin']['negative_violation_rate'][b]['n']})"
                                         for b in P0_BINS])
-    ax.set_xlabel("semantic pressure P0 = P(answer is X | baseline prompt), binned")
-    ax.set_ylabel("violation rate (95% bootstrap CI)")
+    ax.set_xlabel("semantic pressure P0 = P(answer is X | baseline prompt)")
+    ax.set_ylabel("violation rate: share of samples containing X\n(95% bootstrap CI)")
     ax.set_ylim(-0.02, 1.02)
-    ax.set_title(f"Failure curve: saying the forbidden word X\n{table['model']}")
+    ax.set_title("by pressure bin")
     ax.legend(fontsize=8)
+    # Per prompt, against P0 itself: the bins say little when a model's P0 crowds into one of them.
+    ax = axes[0, 1]
+    points = table["pi_vs_violation_points"]
+    ax.scatter([p["p0"] for p in points], [p["violation_rate"] for p in points], s=16, color="tab:red", alpha=0.7,
+               label="one prompt (negative prompt)")
+    fit = table["logistic_fit"]
+    if "beta1" in fit and points:
+        x = np.linspace(0, max(p["p0"] for p in points), 200)
+        ax.plot(x, 1 / (1 + np.exp(-(fit["beta0"] + fit["beta1"] * x))), color="black",
+                label=f"logistic fit: β0={fit['beta0']:.2f}, β1={fit['beta1']:.2f}")
+    ax.set_xlabel("P0 of the prompt")
+    ax.set_ylabel("violation rate over the prompt's samples")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title("per prompt, with the logistic fit over samples")
+    ax.legend(fontsize=8)
+    fig.suptitle(f"Failure curve: the model says the word it was told not to use ({table['model']})")
     return _png(fig)
 
 
@@ -61,7 +77,7 @@ def logit_lens(table: dict) -> bytes:
                 color, label = CONDITION_STYLE[cond]
                 ax.plot(range(len(curve)), curve, color=color, label=label)
         n = table["counts"]["greedy_outcomes"].get(outcome, 0)
-        ax.set_title(f"greedy {outcome}s (n={n})")
+        ax.set_title(f"greedy {PLURAL[outcome]} (n={n})")
         ax.set_xlabel("layer (0 = embeddings, L = last block)")
         ax.set_ylabel("p_first: probability of X's first token")
         ax.legend(fontsize=8)
@@ -97,7 +113,7 @@ def attention_by_outcome(table: dict) -> bytes:
         rows = table["attention_metrics_by_bin_outcome"][outcome]
         means = [rows[f"negative_{name}"]["all"]["mean"] for name in names]
         ax.bar(np.arange(len(names)) + shift, np.nan_to_num(means), width,
-               label=f"{outcome}s (n={rows['negative_iar']['all']['n']})")
+               label=f"{PLURAL[outcome]} (n={rows['negative_iar']['all']['n']})")
     ax.set_xticks(range(len(names)), ["IAR\ninstruction vs question", "NF\nnegation share", "TMF\ntarget share",
                                       "PI = TMF − NF"])
     ax.axhline(0, color="grey", lw=0.8)
@@ -114,7 +130,7 @@ def suppression(table: dict) -> bytes:
     for shift, outcome in ((-width / 2, "failure"), (width / 2, "success")):
         rows = table["suppression_by_bin"][outcome]["absolute"]
         means = [rows[b]["mean"] for b in (*P0_BINS, "all")]
-        ax.bar(np.arange(len(P0_BINS) + 1) + shift, np.nan_to_num(means), width, label=f"{outcome}s")
+        ax.bar(np.arange(len(P0_BINS) + 1) + shift, np.nan_to_num(means), width, label=PLURAL[outcome])
     ax.set_xticks(range(len(P0_BINS) + 1), [*P0_BINS, "all"])
     ax.axhline(0, color="grey", lw=0.8)
     ax.set_xlabel("P0 bin")
@@ -136,7 +152,7 @@ def attn_ffn(table: dict) -> bytes:
         ax.axhline(0, color="grey", lw=0.8)
         ax.set_xlabel("block")
         ax.set_ylabel("change in p_first (negative prompt)")
-        ax.set_title(f"greedy {outcome}s")
+        ax.set_title(f"greedy {PLURAL[outcome]}")
         ax.legend(fontsize=8)
     fig.suptitle(f"Attention and MLP contributions to X in the last blocks: {table['model']}")
     return _png(fig)
@@ -148,7 +164,7 @@ def pi_vs_violation(table: dict) -> bytes:
     for outcome, color in (("failure", "tab:red"), ("success", "tab:green")):
         points = [p for p in table["pi_vs_violation_points"] if p["outcome"] == outcome]
         ax.scatter([p["pi"] for p in points], [p["violation_rate"] for p in points], s=18, color=color,
-                   label=f"greedy {outcome}s")
+                   label=f"greedy {PLURAL[outcome]}")
     ax.set_xlabel("PI = TMF − NF (negative prompt, global mean)")
     ax.set_ylabel("violation rate over samples")
     ax.set_title(f"Priming index against violation, one point per prompt: {table['model']}")

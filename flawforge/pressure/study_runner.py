@@ -175,16 +175,17 @@ class StopRequested(RuntimeError):
 
 def patch_subset(records: list[PromptRecord], results: list[dict], limit: int | None) -> tuple[list[str], dict]:
     """The balanced high-P0 subset: P0 >= max(0.7, min(0.95, q75 of P0)); every success and min(S, F)
-    failures, highest P0 first. A model whose P0 never reaches the threshold (a small model) gets the top
-    quartile by P0 instead, recorded in the rule. `limit` keeps the first prompts of the alternation."""
+    failures, highest P0 first. A model whose P0 never reaches the threshold (a small model) gets every
+    prompt ranked by P0 instead, recorded in the rule. `limit` keeps the first prompts of the alternation."""
     p0 = np.array([r.p0 for r in records])
     threshold = max(0.7, min(0.95, float(np.quantile(p0, 0.75))))
     high = [i for i in range(len(records)) if p0[i] >= threshold]
     rule = {"threshold": threshold, "fallback": None}
     if not high:
-        cut = float(np.quantile(p0, 0.75))
-        high = [i for i in range(len(records)) if p0[i] >= cut]
-        rule["fallback"] = f"no prompt reaches P0 >= {threshold:.2f}; top quartile by P0 (P0 >= {cut:.4g}) instead"
+        # A small model (SmolLM2: P0 far below 0.7) leaves the subset empty: the gate is off, every prompt
+        # is a candidate, highest P0 first.
+        high = list(range(len(records)))
+        rule["fallback"] = f"no prompt reaches P0 >= {threshold:.2f}; gate off, prompts ranked by P0 instead"
     high.sort(key=lambda i: -p0[i])
     failures = [i for i in high if results[i]["conditions"]["negative"]["greedy_violation"]]
     successes = [i for i in high if not results[i]["conditions"]["negative"]["greedy_violation"]]

@@ -137,7 +137,7 @@ def build_tables(records: list[PromptRecord], results: list[dict], patches: dict
         "violation_rate_by_bin": violation,
         "suppression_by_bin": suppression_by_bin,
         "attention_metrics_by_bin_outcome": attention,
-        "pi_vs_violation_points": [{"prompt_id": row["prompt_id"], "pi": row["negative_pi"],
+        "pi_vs_violation_points": [{"prompt_id": row["prompt_id"], "pi": row["negative_pi"], "p0": row["p0"],
                                     "violation_rate": row["negative_violation_rate"], "outcome": row["outcome"]}
                                    for row in rows],
         "logit_lens_curves": lens,
