@@ -66,7 +66,10 @@ def run_embedded(pipeline_name: str, params: dict, out: Path, settings) -> JobSt
     from flawforge.runtime.embedded import EmbeddedStack
 
     pipeline = pipelines()[pipeline_name]
-    with EmbeddedStack(settings) as stack:
+    services = EmbeddedStack.DEFAULT_SERVICES
+    if pipeline.owner not in services:  # a pipeline owned by a heavy service (the inference-server) brings it
+        services += (pipeline.owner,)
+    with EmbeddedStack(settings, services) as stack:
         jobs = JobStore(stack.platform.store)
         status = submit(stack.platform, pipeline, params)
         try:

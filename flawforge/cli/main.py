@@ -228,6 +228,34 @@ def caps_of(text: str) -> dict:
     return caps
 
 
+@run_app.command("pressure-study")
+def run_pressure_study(prompts: Optional[Path] = typer.Option(None, "--prompts", help="prompts.jsonl of the dataset "
+                                                                                       "stage (one record a line)."),
+                       demo: bool = typer.Option(False, "--demo", help="Build a small prompt set from built-in "
+                                                                       "questions and run the whole study on it."),
+                       demo_prompts: int = typer.Option(24, "--demo-prompts", help="Prompts the demo builds."),
+                       model: Optional[Path] = typer.Option(None, "--model", help="Model folder or .gguf (embedded "
+                                                                                  "runs); default: the configured one."),
+                       samples: int = typer.Option(16, help="Samples per prompt and condition."),
+                       patch_subset: Optional[int] = typer.Option(None, "--patch-subset",
+                                                                  help="Most prompts patched; default: the whole "
+                                                                       "balanced high-P0 subset."),
+                       batch_prompts: int = typer.Option(8, help="Prompts per batch (the unit a rerun resumes at)."),
+                       out: Path = OutOption, stack: Optional[str] = StackOption) -> None:
+    """Semantic-pressure study: completions, traces, logit lens, patching, statistics, figures, tables.json and
+    report.md in OUT. Run again with the same inputs and OUT to resume a stopped run."""
+    if demo == (prompts is not None):
+        raise FlawforgeError("give either --prompts FILE or --demo")
+    if model is not None and stack:
+        raise FlawforgeError("--model applies to embedded runs; a stack serves its own model")
+    params = {"prompts": str(prompts.resolve()) if prompts else None, "demo": demo, "demo_prompts": demo_prompts,
+              "samples": samples,
+              "patch_subset": patch_subset, "batch_prompts": batch_prompts}
+    overrides = {"inference_model_path": str(model.resolve())} if model is not None else {}
+    run_pipeline("pressure-study", params, out, stack, settings_overrides=overrides)
+    typer.echo((out / "report.md").read_text())
+
+
 @app.command("recall")
 def recall_report(candidates: Path = typer.Option(..., "--candidates", help="candidates.jsonl of a math-errors run."),
                   human_review: Path = typer.Option(..., "--human-review",
