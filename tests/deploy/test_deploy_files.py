@@ -497,6 +497,8 @@ def test_inference_server_runs_on_a_gpu_node_and_waits_for_its_model(k8s, specs)
     assert any(t["key"] == "nvidia.com/gpu" and t["effect"] == "NoSchedule" for t in pod["tolerations"])
     startup = cont["startupProbe"]
     assert startup["periodSeconds"] * startup["failureThreshold"] >= 300, "the model gets under 5 minutes to load"
+    # /healthz answers before the model is loaded: a startup probe on it would let liveness start too early.
+    assert startup["httpGet"]["path"] == "/readyz", "the startup probe passes before the model is loaded"
     assert cont["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert specs["inference-server"].readiness_checks, "inference-server /readyz has no model-loaded check"
     settings = settings_from(k8s_env(k8s, deployment))
@@ -526,6 +528,21 @@ def test_trace_executor_runs_sandboxed(k8s, compose, dockerfile):
     assert service["build"]["target"] == "sandbox" and service["read_only"] is True and service["cap_drop"] == ["ALL"]
     assert all(compose["networks"][n].get("internal") for n in service["networks"])
     assert not any("pip" in line and "install" in line for line in dockerfile["sandbox"])
+
+
+def test_untrusted_code_runs_only_in_the_trace_executor(compose, k8s, specs):
+    """Every other service's sandbox is the trace-executor's: its service name and port, a token it accepts."""
+    port = specs["trace-executor"].port
+    for where, envs in (("compose", {name: compose_env(service) for name, service in served(compose).items()}),
+                        ("k8s", {name: k8s_env(k8s, deployment)
+                                 for name, deployment in objects(k8s, "Deployment").items()})):
+        executor = settings_from(envs["trace-executor"])
+        accepted = {pair.split(":", 1)[1].strip() for pair in executor.api_tokens.split(",") if ":" in pair}
+        for name, env in envs.items():
+            settings = settings_from(env)
+            if name != "trace-executor":
+                assert settings.sandbox_url == f"http://trace-executor:{port}", f"{where} {name}: runs its own sandbox"
+                assert settings.token in accepted, f"{where} {name}: its token is not the trace-executor's"
 
 
 def test_trace_executor_egress_reaches_only_broker_store_and_dns(k8s):

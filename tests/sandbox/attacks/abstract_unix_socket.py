@@ -1,5 +1,5 @@
 # Binds an abstract unix socket, which every unit sharing the network namespace could connect to,
-# then connects to the one a concurrent unit may have bound.
+# then connects to it as a concurrent unit would: a channel between units that no file layer sees.
 # expect: forbidden
 # expect-without-audit: forbidden
 # detail-without-audit: seccomp
