@@ -44,6 +44,10 @@ class Settings(BaseSettings):
                                         "--stack; the llm-gateway's default local provider).")
     max_request_bytes: int = Field(16 << 20, ge=1024, description="Largest request body a service reads, bytes; "
                                                                    "a larger one is refused (413) before it is read whole.")
+    data_roots: str = Field("../shared/data", description="Comma-separated folders job parameters may name files "
+                                                          "in (relative ones: from the working directory); "
+                                                          "anything else is a 422. Embedded runs add the job's "
+                                                          "output folder.")
     auth: Literal["required", "disabled"] = Field(
         "required", description="`disabled` serves without authentication (a request without a token passes); "
                                 "else a service with no FLAWFORGE_API_TOKENS refuses to start.")

@@ -37,15 +37,20 @@ def _finish(status: JobStatus) -> None:
 
 
 def run_embedded(pipeline_name: str, params: dict, out: Path, settings) -> JobStatus:
+    from pydantic import ValidationError
+
     from flawforge.jobs.pipeline import pipelines
-    from flawforge.jobs.runner import submit
+    from flawforge.jobs.runner import invalid_params, submit
     from flawforge.jobs.store import JobStore
     from flawforge.runtime.embedded import EmbeddedStack
 
     pipeline = pipelines()[pipeline_name]
     with EmbeddedStack(settings) as stack:
         jobs = JobStore(stack.platform.store)
-        status = submit(stack.platform, pipeline, params)
+        try:
+            status = submit(stack.platform, pipeline, params)
+        except ValidationError as exc:
+            raise invalid_params(exc) from None
         status = _follow(lambda: jobs.get(status.job_id), 0.1, pipeline_name)
         _finish(status)
         out.mkdir(parents=True, exist_ok=True)

@@ -30,18 +30,20 @@ def run_pipeline(pipeline: str, params: dict, out: Path, stack: Optional[str], t
     """Shared by every `run` subcommand: validate, run, write artifacts, report."""
     from flawforge.cli.jobs_client import run_embedded, run_on_stack
     from flawforge.jobs.pipeline import pipelines
+    from flawforge.jobs.runner import invalid_params
     from flawforge.settings import Settings
     from pydantic import ValidationError
 
-    try:
+    try:  # paths are checked where the job runs: here when embedded, by the stack on --stack
         pipelines()[pipeline].params.model_validate(params)
     except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        raise FlawforgeError(f"invalid {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+        raise invalid_params(exc) from None
     if stack:
         status = run_on_stack(stack, pipeline, params, out, token or Settings().token)
     else:
-        settings = Settings(bus="memory", blob_backend="local", blob_dir=str(out / ".blobs"))
+        # The job's own space, its output folder, is a data root beside the configured ones.
+        settings = Settings(bus="memory", blob_backend="local", blob_dir=str(out / ".blobs"),
+                            data_roots=f"{Settings().data_roots},{out.resolve()}")
         status = run_embedded(pipeline, params, out, settings)
     typer.echo(f"{pipeline}: job {status.job_id} {status.state.value}; artifacts in {out}", err=True)
 

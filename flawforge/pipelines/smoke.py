@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from flawforge.jobs.context import JobContext
 from flawforge.jobs.pipeline import Pipeline, register
@@ -17,12 +17,20 @@ from flawforge.runtime.platform import Platform
 from flawforge.runtime.service import Consumer
 
 QUEUE = "smoke.digest"
+MAX_TOTAL_BYTES = 1 << 30  # of all payloads of one job
 
 
 class SmokeParams(BaseModel):
     model_config = {"extra": "forbid"}
     count: int = Field(20, ge=1, le=100_000, description="Work items to send through the bus.")
     payload_bytes: int = Field(1024, ge=1, le=1 << 20, description="Size of each payload blob.")
+
+    @model_validator(mode="after")
+    def _bounded_total(self) -> "SmokeParams":
+        if self.count * self.payload_bytes > MAX_TOTAL_BYTES:
+            raise ValueError(f"count x payload_bytes is {self.count * self.payload_bytes:,} bytes; a smoke job "
+                             f"sends at most {MAX_TOTAL_BYTES:,}")
+        return self
 
 
 def payload_for(job_id: str, item: int, size: int) -> bytes:

@@ -159,7 +159,7 @@ def test_bad_parameters_fail_the_job_with_a_clear_error(shared_data, tmp_path):
 
     with pytest.raises(FlawforgeError, match="beyond the 7473 problems"):
         run_embedded(corpus_params(shared_data, indices="7470-7480"), tmp_path / "a")
-    with pytest.raises(FlawforgeError, match="template folder not found"):
+    with pytest.raises(FlawforgeError, match="invalid templates: Value error, .*/none does not exist"):
         run_embedded({**corpus_params(shared_data), "templates": str(tmp_path / "none")}, tmp_path / "b")
 
 
