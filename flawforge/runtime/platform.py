@@ -17,9 +17,11 @@ class Platform:
     @classmethod
     def from_settings(cls, settings: Settings) -> "Platform":
         from flawforge.jobs.dead_letters import JobDeadLetters
+        from flawforge.jobs.finished import SkipWorkOfFinishedJobs
 
         store = open_blob_store(settings)
-        return cls(settings=settings, bus=open_bus(settings, store, [JobDeadLetters(store)]), store=store)
+        middleware = [JobDeadLetters(store), SkipWorkOfFinishedJobs(store)]
+        return cls(settings=settings, bus=open_bus(settings, store, middleware), store=store)
 
     def close(self) -> None:
         self.bus.close()
