@@ -20,6 +20,7 @@ log = logging.getLogger(__name__)
 
 def create_app(spec: ServiceSpec, platform: Platform, *, run_worker: bool | None = None) -> FastAPI:
     from flawforge.jobs.api import jobs_router
+    from flawforge.jobs.retention import RetentionSweeper
     from flawforge.services import consumers_of
 
     authenticator = Authenticator(platform.settings)  # before anything starts: no tokens, no service
@@ -27,11 +28,15 @@ def create_app(spec: ServiceSpec, platform: Platform, *, run_worker: bool | None
     consumers = consumers_of(spec)
     workers = Workers(platform, consumers)
 
+    retention = RetentionSweeper(platform)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         if run_worker and consumers:
             workers.start()
+        retention.start()
         yield
+        retention.stop()
         workers.stop()
 
     app = FastAPI(title=f"flawforge {spec.name}", description=spec.description, version=__version__,

@@ -15,7 +15,7 @@ from flawforge.inference.errors import RequestError, openai_error
 from flawforge.proto.inference import (
     Batch, BatchCreate, BatchList, BatchRequested, ChatCompletion, ChatCompletionRequest, Completion,
     CompletionRequest, ErrorResponse, FileDeleted, FileList, FileObject, LensRequest, LensResponse, ModelCard,
-    ModelList, PatchRequest, PatchResponse, ScoreRequest, ScoreResponse, TraceRequest, TraceResponse,
+    ModelList, PatchRequest, PatchResponse, PressureRequest, PressureResponse, ScoreRequest, ScoreResponse, TraceRequest, TraceResponse,
 )
 from flawforge.runtime.http_errors import ErrorAnswer
 from flawforge.runtime.platform import Platform
@@ -72,6 +72,12 @@ def research_router(platform: Platform) -> APIRouter:
     def score(body: ScoreRequest) -> ScoreResponse:
         """Teacher-forced log-probability of each continuation after its prompt."""
         return research_api.score(host.ready(), body)
+
+    @router.post("/pressure")
+    def pressure(body: PressureRequest) -> PressureResponse:
+        """P_sem of a target word after a prompt: the probability of any of its token variants (36 written
+        forms, deduplicated), each teacher-forced; also their sum before clamping and the single-token part."""
+        return _answer(lambda: research_api.pressure(host.ready(), body))
 
     @router.post("/trace")
     def trace(body: TraceRequest) -> TraceResponse:

@@ -116,7 +116,7 @@ def test_the_runner_checks_again_before_it_reads(platform, client, data):
     assert not runner.is_alive(), "the job runner blocked on a FIFO"
     status = JobStore(platform.store).get(job_id)
     assert status.state.value == "failed"
-    assert status.error.startswith("InvalidInput: invalid gsm8k: Value error, ") and "is a FIFO" in status.error
+    assert status.error.startswith("invalid gsm8k: Value error, ") and "is a FIFO" in status.error
 
 
 def test_pipeline_parameters_have_bounds(client, data):
