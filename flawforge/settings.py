@@ -5,7 +5,6 @@ k8s manifests in step with this class.
 """
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Literal
 
 from pydantic import Field
@@ -106,8 +105,3 @@ class Settings(BaseSettings):
     llm_max_repairs: int = Field(2, ge=0, description="Repair requests after a reply that is not valid JSON "
                                                       "for its schema.")
     llm_batch_poll_s: float = Field(2.0, gt=0, description="Seconds between polls of a provider batch.")
-
-
-@lru_cache
-def get_settings() -> Settings:
-    return Settings()

@@ -125,6 +125,9 @@ class ValidatedTemplate(Model):
     run: ExecutionResult | None = None
 
 
+PROBLEM_QUEUE = "math.problems"  # ProblemWorkItem
+
+
 class ProblemWorkItem(Message):
     """One GSM8K problem with its chosen template, handed from the template-loader to the mutator."""
 

@@ -186,6 +186,7 @@ def run_pressure_dataset(out: Path = OutOption,
 
 
 def _local_inference(out: Path):
+    from flawforge.assembly import served_app
     from flawforge.runtime.local_server import local_service
     from flawforge.settings import Settings
 
@@ -193,7 +194,7 @@ def _local_inference(out: Path):
     settings = Settings(bus="memory", blob_backend="local", blob_dir=str(out / ".blobs"))
     # One torch thread unless told otherwise: the job's own threads share the machine with it.
     settings = settings.model_copy(update={"inference_threads": settings.inference_threads or 1})
-    return local_service("inference-server", settings, "/v1/models")
+    return local_service("inference-server", settings, "/v1/models", served_app)
 
 
 def read_candidates(path: Path) -> list:
@@ -318,6 +319,7 @@ def serve(service: str = typer.Argument(..., help="Service name, e.g. trace-exec
           skip: Optional[str] = typer.Option(None, help="With 'all': services to leave out, comma-separated."),
           port_offset: int = typer.Option(0, help="With 'all': added to every service's own port.")) -> None:
     """Run one service: its HTTP API and its queue workers; or every service (`serve all`)."""
+    from flawforge.assembly import platform_for, service_app, service_ports
     from flawforge.services import SERVICE_NAMES, load_service
     from flawforge.settings import Settings
 
@@ -330,23 +332,20 @@ def serve(service: str = typer.Argument(..., help="Service name, e.g. trace-exec
             raise FlawforgeError(f"--skip: unknown service(s) {', '.join(unknown)}; known: {', '.join(SERVICE_NAMES)}")
         if port is not None:
             raise FlawforgeError("--port names one service's port; with 'all' use --port-offset")
-        serve_all([s for s in SERVICE_NAMES if s not in skipped], port_offset, host or Settings().http_host)
+        serve_all([s for s in SERVICE_NAMES if s not in skipped], service_ports(), port_offset,
+                  host or Settings().http_host)
         return
     if skip is not None or port_offset:
         raise FlawforgeError("--skip and --port-offset apply to 'serve all' only")
     import uvicorn
-
-    from flawforge.runtime.app import create_app
-    from flawforge.runtime.platform import Platform
 
     try:
         spec = load_service(service)
     except KeyError as exc:
         raise FlawforgeError(exc.args[0]) from None
     settings = Settings(service=service)
-    platform = Platform.from_settings(settings)
-    uvicorn.run(create_app(spec, platform), host=host or settings.http_host, port=port or settings.http_port or spec.port,
-                log_level="info")
+    uvicorn.run(service_app(spec, platform_for(settings)), host=host or settings.http_host,
+                port=port or settings.http_port or spec.port, log_level="info")
 
 
 def main() -> None:

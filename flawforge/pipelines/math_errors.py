@@ -26,11 +26,10 @@ from flawforge.math.selection import stable_hash
 from flawforge.math.templates import DEFAULT_MODEL_PREFERENCE, TemplateFolder, choose_templates
 from flawforge.math.tiers import tier_of
 from flawforge.proto.base import jsonl
-from flawforge.proto.math import (COMPUTATIONAL_TYPES, CONCEPTUAL_TYPES, Candidate, Caps, Family, ProblemResult,
-                                  ProblemTemplate, ProblemWorkItem, Reject, TemplateValidation,
+from flawforge.proto.math import (COMPUTATIONAL_TYPES, CONCEPTUAL_TYPES, PROBLEM_QUEUE, Candidate, Caps, Family,
+                                  ProblemResult, ProblemTemplate, ProblemWorkItem, Reject, TemplateValidation,
                                   ValidatedTemplate)
 
-PROBLEM_QUEUE = "math.problems"
 # Problems whose templates are validated in one sandbox batch (a fork per program would cost more than the run).
 # The first batch is smaller: the generation processes wait for it, and start while the next is validated.
 VALIDATED_TOGETHER = 64

@@ -12,9 +12,7 @@ from fastapi.testclient import TestClient
 
 from auth_support import API_TOKENS, AUTHORIZATION
 from flawforge.inputs import InputRefused, read_input
-from flawforge.runtime.app import create_app
-from flawforge.runtime.platform import Platform
-from flawforge.services import load_service
+from flawforge.assembly import platform_for, service_app
 from flawforge.settings import Settings
 
 
@@ -37,14 +35,14 @@ def platform(tmp_path, data):
     # The template-loader runs math-errors: it checks that the files exist and are what they should be.
     settings = Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path / "blobs"), api_tokens=API_TOKENS,
                         data_roots=str(data), service="template-loader", run_worker=False)
-    platform = Platform.from_settings(settings)
+    platform = platform_for(settings)
     yield platform
     platform.close()
 
 
 @pytest.fixture
 def client(platform):
-    with TestClient(create_app(load_service("template-loader"), platform), headers=AUTHORIZATION) as client:
+    with TestClient(service_app("template-loader", platform), headers=AUTHORIZATION) as client:
         yield client
 
 
@@ -91,7 +89,7 @@ def test_a_file_where_a_folder_belongs_is_refused_and_a_good_job_is_taken(client
 def test_a_service_that_does_not_run_the_pipeline_checks_only_the_roots(tmp_path, data):
     settings = Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path / "b"), api_tokens=API_TOKENS,
                         data_roots=str(data), service="metrics", run_worker=False)
-    with TestClient(create_app(load_service("metrics"), Platform.from_settings(settings)),
+    with TestClient(service_app("metrics", platform_for(settings)),
                     headers=AUTHORIZATION) as client:
         # The template-loader will see the file; the metrics service need not.
         assert submit_within(client, {"gsm8k": str(data / "later.jsonl"),
