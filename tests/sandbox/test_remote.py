@@ -37,7 +37,6 @@ class ServedTraceExecutor:
         import uvicorn
 
         from flawforge.assembly import platform_for, service_app
-        from flawforge.services import load_service
 
         self.settings = Settings(bus="memory", blob_backend="local", blob_dir=str(blob_dir), service="trace-executor",
                                  api_tokens=API_TOKENS, run_worker=False, sandbox_workers=2, **settings)
@@ -114,7 +113,6 @@ def test_template_validation_runs_in_the_trace_executor(served, tmp_path, shared
     from fastapi.testclient import TestClient
 
     from flawforge.assembly import platform_for, service_app
-    from flawforge.services import load_service
 
     folder = shared_data / "formalization-templates" / "tier1" / "4"
     body = {"problem_index": 4, "template_model": "google_gemini-2.5-flash",
@@ -132,6 +130,7 @@ def test_template_validation_runs_in_the_trace_executor(served, tmp_path, shared
 
 def test_mutants_run_in_the_trace_executor(served, tmp_path, shared_data):
     """Problem 177's template is not straight-line code: its mutants run in a sandbox, here the service's."""
+    from flawforge.assembly import platform_for
     from flawforge.services.mutator import worker
 
     settings = served.client_settings(tmp_path)
