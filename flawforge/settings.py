@@ -5,7 +5,6 @@ k8s manifests in step with this class.
 """
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Literal
 
 from pydantic import Field
@@ -51,6 +50,10 @@ class Settings(BaseSettings):
                                         "--stack; the llm-gateway's default local provider).")
     max_request_bytes: int = Field(16 << 20, ge=1024, description="Largest request body a service reads, bytes; "
                                                                    "a larger one is refused (413) before it is read whole.")
+    data_roots: str = Field("../shared/data", description="Comma-separated folders job parameters may name files "
+                                                          "in (relative ones: from the working directory); "
+                                                          "anything else is a 422. Embedded runs add the job's "
+                                                          "output folder.")
     auth: Literal["required", "disabled"] = Field(
         "required", description="`disabled` serves without authentication (a request without a token passes); "
                                 "else a service with no FLAWFORGE_API_TOKENS refuses to start.")
@@ -102,8 +105,3 @@ class Settings(BaseSettings):
     llm_max_repairs: int = Field(2, ge=0, description="Repair requests after a reply that is not valid JSON "
                                                       "for its schema.")
     llm_batch_poll_s: float = Field(2.0, gt=0, description="Seconds between polls of a provider batch.")
-
-
-@lru_cache
-def get_settings() -> Settings:
-    return Settings()

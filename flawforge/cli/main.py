@@ -34,20 +34,21 @@ def run_pipeline(pipeline: str, params: dict, out: Path, stack: Optional[str], t
     """Shared by every `run` subcommand: validate, run, write artifacts, report."""
     from flawforge.cli.jobs_client import run_embedded, run_on_stack
     from flawforge.jobs.pipeline import pipelines
+    from flawforge.jobs.runner import invalid_params
     from flawforge.settings import Settings
     from pydantic import ValidationError
 
-    try:
+    try:  # paths are checked where the job runs: here when embedded, by the stack on --stack
         pipelines()[pipeline].params.model_validate(params)
     except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        raise FlawforgeError(f"invalid {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+        raise invalid_params(exc) from None
     if stack:
         status = run_on_stack(stack, pipeline, params, out, token or Settings().token,
                               cancel_on_exit=cancel_on_exit)
     else:
+        # The job's own space, its output folder, is a data root beside the configured ones.
         settings = Settings(bus="memory", blob_backend="local", blob_dir=str(out / ".blobs"),
-                            **(settings_overrides or {}))
+                            **{"data_roots": f"{Settings().data_roots},{out.resolve()}", **(settings_overrides or {})})
         status = run_embedded(pipeline, params, out, settings)
     typer.echo(f"{pipeline}: job {status.job_id} {status.state.value}; artifacts in {out}", err=True)
 
@@ -185,6 +186,7 @@ def run_pressure_dataset(out: Path = OutOption,
 
 
 def _local_inference(out: Path):
+    from flawforge.assembly import served_app
     from flawforge.runtime.local_server import local_service
     from flawforge.settings import Settings
 
@@ -192,7 +194,7 @@ def _local_inference(out: Path):
     settings = Settings(bus="memory", blob_backend="local", blob_dir=str(out / ".blobs"))
     # One torch thread unless told otherwise: the job's own threads share the machine with it.
     settings = settings.model_copy(update={"inference_threads": settings.inference_threads or 1})
-    return local_service("inference-server", settings, "/v1/models")
+    return local_service("inference-server", settings, "/v1/models", served_app)
 
 
 def read_candidates(path: Path) -> list:
@@ -317,6 +319,7 @@ def serve(service: str = typer.Argument(..., help="Service name, e.g. trace-exec
           skip: Optional[str] = typer.Option(None, help="With 'all': services to leave out, comma-separated."),
           port_offset: int = typer.Option(0, help="With 'all': added to every service's own port.")) -> None:
     """Run one service: its HTTP API and its queue workers; or every service (`serve all`)."""
+    from flawforge.assembly import platform_for, service_app, service_ports
     from flawforge.services import SERVICE_NAMES, load_service
     from flawforge.settings import Settings
 
@@ -329,23 +332,20 @@ def serve(service: str = typer.Argument(..., help="Service name, e.g. trace-exec
             raise FlawforgeError(f"--skip: unknown service(s) {', '.join(unknown)}; known: {', '.join(SERVICE_NAMES)}")
         if port is not None:
             raise FlawforgeError("--port names one service's port; with 'all' use --port-offset")
-        serve_all([s for s in SERVICE_NAMES if s not in skipped], port_offset, host or Settings().http_host)
+        serve_all([s for s in SERVICE_NAMES if s not in skipped], service_ports(), port_offset,
+                  host or Settings().http_host)
         return
     if skip is not None or port_offset:
         raise FlawforgeError("--skip and --port-offset apply to 'serve all' only")
     import uvicorn
-
-    from flawforge.runtime.app import create_app
-    from flawforge.runtime.platform import Platform
 
     try:
         spec = load_service(service)
     except KeyError as exc:
         raise FlawforgeError(exc.args[0]) from None
     settings = Settings(service=service)
-    platform = Platform.from_settings(settings)
-    uvicorn.run(create_app(spec, platform), host=host or settings.http_host, port=port or settings.http_port or spec.port,
-                log_level="info")
+    uvicorn.run(service_app(spec, platform_for(settings)), host=host or settings.http_host,
+                port=port or settings.http_port or spec.port, log_level="info")
 
 
 def main() -> None:

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Callable
 
 from pydantic import BaseModel
 
+from flawforge.proto.jobs import job_queue
+
 if TYPE_CHECKING:
     from flawforge.jobs.context import JobContext
 
@@ -26,7 +28,7 @@ class Pipeline:
 
     @property
     def queue(self) -> str:
-        return f"jobs.{self.name}"
+        return job_queue(self.name)
 
 
 _PIPELINES: dict[str, Pipeline] = {}
