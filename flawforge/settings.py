@@ -25,6 +25,8 @@ class Settings(BaseSettings):
 
     blob_backend: Literal["local", "s3"] = Field("local", description="Blob store backend.")
     blob_dir: str = Field("var/blobs", description="Folder of the local blob store.")
+    blob_min_free_mb: int = Field(64, ge=0, description="The local blob store is unready (/readyz) with less free "
+                                                        "space than this, MiB.")
     s3_endpoint: str = Field("127.0.0.1:9000", description="S3/MinIO host:port.")
     s3_access_key: str = Field("minioadmin", description="S3 access key.")
     s3_secret_key: str = Field("minioadmin", description="S3 secret key.")
@@ -40,6 +42,8 @@ class Settings(BaseSettings):
                                             "/metrics and the API docs needs `Authorization: Bearer <token>`.")
     token: str = Field("", description="Bearer token this process sends to other Flawforge services (the CLI's "
                                         "--stack; the llm-gateway's default local provider).")
+    max_request_bytes: int = Field(16 << 20, ge=1024, description="Largest request body a service reads, bytes; "
+                                                                   "a larger one is refused (413) before it is read whole.")
     auth: Literal["required", "disabled"] = Field(
         "required", description="`disabled` serves without authentication (a request without a token passes); "
                                 "else a service with no FLAWFORGE_API_TOKENS refuses to start.")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Base64Bytes, Field, model_validator
 
 from flawforge.proto.base import BlobRef, Message, Model
 from flawforge.proto.values import TraceStep, TypedValue
@@ -21,11 +21,13 @@ OUTCOMES: tuple[str, ...] = Outcome.__args__
 
 
 class UnitKind(StrEnum):
-    """What a unit runs: one program, a batch of programs, or a module with its tests (the runtime's names)."""
+    """What a unit runs: one program, a batch of programs, a module with its tests, or a project's pytest suite
+    (the runtime's names)."""
 
     EXEC = wire.EXEC
     BATCH = wire.BATCH
     TESTS = wire.TESTS
+    SUITE = wire.SUITE
 
 
 TestOutcome = Literal["passed", "failed", "error", "skipped"]
@@ -140,6 +142,41 @@ class TestRunRequest(Model):
     module_name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=100,
                              description="Name the tests import the module by.")
     limits: SandboxLimits | None = None
+
+
+class SuiteRunRequest(Model):
+    """A project's pytest suite: the project as a tar.gz blob plus changed files, run with a report per test."""
+
+    archive: BlobRef = Field(description="The project, a tar.gz; a single top folder is stripped.")
+    overlay: dict[str, str] = Field(default_factory=dict, description="Project-relative path -> new text.")
+    source_roots: list[str] = Field([""], description="Project folders put on sys.path ('' is the root, e.g. 'src').")
+    args: list[str] = Field(default_factory=list, max_length=10_000,
+                            description="pytest arguments: test paths or node ids; none: the project's own.")
+    coverage: bool = Field(False, description="Report the project functions each test executes.")
+    coverage_files: list[str] = Field(default_factory=list, description="The project files coverage looks at.")
+    limits: SandboxLimits | None = None
+
+
+class SuiteExecRequest(Model):
+    """A project's pytest suite over HTTP (POST /sandbox/suite): the project inline, as base64 of its tar.gz."""
+
+    archive: Base64Bytes = Field(description="The project, a tar.gz, base64-encoded; a single top folder is stripped.")
+    overlay: dict[str, str] = Field(default_factory=dict, description="Project-relative path -> new text.")
+    source_roots: list[str] = Field([""], description="Project folders put on sys.path ('' is the root, e.g. 'src').")
+    args: list[str] = Field(default_factory=list, max_length=10_000,
+                            description="pytest arguments: test paths or node ids; none: the project's own.")
+    coverage_files: list[str] | None = Field(None, description="With these project files: which of their functions "
+                                                               "each test executes.")
+    limits: SandboxLimits | None = None
+
+
+class SuiteRunResult(TestRunResult):
+    """A suite unit's result: each test by its pytest node id."""
+
+    collection_errors: dict[str, str] = Field(default_factory=dict, description="Collector id -> why it failed.")
+    coverage: dict[str, list[str]] = Field(default_factory=dict, description="Test id -> 'path::qualname' of each "
+                                                                           "project function it executed; '' holds "
+                                                                           "what ran outside any test.")
 
 
 class LayerReport(Model):

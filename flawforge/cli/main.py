@@ -26,7 +26,8 @@ TokenOption = typer.Option(None, "--token", envvar="FLAWFORGE_TOKEN", show_envva
 OutOption = typer.Option(..., "--out", help="Folder for the job's artifacts.")
 
 
-def run_pipeline(pipeline: str, params: dict, out: Path, stack: Optional[str], token: Optional[str] = None) -> None:
+def run_pipeline(pipeline: str, params: dict, out: Path, stack: Optional[str], token: Optional[str] = None,
+                 settings_overrides: Optional[dict] = None) -> None:
     """Shared by every `run` subcommand: validate, run, write artifacts, report."""
     from flawforge.cli.jobs_client import run_embedded, run_on_stack
     from flawforge.jobs.pipeline import pipelines
@@ -41,7 +42,8 @@ def run_pipeline(pipeline: str, params: dict, out: Path, stack: Optional[str], t
     if stack:
         status = run_on_stack(stack, pipeline, params, out, token or Settings().token)
     else:
-        settings = Settings(bus="memory", blob_backend="local", blob_dir=str(out / ".blobs"))
+        settings = Settings(bus="memory", blob_backend="local", blob_dir=str(out / ".blobs"),
+                            **(settings_overrides or {}))
         status = run_embedded(pipeline, params, out, settings)
     typer.echo(f"{pipeline}: job {status.job_id} {status.state.value}; artifacts in {out}", err=True)
 
@@ -106,6 +108,80 @@ def run_math_errors(gsm8k: Path = typer.Option(..., "--gsm8k", help="GSM8K jsonl
         params["caps"] = caps_of(caps)
     run_pipeline("math-errors", params, out, stack, token)
     typer.echo((out / "summary.json").read_text())
+
+
+@run_app.command("debug-conversations")
+def run_debug_conversations(
+        libraries: Path = typer.Option(..., "--libraries", help="Folder of library sdists: every *.tar.gz in it."),
+        per_library: int = typer.Option(10, "--per-library", help="Candidate bugs validated per library."),
+        modifiers: Optional[str] = typer.Option(None, help="Comma-separated bug modifiers; default: all."),
+        seed: int = typer.Option(0, help="Seed of the choice of candidates."),
+        out: Path = OutOption, stack: Optional[str] = StackOption) -> None:
+    """Bugs proven per test in real libraries: OUT/instances.jsonl, conversations.jsonl, tasks/, rejects.jsonl,
+    summary.json."""
+    from flawforge.cli.debugging import run_debug_conversations as run_debugging
+
+    run_debugging(run_pipeline, libraries, out, per_library, modifiers, seed, stack)
+
+
+@app.command("validate-conversation")
+def validate_conversation(file: Path = typer.Argument(..., help="A task's conversation.json (OUT/tasks/<id>/)."),
+                          dump_dir: Optional[Path] = typer.Option(None, "--dump-dir",
+                                                                  help="Also write the clean and buggy file here.")
+                          ) -> None:
+    """Re-runs a saved task in the sandbox: the buggy code still fails, the fixed code still passes."""
+    import json
+
+    from flawforge.cli.debugging import validate_conversation as revalidate
+
+    report = revalidate(file, dump_dir)
+    typer.echo(json.dumps(report, indent=1))
+    if not report["reproduced"]:
+        raise typer.Exit(1)
+
+
+@run_app.command("pressure-dataset")
+def run_pressure_dataset(out: Path = OutOption,
+                         per_category: int = typer.Option(500, "--per-category", help="Prompts per category."),
+                         model: Optional[str] = typer.Option(
+                             None, help="The studied model (its P0 and P1); default: the local model."),
+                         validator_model: Optional[str] = typer.Option(
+                             None, "--validator-model", help="The model that fills source gaps and validates; "
+                                                             "default: --model."),
+                         seed: int = typer.Option(42, help="Seed of the source samples and model requests."),
+                         stack: Optional[str] = StackOption) -> None:
+    """Semantic-pressure prompts (seed 001): OUT/prompts.jsonl, rejects.jsonl, audit.jsonl, summary.json.
+
+    Embedded, with no FLAWFORGE_LLM_PROVIDERS, the local inference-server is started in this process."""
+    from contextlib import nullcontext
+
+    from flawforge.settings import Settings
+
+    params = {"per_category": per_category, "model": model, "validator_model": validator_model, "seed": seed}
+    settings = Settings()
+    local = None if stack or settings.llm_providers.strip() else _local_inference(out)
+    with local or nullcontext() as base:
+        overrides = None
+        if base:
+            import json
+
+            from flawforge.runtime.local_server import KEY_ENV
+
+            overrides = {"llm_providers": json.dumps({"local": {"base_url": f"{base}/v1", "api_key_env": KEY_ENV,
+                                                                 "timeout_s": 3600}})}
+        run_pipeline("pressure-dataset", params, out, stack, settings_overrides=overrides)
+    typer.echo((out / "summary.json").read_text())
+
+
+def _local_inference(out: Path):
+    from flawforge.runtime.local_server import local_service
+    from flawforge.settings import Settings
+
+    typer.echo("starting the local inference-server in this process (no FLAWFORGE_LLM_PROVIDERS set)", err=True)
+    settings = Settings(bus="memory", blob_backend="local", blob_dir=str(out / ".blobs"))
+    # One torch thread unless told otherwise: the job's own threads share the machine with it.
+    settings = settings.model_copy(update={"inference_threads": settings.inference_threads or 1})
+    return local_service("inference-server", settings, "/v1/models")
 
 
 def read_candidates(path: Path) -> list:

@@ -11,7 +11,8 @@ if TYPE_CHECKING:
     from flawforge.jobs.context import JobContext
 
 # Modules that register pipelines; imported lazily so light services stay light.
-PIPELINE_MODULES = ("flawforge.pipelines.smoke", "flawforge.pipelines.templates", "flawforge.pipelines.math_errors")
+PIPELINE_MODULES = ("flawforge.pipelines.smoke", "flawforge.pipelines.templates", "flawforge.pipelines.math_errors",
+                    "flawforge.pipelines.debug_conversations", "flawforge.pipelines.pressure_dataset")
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from flawforge import __version__
 from flawforge.errors import Unauthorized
 from flawforge.runtime.auth import Authenticator, BearerAuthMiddleware, caller
+from flawforge.runtime.http_errors import BodyLimitMiddleware, ErrorAnswer, ErrorAnswers
 from flawforge.runtime.platform import Platform
 from flawforge.runtime.service import ServiceSpec, Workers
 
@@ -37,7 +38,8 @@ def create_app(spec: ServiceSpec, platform: Platform, *, run_worker: bool | None
                   lifespan=lifespan)
     app.state.platform = platform
     app.state.workers = workers
-    app.state.authenticator = authenticator
+    answers = ErrorAnswers(spec.error_format_functions())
+    answers.install(app)
 
     @app.get("/healthz", tags=["ops"])
     def healthz() -> dict:
@@ -71,15 +73,18 @@ def create_app(spec: ServiceSpec, platform: Platform, *, run_worker: bool | None
     # The routes so far (FastAPI's docs, the ops routes above, the data-free pages) answer without a token; every
     # request for anything else is refused without one, whatever router adds it, before its body is read.
     public_routes = list(app.routes)
+
+    def refuse(scope, exc: Unauthorized) -> JSONResponse:
+        return answers.response(scope["path"], ErrorAnswer(exc.http_status, exc.code, str(exc)),
+                                headers={"WWW-Authenticate": "Bearer"})
+
+    # The last added runs first: the token is checked before the body limit counts a byte.
+    app.add_middleware(BodyLimitMiddleware, max_bytes=platform.settings.max_request_bytes, answers=answers)
     app.add_middleware(BearerAuthMiddleware, authenticator=authenticator, public_routes=lambda: public_routes,
-                       refuse=refuse_unauthorized)
+                       refuse=refuse)
     # Included with `caller` so the OpenAPI document shows the token each route wants.
     authenticated = [Depends(caller)]
     app.include_router(jobs_router(platform), dependencies=authenticated)
     for make_router in spec.router_factories():
         app.include_router(make_router(platform), dependencies=authenticated)
     return app
-
-
-def refuse_unauthorized(scope, exc: Unauthorized) -> JSONResponse:
-    return JSONResponse({"detail": str(exc)}, status_code=401, headers={"WWW-Authenticate": "Bearer"})

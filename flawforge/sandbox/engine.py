@@ -14,6 +14,7 @@ and limits into one batch unit. An idle sandbox runs each at once, in a unit of 
 """
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
@@ -29,8 +30,9 @@ from dataclasses import dataclass, field
 from importlib import resources
 from itertools import count
 
-from flawforge.errors import FlawforgeError
-from flawforge.proto.sandbox import (LAYERS, ExecutionResult, LayerReport, SandboxLimits, TestRunResult)
+from flawforge.errors import Unavailable
+from flawforge.proto.sandbox import (LAYERS, ExecutionResult, LayerReport, SandboxLimits, SuiteRunResult,
+                                     TestRunResult)
 from flawforge.sandbox import outcome
 from flawforge.sandbox.runtime import MODULES, wire
 from flawforge.settings import Settings
@@ -99,8 +101,10 @@ def csv_setting(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
-class SandboxUnavailable(FlawforgeError):
+class SandboxUnavailable(Unavailable):
     """The sandbox could not start, or lacks an isolation layer the configuration requires."""
+
+    code = "sandbox_unavailable"
 
 
 class _Zygote:
@@ -457,3 +461,24 @@ class Sandbox:
         future = self._submit({"unit": wire.TESTS, "module_source": module_source, "test_source": test_source,
                                "module_name": module_name}, limits)
         return outcome.suite_result(*self._wait(future, limits), limits)
+
+    def run_suite(self, archive: bytes, overlay: dict[str, str] | None = None, *, source_roots: list[str] = ("",),
+                  args: list[str] = (), coverage_files: list[str] | None = None,
+                  limits: SandboxLimits | None = None) -> SuiteRunResult:
+        """Runs the pytest suite of the project in `archive` (tar.gz) with `overlay` written over it; each test's
+        outcome by node id. With `coverage_files`, also which of their functions each test executed. pytest
+        comes from pytest_path(), which the sandbox's read_paths must include."""
+        limits = limits or self.limits
+        future = self._submit({"unit": wire.SUITE, "archive": base64.b64encode(archive).decode("ascii"),
+                               "overlay": overlay or {}, "source_roots": list(source_roots), "args": list(args),
+                               "coverage": coverage_files is not None, "coverage_files": coverage_files or [],
+                               "python_path": [pytest_path()]}, limits)
+        return outcome.project_suite_result(*self._wait(future, limits), limits)
+
+
+def pytest_path() -> str:
+    """The host folder pytest is imported from; a sandbox running suites must be allowed to read it
+    (`read_paths`)."""
+    import pytest
+
+    return os.path.dirname(os.path.dirname(os.path.abspath(pytest.__file__)))

@@ -14,7 +14,8 @@ import json
 import signal
 from dataclasses import dataclass, field
 
-from flawforge.proto.sandbox import ExecutionResult, ProgramError, ResourceUsage, TestCaseResult, TestRunResult
+from flawforge.proto.sandbox import (ExecutionResult, ProgramError, ResourceUsage, SuiteRunResult, TestCaseResult,
+                                     TestRunResult)
 from flawforge.proto.values import TraceStep, TypedValue, as_text
 from flawforge.sandbox.runtime import wire
 
@@ -46,6 +47,8 @@ class Report:
     forbidden: str | None = None
     tests: dict[str, TestCaseResult] = field(default_factory=dict)
     running_test: str | None = None
+    collection_errors: dict[str, str] = field(default_factory=dict)
+    coverage: dict[str, list[str]] = field(default_factory=dict)
     done: bool = False
     malformed: str | None = None
 
@@ -99,6 +102,10 @@ class Report:
             name = _text(frame[1])
             self.tests[name] = TestCaseResult(name=name, outcome=frame[2], message=_text(frame[3]))
             self.running_test = None
+        elif tag == "ce":
+            self.collection_errors[_text(frame[1])] = _text(frame[2])
+        elif tag == "cv":
+            self.coverage[_text(frame[1])] = [_text(key) for key in frame[2]]
         elif tag == "d":
             self.done = True
         else:
@@ -135,7 +142,7 @@ def classify(header: dict, report: Report, limits) -> tuple[str, str]:
         return "forbidden", f"attempted to {report.forbidden}"
     if signal_number == signal.SIGSYS:
         return "forbidden", ("made a system call the seccomp filter denies (namespaces, mounts, keyrings, ptrace, "
-                             "sockets, ...): killed by SIGSYS")
+                             "kernel interfaces, ...): killed by SIGSYS")
     if header.get("timed_out"):
         return "timeout", f"wall-clock limit of {limits.timeout_s:g} s reached"
     if signal_number in CPU_SIGNALS or (signal_number == signal.SIGKILL
@@ -179,8 +186,8 @@ def execution_result(header: dict, data: bytes, limits) -> ExecutionResult:
                            stderr=header.get("stderr", ""), usage=usage_of(header))
 
 
-def suite_result(header: dict, data: bytes, limits) -> TestRunResult:
-    report = Report.parse(data)
+def suite_result(header: dict, data: bytes, limits, report: Report | None = None) -> TestRunResult:
+    report = report or Report.parse(data)
     outcome, detail = classify(header, report, limits)
     tests = list(report.tests.values())
     if report.running_test is not None and report.running_test not in report.tests:
@@ -265,3 +272,11 @@ def batch_results(header: dict, data: bytes, limits, count: int) -> list[Executi
                     results[index] = result
             break
     return results
+
+
+def project_suite_result(header: dict, data: bytes, limits) -> SuiteRunResult:
+    """A suite unit's result: the test run, plus the files that failed to collect and, if asked, coverage."""
+    report = Report.parse(data)
+    result = suite_result(header, data, limits, report)
+    return SuiteRunResult(**result.model_dump(exclude={"passed", "failed", "errors", "skipped"}),
+                          collection_errors=report.collection_errors, coverage=report.coverage)

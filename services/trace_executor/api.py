@@ -11,12 +11,12 @@ from __future__ import annotations
 import logging
 
 import anyio
-from fastapi import APIRouter, HTTPException, Response
+from fastapi import APIRouter, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel
 
 from flawforge.proto.sandbox import (BatchRequest, BatchResult, ExecRequest, ExecutionResult, LayerReport,
-                                     TestRunRequest, TestRunResult, UnitKind)
+                                     SuiteExecRequest, SuiteRunResult, TestRunRequest, TestRunResult, UnitKind)
 from flawforge.runtime.platform import Platform
 from flawforge.sandbox import SandboxUnavailable
 from flawforge.sandbox.engine import MAX_COALESCED, usable_cpus
@@ -36,11 +36,9 @@ def sandbox_router(platform: Platform) -> APIRouter:
         slots = settings.sandbox_workers or 2 * usable_cpus()
     limiter = anyio.CapacityLimiter(slots * MAX_COALESCED)
 
-    def run_json(unit: UnitKind, body: BaseModel) -> bytes:
+    def run_json(unit: UnitKind, body: BaseModel) -> bytes:  # SandboxUnavailable is a 503 naming what is missing
         try:
             return run_unit(settings, unit, body).model_dump_json().encode()
-        except SandboxUnavailable as exc:
-            raise HTTPException(503, str(exc)) from None
         except AboveMaximum as exc:
             raise RequestValidationError(exc.errors) from None
 
@@ -65,12 +63,15 @@ def sandbox_router(platform: Platform) -> APIRouter:
         """Imports the module as `module_name` and runs the unittest tests; each test's outcome and failure text."""
         return await answer(UnitKind.TESTS, body)
 
+    @router.post("/suite", response_model=SuiteRunResult)
+    async def suite(body: SuiteExecRequest) -> Response:
+        """Runs the pytest suite of the project in `archive_base64` with `overlay` written over it; each test's
+        outcome by node id (and, with `coverage_files`, the project functions each executed)."""
+        return await answer(UnitKind.SUITE, body)
+
     @router.get("/layers")
     def layers() -> LayerReport:
         """Which isolation layers are active on this host, which are missing and why, which are required."""
-        try:
-            return sandbox_for(settings).layer_report()
-        except SandboxUnavailable as exc:
-            raise HTTPException(503, str(exc)) from None
+        return sandbox_for(settings).layer_report()
 
     return router

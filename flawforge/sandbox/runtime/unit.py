@@ -20,7 +20,7 @@ import unittest
 
 from json import dumps
 
-from flawforge.sandbox.runtime import policy, wire
+from flawforge.sandbox.runtime import policy, suite, wire
 from flawforge.sandbox.runtime.instrument import NeedsTree, instrument, instrument_source
 from flawforge.sandbox.runtime.sharing import SharedState, reason_to_run_alone
 
@@ -395,10 +395,14 @@ def run(request: dict, interpreter: Interpreter, read_roots: list[str], audit: b
 
     try:
         interpreter.reset()
+        if request["unit"] == wire.SUITE:  # pytest is ours: imported before the audit hook judges the project
+            suite.import_pytest(request)
         if audit:
             policy.install(policy.Paths(os.getcwd(), read_roots), report)
         if request["unit"] == wire.TESTS:
             run_tests(request, channel)
+        elif request["unit"] == wire.SUITE:
+            suite.run_suite(request, lambda frame, flush: channel.send(frame, flush=flush))
         else:
             run_programs(request, channel, forbidden)
         _flush_streams()
