@@ -96,8 +96,10 @@ class RemoteSandbox:
                   args: list[str] = (), coverage_files: list[str] | None = None,
                   limits: SandboxLimits | None = None) -> SuiteRunResult:
         limits = limits or self.limits
-        request = SuiteExecRequest(archive=base64.b64encode(archive), overlay=overlay or {}, source_roots=list(source_roots),
-                                   args=list(args), coverage_files=coverage_files, limits=limits)
+        request = SuiteExecRequest(archive=base64.b64encode(archive), overlay=overlay or {},
+                                   source_roots=list(source_roots), args=list(args),
+                                   coverage=coverage_files is not None, coverage_files=coverage_files or [],
+                                   limits=limits)
         return self._call("POST", "/sandbox/suite", request, SuiteRunResult, limits.timeout_s + MARGIN_S)
 
     def close(self) -> None:

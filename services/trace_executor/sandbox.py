@@ -70,5 +70,6 @@ def run_unit(settings: Settings, unit: UnitKind, request: BaseModel) -> BaseMode
                                                        limits=request.limits))
     if unit == UnitKind.SUITE:
         return sandbox.run_suite(request.archive, request.overlay, source_roots=request.source_roots, args=request.args,
-                                 coverage_files=request.coverage_files, limits=request.limits)
+                                 coverage_files=request.coverage_files if request.coverage else None,
+                                 limits=request.limits)
     return sandbox.run_tests(request.module_source, request.test_source, request.module_name, limits=request.limits)
