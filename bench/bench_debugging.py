@@ -68,6 +68,7 @@ def run_job(libraries: Path, per_library: int, seed: int, root: Path) -> tuple[d
 def naive_one(archive: Path, instance, scratch: Path) -> float:
     """One candidate the seed's way: unpack, write the bug in, a fresh pytest over the whole suite."""
     from flawforge.debugging.patches import apply_patch
+    from flawforge.proto.debugging import SUITE_HASH_SEED
 
     folder = Path(tempfile.mkdtemp(dir=scratch))
     with tarfile.open(archive) as tar:
@@ -76,6 +77,7 @@ def naive_one(archive: Path, instance, scratch: Path) -> float:
     target = project / instance.path
     target.write_text(apply_patch(target.read_text(), instance.patch))
     env = {"PATH": os.environ.get("PATH", ""), "PYTHONDONTWRITEBYTECODE": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+           "PYTHONHASHSEED": str(SUITE_HASH_SEED),
            "PYTHONPATH": os.pathsep.join(str(project / r) for r in instance.source_roots)}
     started = time.monotonic()
     subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",

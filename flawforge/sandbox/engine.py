@@ -108,7 +108,7 @@ class _Zygote:
             service_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             self.process = subprocess.Popen(
                 [sys.executable, "-I", "-S", "-c", BOOTSTRAP, str(zygote_end.fileno())],
-                env={}, cwd="/", stdin=subprocess.DEVNULL, pass_fds=(zygote_end.fileno(),), close_fds=True,
+                env={} if config.get("hash_seed") is None else {"PYTHONHASHSEED": str(config["hash_seed"])}, cwd="/", stdin=subprocess.DEVNULL, pass_fds=(zygote_end.fileno(),), close_fds=True,
                 start_new_session=True)
         except OSError as exc:
             for end in (service_end, zygote_end):
@@ -227,14 +227,14 @@ class Sandbox:
             "read_paths": csv_setting(settings.sandbox_read_paths),
             "audit": settings.sandbox_audit,
         }
-        unknown = sorted(set(overrides) - set(arguments) - {"namespaces"})
+        unknown = sorted(set(overrides) - set(arguments) - {"namespaces", "hash_seed"})
         if unknown:
             raise TypeError(f"unknown sandbox argument(s): {', '.join(unknown)}")
         return cls(**{**arguments, **overrides})
 
     def __init__(self, limits: SandboxLimits | None = None, *, workers: int | None = None,
                  required_layers: tuple[str, ...] | list[str] = (), read_paths: tuple[str, ...] | list[str] = (),
-                 audit: bool = True, namespaces: bool = True):
+                 audit: bool = True, namespaces: bool = True, hash_seed: int | None = None):
         unknown = sorted(set(required_layers) - set(LAYERS))
         if unknown:
             raise SandboxUnavailable(f"unknown isolation layer(s) {', '.join(unknown)}; known: {', '.join(LAYERS)}")
@@ -244,7 +244,7 @@ class Sandbox:
         uid_base = random.choice(UID_BLOCKS)
         self.unit_uids = range(uid_base, uid_base + self.workers)
         self._config = {"slots": self.workers, "uid_base": uid_base, "audit": audit, "namespaces": namespaces,
-                        "read_paths": [os.path.abspath(p) for p in read_paths]}
+                        "read_paths": [os.path.abspath(p) for p in read_paths], "hash_seed": hash_seed}
         self._slots = threading.BoundedSemaphore(self.workers)
         self._ids = count(1)
         self._lock = threading.Lock()
