@@ -26,42 +26,34 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from bench_sandbox import own_cpu, reaped_cpu, self_cpu
+
 TARGET_YIELD = 0.60
 TARGET_RATIO = 5
 TARGET_SECONDS = 600
 DEFAULT_DATA = Path(os.environ.get("FLAWFORGE_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
-TICK = os.sysconf("SC_CLK_TCK")
 
 
-def tree_cpu(pid: int) -> float:
-    """CPU seconds of a process and the children it has reaped, from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return sum(int(f) for f in fields[11:15]) / TICK
-
-
-def sandbox_cpu(sandbox) -> float:
-    outer = sandbox.zygote_pid()
-    inner = [int(p) for p in Path(f"/proc/{outer}/task/{outer}/children").read_text().split()]
-    return sum(tree_cpu(pid) for pid in [outer, *inner])
-
-
-def own_cpu(who: int) -> float:
-    usage = resource.getrusage(who)
-    return usage.ru_utime + usage.ru_stime
+def children_cpu(pid: int) -> float:
+    """CPU of a process's live descendants (the job's sandbox zygotes) and of the children they reaped (units)."""
+    total = 0.0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            total += own_cpu(int(child)) + reaped_cpu(int(child)) + children_cpu(int(child))
+    return total
 
 
 def run_job(libraries: Path, per_library: int, seed: int, root: Path) -> tuple[dict, float, float, Path]:
     from flawforge.cli.jobs_client import run_embedded
-    from flawforge.services.mutator.debugging import suite_sandbox
     from flawforge.settings import Settings
 
     out = root / "job"
-    cpu = own_cpu(resource.RUSAGE_SELF)
+    cpu = self_cpu(resource.RUSAGE_SELF)
     started = time.monotonic()
     run_embedded("debug-conversations", {"libraries": str(libraries), "per_library": per_library, "seed": seed}, out,
                  Settings(bus="memory", blob_backend="local", blob_dir=str(root / "blobs")))
     wall = time.monotonic() - started
-    cpu = own_cpu(resource.RUSAGE_SELF) - cpu + sandbox_cpu(suite_sandbox())
+    cpu = self_cpu(resource.RUSAGE_SELF) - cpu + children_cpu(os.getpid())
     return json.loads((out / "summary.json").read_text()), wall, cpu, out
 
 
@@ -98,11 +90,11 @@ def run_naive(libraries: Path, out: Path, sample: int, workers: int, scratch: Pa
             per_source[instance.source] = per_source.get(instance.source, 0) + 1
             chosen.append(instance)
     archives = {f"{i.source}-{i.version}": libraries / f"{i.source}-{i.version}.tar.gz" for i in chosen}
-    cpu = own_cpu(resource.RUSAGE_CHILDREN)
+    cpu = self_cpu(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
     with ThreadPoolExecutor(workers) as pool:
         list(pool.map(lambda i: naive_one(archives[f"{i.source}-{i.version}"], i, scratch), chosen))
-    return len(chosen), time.monotonic() - started, own_cpu(resource.RUSAGE_CHILDREN) - cpu
+    return len(chosen), time.monotonic() - started, self_cpu(resource.RUSAGE_CHILDREN) - cpu
 
 
 def main() -> None:
