@@ -106,9 +106,13 @@ class _Zygote:
         service_end, zygote_end = None, None
         try:  # out of processes or descriptors: the platform's failure, like a server that never answers
             service_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            # A fixed hash seed can only come from the environment, which -I (-E) ignores: then -s -P, the rest
+            # of -I, and an environment holding that one variable.
+            seed = config.get("hash_seed")
+            isolated, env = (["-I"], {}) if seed is None else (["-s", "-P"], {"PYTHONHASHSEED": str(seed)})
             self.process = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", BOOTSTRAP, str(zygote_end.fileno())],
-                env={} if config.get("hash_seed") is None else {"PYTHONHASHSEED": str(config["hash_seed"])}, cwd="/", stdin=subprocess.DEVNULL, pass_fds=(zygote_end.fileno(),), close_fds=True,
+                [sys.executable, *isolated, "-S", "-c", BOOTSTRAP, str(zygote_end.fileno())],
+                env=env, cwd="/", stdin=subprocess.DEVNULL, pass_fds=(zygote_end.fileno(),), close_fds=True,
                 start_new_session=True)
         except OSError as exc:
             for end in (service_end, zygote_end):
