@@ -6,21 +6,35 @@ tests. Results are typed: the outcome says how the unit ended, never just an exi
 """
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
 from flawforge.proto.base import BlobRef, Message, Model
 from flawforge.proto.values import TraceStep, TypedValue
+from flawforge.sandbox.runtime import wire
 
 Outcome = Literal["ok", "error", "timeout", "memory_limit", "output_limit", "crashed", "syntax_error", "forbidden"]
 OUTCOMES: tuple[str, ...] = Outcome.__args__
+
+
+
+class UnitKind(StrEnum):
+    """What a unit runs: one program, a batch of programs, a module with its tests, or a project's pytest suite
+    (the runtime's names)."""
+
+    EXEC = wire.EXEC
+    BATCH = wire.BATCH
+    TESTS = wire.TESTS
+    SUITE = wire.SUITE
+
 
 TestOutcome = Literal["passed", "failed", "error", "skipped"]
 
 # Layers of isolation the sandbox can put around a unit; each is either active or missing.
 Layer = Literal["process", "rlimits", "wall_timeout", "empty_env", "workdir", "netns", "pidns", "mountns",
-                "uid", "audit"]
+                "uid", "audit", "seccomp"]
 LAYERS: tuple[str, ...] = Layer.__args__
 
 
@@ -168,6 +182,6 @@ class SandboxRequested(Message):
     """
 
     kind = "sandbox.requested"
-    unit: Literal["exec", "batch", "tests", "suite"]
+    unit: UnitKind
     request: BlobRef
     result_key: str = Field(min_length=1)

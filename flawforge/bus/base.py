@@ -116,6 +116,10 @@ class Bus(ABC):
     def purge(self, queue: str) -> None:
         """Empties the queue and its companions."""
 
+    @abstractmethod
+    def consumer_count(self, queue: str) -> int:
+        """Consumers attached to the queue now (0 for a queue nobody declared)."""
+
     def ping(self) -> None:
         """Raises BusUnavailable when the broker cannot be used."""
 

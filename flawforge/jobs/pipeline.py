@@ -12,7 +12,8 @@ if TYPE_CHECKING:
 
 # Modules that register pipelines; imported lazily so light services stay light.
 PIPELINE_MODULES = ("flawforge.pipelines.smoke", "flawforge.pipelines.templates", "flawforge.pipelines.math_errors",
-                    "flawforge.pipelines.debug_conversations")
+                    "flawforge.pipelines.debug_conversations", "flawforge.pipelines.pressure_dataset",
+                    "flawforge.pipelines.pressure_study")
 
 
 @dataclass(frozen=True)

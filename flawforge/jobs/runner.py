@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import logging
+from datetime import datetime, timezone
 
+from flawforge.errors import FlawforgeError
 from flawforge.jobs.context import JobCancelled, JobContext
-from flawforge.jobs.pipeline import Pipeline
-from flawforge.proto.jobs import JobRequested, JobState
+from flawforge.jobs.pipeline import Pipeline, pipelines
+from flawforge.jobs.store import JobNotFound, JobStore
+from flawforge.proto.jobs import JobRequested, JobState, JobStatus
 from flawforge.runtime.platform import Platform
 from flawforge.runtime.service import Consumer
 
@@ -14,7 +17,10 @@ log = logging.getLogger(__name__)
 
 def run_job(platform: Platform, pipeline: Pipeline, job_id: str) -> None:
     ctx = JobContext(platform, job_id)
-    status = ctx.jobs.get(job_id)
+    try:
+        status = ctx.jobs.get(job_id)
+    except JobNotFound:
+        return  # deleted while it waited in the queue
     if status.state.finished:
         return  # a redelivered request for a job already settled
     ctx.jobs.update(job_id, state=JobState.running, error=None)
@@ -23,8 +29,11 @@ def run_job(platform: Platform, pipeline: Pipeline, job_id: str) -> None:
     except JobCancelled:
         ctx.jobs.update(job_id, state=JobState.cancelled)
     except Exception as exc:
-        log.exception("job %s failed", job_id)
-        ctx.jobs.update(job_id, state=JobState.failed, error=f"{type(exc).__name__}: {exc}")
+        error = str(exc) if isinstance(exc, FlawforgeError) else f"{type(exc).__name__}: {exc}"
+        # One line with the reason; the traceback only for whoever debugs.
+        log.error("job %s (%s) failed: %s", job_id, pipeline.name, error)
+        log.debug("job %s failed", job_id, exc_info=True)
+        ctx.jobs.update(job_id, state=JobState.failed, error=error)
     else:
         ctx.jobs.update(job_id, state=JobState.succeeded)
 
@@ -39,10 +48,22 @@ def job_consumer(pipeline: Pipeline) -> Consumer:
     return Consumer(queue=pipeline.queue, make_handler=make_handler)
 
 
+def fail_if_unclaimed(platform: Platform, status: JobStatus) -> JobStatus:
+    """A job still queued after the consumer timeout, whose queue nothing consumes, fails naming the service
+    that should (without this it would wait at 0 done for ever)."""
+    from flawforge.services import missing_consumer
+
+    waited_s = (datetime.now(timezone.utc) - status.created_at).total_seconds()
+    if status.state != JobState.queued or waited_s < platform.settings.consumer_timeout_s:
+        return status
+    queue = pipelines()[status.pipeline].queue
+    if platform.bus.consumer_count(queue) > 0:
+        return status
+    return JobStore(platform.store).update(status.job_id, state=JobState.failed, error=missing_consumer(queue, waited_s))
+
+
 def submit(platform: Platform, pipeline: Pipeline, params: dict):
     """Records a job and asks its owner service to run it."""
-    from flawforge.jobs.store import JobStore
-
     validated = pipeline.params.model_validate(params)
     status = JobStore(platform.store).create(pipeline.name, validated.model_dump(mode="json"))
     platform.bus.declare(pipeline.queue)

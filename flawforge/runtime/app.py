@@ -11,6 +11,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from flawforge import __version__
 from flawforge.errors import Unauthorized
 from flawforge.runtime.auth import Authenticator, BearerAuthMiddleware, caller
+from flawforge.runtime.http_errors import BodyLimitMiddleware, ErrorAnswer, ErrorAnswers
 from flawforge.runtime.platform import Platform
 from flawforge.runtime.service import ServiceSpec, Workers
 
@@ -19,6 +20,7 @@ log = logging.getLogger(__name__)
 
 def create_app(spec: ServiceSpec, platform: Platform, *, run_worker: bool | None = None) -> FastAPI:
     from flawforge.jobs.api import jobs_router
+    from flawforge.jobs.retention import RetentionSweeper
     from flawforge.services import consumers_of
 
     authenticator = Authenticator(platform.settings)  # before anything starts: no tokens, no service
@@ -26,18 +28,23 @@ def create_app(spec: ServiceSpec, platform: Platform, *, run_worker: bool | None
     consumers = consumers_of(spec)
     workers = Workers(platform, consumers)
 
+    retention = RetentionSweeper(platform)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         if run_worker and consumers:
             workers.start()
+        retention.start()
         yield
+        retention.stop()
         workers.stop()
 
     app = FastAPI(title=f"flawforge {spec.name}", description=spec.description, version=__version__,
                   lifespan=lifespan)
     app.state.platform = platform
     app.state.workers = workers
-    app.state.authenticator = authenticator
+    answers = ErrorAnswers(spec.error_format_functions())
+    answers.install(app)
 
     @app.get("/healthz", tags=["ops"])
     def healthz() -> dict:
@@ -71,15 +78,18 @@ def create_app(spec: ServiceSpec, platform: Platform, *, run_worker: bool | None
     # The routes so far (FastAPI's docs, the ops routes above, the data-free pages) answer without a token; every
     # request for anything else is refused without one, whatever router adds it, before its body is read.
     public_routes = list(app.routes)
+
+    def refuse(scope, exc: Unauthorized) -> JSONResponse:
+        return answers.response(scope["path"], ErrorAnswer(exc.http_status, exc.code, str(exc)),
+                                headers={"WWW-Authenticate": "Bearer"})
+
+    # The last added runs first: the token is checked before the body limit counts a byte.
+    app.add_middleware(BodyLimitMiddleware, max_bytes=platform.settings.max_request_bytes, answers=answers)
     app.add_middleware(BearerAuthMiddleware, authenticator=authenticator, public_routes=lambda: public_routes,
-                       refuse=refuse_unauthorized)
+                       refuse=refuse)
     # Included with `caller` so the OpenAPI document shows the token each route wants.
     authenticated = [Depends(caller)]
     app.include_router(jobs_router(platform), dependencies=authenticated)
     for make_router in spec.router_factories():
         app.include_router(make_router(platform), dependencies=authenticated)
     return app
-
-
-def refuse_unauthorized(scope, exc: Unauthorized) -> JSONResponse:
-    return JSONResponse({"detail": str(exc)}, status_code=401, headers={"WWW-Authenticate": "Bearer"})

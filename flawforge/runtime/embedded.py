@@ -19,11 +19,12 @@ class EmbeddedStack:
         self.platform = Platform.from_settings(settings.model_copy(update={"auth": "disabled"}))
         consumers = [c for name in services for c in consumers_of(load_service(name))]
         self.workers = Workers(self.platform, consumers)
+        self.stop_timeout_s = 10.0  # how long each worker thread gets to finish its message on exit
 
     def __enter__(self) -> "EmbeddedStack":
         self.workers.start()
         return self
 
     def __exit__(self, *exc) -> None:
-        self.workers.stop()
+        self.workers.stop(self.stop_timeout_s)
         self.platform.close()

@@ -26,3 +26,18 @@ def test_bins_and_record_checks():
         PromptRecord(**{**fields, "p0_bin": "0.6-0.8"})
     with pytest.raises(ValidationError, match="alphabetic"):
         PromptRecord(**{**fields, "target_word": "New York"})
+
+
+def test_spans_cover_the_named_text():
+    from flawforge.pressure.prompts import spans
+
+    question, target = "Which city is the capital of France?", "Paris"
+    for condition in ("baseline", "negative"):
+        prompt = build_prompt(condition, question, target)
+        found = {name: prompt[a:b] for name, (a, b) in spans(condition, question, target).items()}
+        assert found["q"] == question
+        if condition == "baseline":
+            assert found == {"q": question, "instr": "Answer with exactly one English word."}
+        else:
+            assert found["instr"] == 'Do not use the word "Paris" anywhere in your answer.'
+            assert found["neg"] == "Do not use" and found["tgt"] == "Paris"

@@ -217,7 +217,7 @@ def test_calls_from_many_threads(sandbox):
 
 def test_layers_are_reported_and_required_ones_checked(sandbox):
     report = sandbox.layer_report()
-    assert {"process", "rlimits", "wall_timeout", "empty_env", "workdir", "audit"} <= set(report.active)
+    assert {"process", "rlimits", "wall_timeout", "empty_env", "workdir", "audit", "seccomp"} <= set(report.active)
     assert set(report.active) | set(report.missing) == set(LAYERS)
     with pytest.raises(SandboxUnavailable, match="unknown isolation layer"):
         Sandbox.from_settings(required_layers=["moat"])

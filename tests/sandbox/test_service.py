@@ -83,6 +83,27 @@ def test_bad_requests_name_the_field(client):
     assert bad_name.status_code == 422 and bad_name.json()["detail"][0]["loc"] == ["body", "module_name"]
 
 
+def test_results_of_any_value_parse_back(client):
+    """Lone surrogates, a 5,000-digit fraction, huge ints and bytes: a 200 whose JSON parses, exactly."""
+    source = ("from fractions import Fraction\n"
+              "def solve():\n"
+              "    text = 'lone \\ud800'\n"
+              "    raw = b'\\xff' * 300\n"
+              "    big = 3 ** 20000\n"
+              "    print('out \\udfff')\n"
+              "    return Fraction(10 ** 5000 + 1, 7 ** 4000)\n")
+    response = client.post("/sandbox/exec", json={"source": source, "call": "solve"})
+    assert response.status_code == 200, response.text
+    plain = json.loads(response.text)
+    result = ExecutionResult.model_validate_json(response.text)
+    assert result.outcome == "ok" and plain["stdout"] == "out \\udfff\n"
+    assert result.return_value.to_python() == Fraction(10 ** 5000 + 1, 7 ** 4000)
+    values = {step.name: step.value for step in result.trace}
+    assert values["big"].to_python() == 3 ** 20000 and isinstance(plain["trace"][2]["value"]["value"], str)
+    assert (values["text"].type, values["text"].type_name, values["text"].value) == ("other", "str", "'lone \\ud800'")
+    assert values["raw"].type_name == "bytes" and len(values["raw"].value) <= 200
+
+
 @pytest.mark.parametrize("path, body, loc, setting", [
     ("/sandbox/exec", {"source": "x = 1", "limits": {"timeout_s": 31}}, ["body", "limits", "timeout_s"],
      "MAX_TIMEOUT_S"),
