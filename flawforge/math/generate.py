@@ -27,7 +27,8 @@ from flawforge.math.arithmetic import UnsafeExpression, is_number
 from flawforge.math.display import show
 from flawforge.math.gsm8k import numbered_lines
 from flawforge.math.mutations import Edit, Mutation, mutations_of
-from flawforge.math.mutations.base import Miscalculate, StopAt
+from flawforge.math.mutations.base import Miscalculate, StopAt, Substitution
+from flawforge.math.mutations.realism import Flawed, unrealistic
 from flawforge.math.proofread import Verdict, check_correct, check_flawed, question_numbers, solution_lines
 from flawforge.math.program import FINAL_ANSWER_STEP, BoundProgram, Prediction, Program, Site, TemplateError
 from flawforge.math.reconstruct import SolutionWriter, Unrenderable
@@ -211,7 +212,7 @@ def _plausible(bound: BoundProgram, outcomes: list[tuple[_Mutant, _Outcome | Non
         if outcome is None:
             dropped[(mutant.mutation.family, "not_executable")] += 1
             continue
-        reason = plausibility.violation(outcome.values, outcome.answer)
+        reason = plausibility.violation(outcome.values, outcome.answer) or _unrealistic(mutant, outcome, bound)
         if reason:
             dropped[(mutant.mutation.family, reason)] += 1
             continue
@@ -239,6 +240,17 @@ class _Reader:
         if not verdict.ok:
             self.failed.append((mutant, verdict))
         return verdict.ok
+
+
+def _unrealistic(mutant: _Mutant, outcome: _Outcome, bound: BoundProgram) -> str | None:
+    edit = mutant.edit
+    if isinstance(edit, Substitution):  # its renamed expression is built only for mutants that run
+        expression, renamed = mutant.site.assignment.value, {edit.old: edit.new}
+    else:
+        expression, renamed = edit.expression, {}
+    return unrealistic(Flawed(site=mutant.site, error_type=mutant.mutation.name, expression=expression,
+                              values=outcome.values, answer=outcome.answer, correct_answer=bound.answer,
+                              renamed=renamed))
 
 
 def _tell(writer: SolutionWriter, reader: _Reader, group: Group, dropped: Counter) -> _Flawed | None:
