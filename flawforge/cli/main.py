@@ -37,12 +37,38 @@ def run_pipeline(pipeline: str, params: dict, out: Path, stack: Optional[str]) -
         raise FlawforgeError(f"invalid {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
     if stack:
         status = run_on_stack(stack, pipeline, params, out)
+    elif _keep_blobs():
+        status = run_embedded(pipeline, params, out, _embedded_settings(out / ".blobs"))
     else:
-        from flawforge.settings import Settings
+        import tempfile
 
-        settings = Settings(bus="memory", blob_backend="local", blob_dir=str(out / ".blobs"))
-        status = run_embedded(pipeline, params, out, settings)
+        # the blob store lives only as long as the run: OUT keeps the artifacts, not a copy of every blob
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=".blobs-", dir=out) as scratch:
+            status = run_embedded(pipeline, params, out, _embedded_settings(Path(scratch)))
     typer.echo(f"{pipeline}: job {status.job_id} {status.state.value}; artifacts in {out}", err=True)
+
+
+def _embedded_settings(blob_dir: Path):
+    from flawforge.settings import Settings
+
+    return Settings(bus="memory", blob_backend="local", blob_dir=str(blob_dir))
+
+
+# Options of `flawforge run` itself, set by its callback before the subcommand runs.
+_RUN_OPTIONS = {"keep_blobs": False}
+
+
+def _keep_blobs() -> bool:
+    return _RUN_OPTIONS["keep_blobs"]
+
+
+@run_app.callback()
+def run_options(keep_blobs: bool = typer.Option(
+        False, "--keep-blobs", help="Embedded runs: keep the blob store in OUT/.blobs (default: removed after the "
+                                    "run; OUT keeps the artifacts).")) -> None:
+    """Run a pipeline, embedded by default or on a stack with --stack URL."""
+    _RUN_OPTIONS["keep_blobs"] = keep_blobs
 
 
 @run_app.command("smoke")
