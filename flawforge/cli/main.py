@@ -45,12 +45,40 @@ def run_pipeline(pipeline: str, params: dict, out: Path, stack: Optional[str], t
     if stack:
         status = run_on_stack(stack, pipeline, params, out, token or Settings().token,
                               cancel_on_exit=cancel_on_exit)
+    elif _keep_blobs() or pipelines()[pipeline].resumable:
+        status = run_embedded(pipeline, params, out, _embedded_settings(out, out / ".blobs", settings_overrides))
     else:
-        # The job's own space, its output folder, is a data root beside the configured ones.
-        settings = Settings(bus="memory", blob_backend="local", blob_dir=str(out / ".blobs"),
-                            **{"data_roots": f"{Settings().data_roots},{out.resolve()}", **(settings_overrides or {})})
-        status = run_embedded(pipeline, params, out, settings)
+        import tempfile
+
+        # the blob store lives only as long as the run: OUT keeps the artifacts, not a copy of every blob
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=".blobs-", dir=out) as scratch:
+            status = run_embedded(pipeline, params, out, _embedded_settings(out, Path(scratch), settings_overrides))
     typer.echo(f"{pipeline}: job {status.job_id} {status.state.value}; artifacts in {out}", err=True)
+
+
+def _embedded_settings(out: Path, blob_dir: Path, overrides: Optional[dict]):
+    from flawforge.settings import Settings
+
+    # The job's own space, its output folder, is a data root beside the configured ones.
+    return Settings(bus="memory", blob_backend="local", blob_dir=str(blob_dir),
+                    **{"data_roots": f"{Settings().data_roots},{out.resolve()}", **(overrides or {})})
+
+
+# Options of `flawforge run` itself, set by its callback before the subcommand runs.
+_RUN_OPTIONS = {"keep_blobs": False}
+
+
+def _keep_blobs() -> bool:
+    return _RUN_OPTIONS["keep_blobs"]
+
+
+@run_app.callback()
+def run_options(keep_blobs: bool = typer.Option(
+        False, "--keep-blobs", help="Embedded runs: keep the blob store in OUT/.blobs (default: removed after the "
+                                    "run; OUT keeps the artifacts).")) -> None:
+    """Run a pipeline, embedded by default or on a stack with --stack URL."""
+    _RUN_OPTIONS["keep_blobs"] = keep_blobs
 
 
 @run_app.command("smoke")

@@ -113,4 +113,4 @@ def run(ctx: JobContext, params: PressureStudyParams) -> None:
 PIPELINE = register(Pipeline(
     name="pressure-study", description="Semantic-pressure study: violations, traces, logit lens, patching, "
                                        "statistics, figures and tables.",
-    params=PressureStudyParams, owner="inference-server", run=run))
+    params=PressureStudyParams, owner="inference-server", run=run, resumable=True))
