@@ -181,7 +181,9 @@ def validate_conversation(file: Path = typer.Argument(..., help="A task's conver
 def run_pressure_dataset(out: Path = OutOption,
                          per_category: int = typer.Option(500, "--per-category", help="Prompts per category."),
                          model: Optional[str] = typer.Option(
-                             None, help="The studied model (its P0 and P1); default: the local model."),
+                             None, help="The studied model (its P0 and P1), as the providers name it; embedded "
+                                        "without providers, a model folder or .gguf the local server loads "
+                                        "(e.g. Qwen2.5-7B-Instruct, bf16 on CUDA); default: the local model."),
                          validator_model: Optional[str] = typer.Option(
                              None, "--validator-model", help="The model that fills source gaps and validates; "
                                                              "default: --model."),
@@ -199,7 +201,12 @@ def run_pressure_dataset(out: Path = OutOption,
     params = {"per_category": per_category, "model": model, "validator_model": validator_model, "seed": seed,
               "categories": [c.strip() for c in categories.split(",") if c.strip()]}
     settings = Settings()
-    local = None if stack or settings.llm_providers.strip() else _local_inference(out)
+    local = None
+    if not stack and not settings.llm_providers.strip():
+        model_path = Path(model).expanduser() if model and Path(model).expanduser().exists() else None
+        if model_path is not None:
+            params["model"] = None  # the local server's one model, whatever it is named
+        local = _local_inference(out, str(model_path.resolve()) if model_path else "")
     with local or nullcontext() as base:
         overrides = None
         if base:
@@ -213,7 +220,7 @@ def run_pressure_dataset(out: Path = OutOption,
     typer.echo((out / "summary.json").read_text())
 
 
-def _local_inference(out: Path):
+def _local_inference(out: Path, model_path: str):
     from flawforge.assembly import served_app
     from flawforge.runtime.local_server import local_service
     from flawforge.settings import Settings
@@ -221,7 +228,8 @@ def _local_inference(out: Path):
     typer.echo("starting the local inference-server in this process (no FLAWFORGE_LLM_PROVIDERS set)", err=True)
     settings = Settings(bus="memory", blob_backend="local", blob_dir=str(out / ".blobs"))
     # One torch thread unless told otherwise: the job's own threads share the machine with it.
-    settings = settings.model_copy(update={"inference_threads": settings.inference_threads or 1})
+    settings = settings.model_copy(update={"inference_threads": settings.inference_threads or 1,
+                                           "inference_model_path": model_path or settings.inference_model_path})
     return local_service("inference-server", settings, "/v1/models", served_app)
 
 
