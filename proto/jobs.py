@@ -23,7 +23,7 @@ class JobState(str, Enum):
 
 
 class JobSubmit(Model):
-    pipeline: str
+    pipeline: str = Field(max_length=100)
     params: dict[str, Any] = Field(default_factory=dict)
 
 

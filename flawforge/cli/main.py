@@ -21,13 +21,17 @@ app.add_typer(review_app, name="review")
 app.add_typer(sandbox_app, name="sandbox")
 
 StackOption = typer.Option(None, "--stack", help="Base URL of a running Flawforge service; default: run embedded.")
+TokenOption = typer.Option(None, "--token", envvar="FLAWFORGE_TOKEN", show_envvar=True,
+                           help="Bearer token for --stack (one of the stack's FLAWFORGE_API_TOKENS).")
 OutOption = typer.Option(..., "--out", help="Folder for the job's artifacts.")
 
 
-def run_pipeline(pipeline: str, params: dict, out: Path, stack: Optional[str], **settings_overrides) -> None:
+def run_pipeline(pipeline: str, params: dict, out: Path, stack: Optional[str], token: Optional[str] = None,
+                 settings_overrides: Optional[dict] = None) -> None:
     """Shared by every `run` subcommand: validate, run, write artifacts, report."""
     from flawforge.cli.jobs_client import run_embedded, run_on_stack
     from flawforge.jobs.pipeline import pipelines
+    from flawforge.settings import Settings
     from pydantic import ValidationError
 
     try:
@@ -36,11 +40,10 @@ def run_pipeline(pipeline: str, params: dict, out: Path, stack: Optional[str], *
         err = exc.errors(include_url=False)[0]
         raise FlawforgeError(f"invalid {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
     if stack:
-        status = run_on_stack(stack, pipeline, params, out)
+        status = run_on_stack(stack, pipeline, params, out, token or Settings().token)
     else:
-        from flawforge.settings import Settings
-
-        settings = Settings(bus="memory", blob_backend="local", blob_dir=str(out / ".blobs"), **settings_overrides)
+        settings = Settings(bus="memory", blob_backend="local", blob_dir=str(out / ".blobs"),
+                            **(settings_overrides or {}))
         status = run_embedded(pipeline, params, out, settings)
     typer.echo(f"{pipeline}: job {status.job_id} {status.state.value}; artifacts in {out}", err=True)
 
@@ -48,9 +51,9 @@ def run_pipeline(pipeline: str, params: dict, out: Path, stack: Optional[str], *
 @run_app.command("smoke")
 def run_smoke(count: int = typer.Option(20, help="Work items."),
               payload_bytes: int = typer.Option(1024, help="Bytes per payload."),
-              out: Path = OutOption, stack: Optional[str] = StackOption) -> None:
+              out: Path = OutOption, stack: Optional[str] = StackOption, token: Optional[str] = TokenOption) -> None:
     """Round trip of payload blobs through the bus (platform check)."""
-    run_pipeline("smoke", {"count": count, "payload_bytes": payload_bytes}, out, stack)
+    run_pipeline("smoke", {"count": count, "payload_bytes": payload_bytes}, out, stack, token)
 
 
 @run_app.command("templates")
@@ -67,13 +70,14 @@ def run_templates(gsm8k: Path = typer.Option(..., "--gsm8k", help="GSM8K jsonl f
                       None, help="Repair requests per invalid reply; default FLAWFORGE_LLM_MAX_REPAIRS."),
                   budget_requests: Optional[int] = typer.Option(None, help="Most model requests the job may make."),
                   budget_tokens: Optional[int] = typer.Option(None, help="Most tokens the job may spend."),
-                  out: Path = OutOption, stack: Optional[str] = StackOption) -> None:
+                  out: Path = OutOption, stack: Optional[str] = StackOption,
+                  token: Optional[str] = TokenOption) -> None:
     """Formalization templates for GSM8K problems, written by a model and validated; reports the pass rate."""
     params = {"gsm8k": str(gsm8k.resolve()), "indices": indices, "model": model, "examples": examples,
               "templates": str(templates.resolve()) if templates else None, "max_tokens": max_tokens,
               "mode": mode, "concurrency": concurrency, "max_repairs": max_repairs, "budget_requests": budget_requests,
               "budget_tokens": budget_tokens}
-    run_pipeline("templates", params, out, stack)
+    run_pipeline("templates", params, out, stack, token)
     report = out / "report.json"
     if report.exists():
         typer.echo(report.read_text())
@@ -93,7 +97,8 @@ def run_math_errors(gsm8k: Path = typer.Option(..., "--gsm8k", help="GSM8K jsonl
                         None, help="Candidates a problem keeps, e.g. 'per_type=2,per_line=2,conceptual=5' (the "
                                    "default; computational is unlimited); a limit of 'none', or all of them "
                                    "('none'), keeps every plausible candidate."),
-                    out: Path = OutOption, stack: Optional[str] = StackOption) -> None:
+                    out: Path = OutOption, stack: Optional[str] = StackOption,
+                    token: Optional[str] = TokenOption) -> None:
     """Computational and conceptual errors in GSM8K solutions: OUT/candidates.jsonl, rejects.jsonl, summary.json."""
     params = {"gsm8k": str(gsm8k.resolve()), "templates": str(templates.resolve()), "indices": indices,
               "families": [f.strip() for f in families.split(",") if f.strip()], "seed": seed}
@@ -101,8 +106,82 @@ def run_math_errors(gsm8k: Path = typer.Option(..., "--gsm8k", help="GSM8K jsonl
         params["model_preference"] = [m.strip() for m in models.split(",") if m.strip()]
     if caps is not None:
         params["caps"] = caps_of(caps)
-    run_pipeline("math-errors", params, out, stack)
+    run_pipeline("math-errors", params, out, stack, token)
     typer.echo((out / "summary.json").read_text())
+
+
+@run_app.command("debug-conversations")
+def run_debug_conversations(
+        libraries: Path = typer.Option(..., "--libraries", help="Folder of library sdists: every *.tar.gz in it."),
+        per_library: int = typer.Option(10, "--per-library", help="Candidate bugs validated per library."),
+        modifiers: Optional[str] = typer.Option(None, help="Comma-separated bug modifiers; default: all."),
+        seed: int = typer.Option(0, help="Seed of the choice of candidates."),
+        out: Path = OutOption, stack: Optional[str] = StackOption) -> None:
+    """Bugs proven per test in real libraries: OUT/instances.jsonl, conversations.jsonl, tasks/, rejects.jsonl,
+    summary.json."""
+    from flawforge.cli.debugging import run_debug_conversations as run_debugging
+
+    run_debugging(run_pipeline, libraries, out, per_library, modifiers, seed, stack)
+
+
+@app.command("validate-conversation")
+def validate_conversation(file: Path = typer.Argument(..., help="A task's conversation.json (OUT/tasks/<id>/)."),
+                          dump_dir: Optional[Path] = typer.Option(None, "--dump-dir",
+                                                                  help="Also write the clean and buggy file here.")
+                          ) -> None:
+    """Re-runs a saved task in the sandbox: the buggy code still fails, the fixed code still passes."""
+    import json
+
+    from flawforge.cli.debugging import validate_conversation as revalidate
+
+    report = revalidate(file, dump_dir)
+    typer.echo(json.dumps(report, indent=1))
+    if not report["reproduced"]:
+        raise typer.Exit(1)
+
+
+@run_app.command("pressure-dataset")
+def run_pressure_dataset(out: Path = OutOption,
+                         per_category: int = typer.Option(500, "--per-category", help="Prompts per category."),
+                         model: Optional[str] = typer.Option(
+                             None, help="The studied model (its P0 and P1); default: the local model."),
+                         validator_model: Optional[str] = typer.Option(
+                             None, "--validator-model", help="The model that fills source gaps and validates; "
+                                                             "default: --model."),
+                         seed: int = typer.Option(42, help="Seed of the source samples and model requests."),
+                         stack: Optional[str] = StackOption) -> None:
+    """Semantic-pressure prompts (seed 001): OUT/prompts.jsonl, rejects.jsonl, audit.jsonl, summary.json.
+
+    Embedded, with no FLAWFORGE_LLM_PROVIDERS, the local inference-server is started in this process."""
+    from contextlib import nullcontext
+
+    from flawforge.settings import Settings
+
+    params = {"per_category": per_category, "model": model, "validator_model": validator_model, "seed": seed}
+    settings = Settings()
+    local = None if stack or settings.llm_providers.strip() else _local_inference(out)
+    with local or nullcontext() as base:
+        overrides = None
+        if base:
+            import json
+
+            from flawforge.runtime.local_server import KEY_ENV
+
+            overrides = {"llm_providers": json.dumps({"local": {"base_url": f"{base}/v1", "api_key_env": KEY_ENV,
+                                                                 "timeout_s": 3600}})}
+        run_pipeline("pressure-dataset", params, out, stack, settings_overrides=overrides)
+    typer.echo((out / "summary.json").read_text())
+
+
+def _local_inference(out: Path):
+    from flawforge.runtime.local_server import local_service
+    from flawforge.settings import Settings
+
+    typer.echo("starting the local inference-server in this process (no FLAWFORGE_LLM_PROVIDERS set)", err=True)
+    settings = Settings(bus="memory", blob_backend="local", blob_dir=str(out / ".blobs"))
+    # One torch thread unless told otherwise: the job's own threads share the machine with it.
+    settings = settings.model_copy(update={"inference_threads": settings.inference_threads or 1})
+    return local_service("inference-server", settings, "/v1/models")
 
 
 def read_candidates(path: Path) -> list:
@@ -138,6 +217,9 @@ def caps_of(text: str) -> dict:
     return caps
 
 
+DEMO_PATCHED_PROMPTS = 6  # patching costs some 30 forward passes a kind per prompt: the demo keeps to minutes
+
+
 @run_app.command("pressure-study")
 def run_pressure_study(prompts: Optional[Path] = typer.Option(None, "--prompts", help="prompts.jsonl of the dataset "
                                                                                        "stage (one record a line)."),
@@ -149,20 +231,23 @@ def run_pressure_study(prompts: Optional[Path] = typer.Option(None, "--prompts",
                        samples: int = typer.Option(16, help="Samples per prompt and condition."),
                        patch_subset: Optional[int] = typer.Option(None, "--patch-subset",
                                                                   help="Most prompts patched; default: the whole "
-                                                                       "balanced high-P0 subset."),
+                                                                       "balanced high-P0 subset (6 with --demo)."),
                        batch_prompts: int = typer.Option(8, help="Prompts per batch (the unit a rerun resumes at)."),
-                       out: Path = OutOption, stack: Optional[str] = StackOption) -> None:
+                       out: Path = OutOption, stack: Optional[str] = StackOption,
+                       token: Optional[str] = TokenOption) -> None:
     """Semantic-pressure study: completions, traces, logit lens, patching, statistics, figures, tables.json and
     report.md in OUT. Run again with the same inputs and OUT to resume a stopped run."""
     if demo == (prompts is not None):
         raise FlawforgeError("give either --prompts FILE or --demo")
     if model is not None and stack:
         raise FlawforgeError("--model applies to embedded runs; a stack serves its own model")
+    if demo and patch_subset is None:
+        patch_subset = DEMO_PATCHED_PROMPTS
     params = {"prompts": str(prompts.resolve()) if prompts else None, "demo": demo, "demo_prompts": demo_prompts,
               "samples": samples,
               "patch_subset": patch_subset, "batch_prompts": batch_prompts}
     overrides = {"inference_model_path": str(model.resolve())} if model is not None else {}
-    run_pipeline("pressure-study", params, out, stack, **overrides)
+    run_pipeline("pressure-study", params, out, stack, token, settings_overrides=overrides)
     typer.echo((out / "report.md").read_text())
 
 

@@ -5,15 +5,15 @@ import json
 import time
 from typing import Iterable, Iterator
 
-from flawforge.errors import FlawforgeError
+from flawforge.errors import Conflict, FlawforgeError
 from flawforge.jobs.dead_letters import dead_item_prefix
 from flawforge.jobs.store import JobStore
 from flawforge.proto.jobs import Artifact
 from flawforge.runtime.platform import Platform
 
 
-class JobCancelled(FlawforgeError):
-    pass
+class JobCancelled(Conflict):
+    code = "job_cancelled"
 
 
 def item_key(job_id: str, name: str) -> str:

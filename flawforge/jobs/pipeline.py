@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 
 # Modules that register pipelines; imported lazily so light services stay light.
 PIPELINE_MODULES = ("flawforge.pipelines.smoke", "flawforge.pipelines.templates", "flawforge.pipelines.math_errors",
+                    "flawforge.pipelines.debug_conversations", "flawforge.pipelines.pressure_dataset",
                     "flawforge.pipelines.pressure_study")
 
 

@@ -7,12 +7,12 @@ from datetime import datetime, timezone
 from typing import Iterable
 
 from flawforge.blobstore import BlobStore
-from flawforge.errors import BlobNotFound, FlawforgeError
+from flawforge.errors import BlobNotFound, NotFound
 from flawforge.proto.jobs import Artifact, JobState, JobStatus, Progress
 
 
-class JobNotFound(FlawforgeError):
-    pass
+class JobNotFound(NotFound):
+    code = "job_not_found"
 
 
 def _now() -> datetime:

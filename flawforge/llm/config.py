@@ -10,7 +10,8 @@ from pydantic import ValidationError
 from flawforge.errors import ConfigError
 from flawforge.proto.llm import ProviderConfig
 
-DEFAULT_PROVIDERS = {"local": {"base_url": "http://127.0.0.1:8005/v1"}}
+# The local inference-server wants a bearer token like every service: FLAWFORGE_TOKEN is the one this process sends.
+DEFAULT_PROVIDERS = {"local": {"base_url": "http://127.0.0.1:8005/v1", "api_key_env": "FLAWFORGE_TOKEN"}}
 
 
 def parse_providers(text: str) -> dict[str, ProviderConfig]:

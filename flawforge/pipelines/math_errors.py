@@ -151,7 +151,7 @@ def run(ctx: JobContext, params: MathErrorsParams) -> None:
     templates: dict[int, ProblemTemplate] = {}
     rejects: list[Reject] = []
     verdicts: list[TemplateValidation] = []
-    with Sandbox() as sandbox:
+    with Sandbox.from_settings(ctx.platform.settings) as sandbox:
         for chunk in validation_chunks(indices):
             ctx.check_cancelled()
             choices = choose_templates([(problems[index], tier_of(problems[index].answer)) for index in chunk],

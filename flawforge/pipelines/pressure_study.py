@@ -31,7 +31,8 @@ class PressureStudyParams(BaseModel):
     model_config = {"extra": "forbid"}
     prompts: str | None = Field(None, description="Path of prompts.jsonl (one PromptRecord a line), as the worker "
                                                   "sees it; None with demo.")
-    demo: bool = Field(False, description="Build a small prompt set from the built-in demo questions instead.")
+    demo: bool = Field(False, description="Build a small prompt set with the dataset stage's offline generators "
+                                          "instead.")
     demo_prompts: int = Field(40, ge=4, le=200, description="Prompts the demo builds.")
     samples: int = Field(16, ge=1, le=64, description="Samples per prompt and condition.")
     temperature: float = Field(1.0, gt=0, le=2)
@@ -94,7 +95,7 @@ def run(ctx: JobContext, params: PressureStudyParams) -> None:
         from flawforge.pressure.demo import build_demo_prompts
 
         ctx.progress(0, None, "scoring the demo prompts", force=True)
-        records = build_demo_prompts(lm, params.demo_prompts)
+        records = build_demo_prompts(lm, params.demo_prompts, params.seed)
     elif params.prompts:
         records = read_prompts(params.prompts)
     else:

@@ -142,7 +142,7 @@ def validate_outcomes(ctx: JobContext, params: TemplateGenerationParams, todo: l
                                   reason=outcome.error.code, detail=str(outcome.error)))
     if not parsed:
         return kept, rejects
-    with Sandbox() as sandbox:
+    with Sandbox.from_settings(ctx.platform.settings) as sandbox:
         for done, (problem, outcome) in enumerate(parsed, start=1):
             ctx.check_cancelled()
             tier = tier_of(problem.answer)

@@ -4,11 +4,14 @@ from __future__ import annotations
 import logging
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Response
+from fastapi import Depends, FastAPI, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from flawforge import __version__
+from flawforge.errors import Unauthorized
+from flawforge.runtime.auth import Authenticator, BearerAuthMiddleware, caller
+from flawforge.runtime.http_errors import BodyLimitMiddleware, ErrorAnswer, ErrorAnswers
 from flawforge.runtime.platform import Platform
 from flawforge.runtime.service import ServiceSpec, Workers
 
@@ -19,6 +22,7 @@ def create_app(spec: ServiceSpec, platform: Platform, *, run_worker: bool | None
     from flawforge.jobs.api import jobs_router
     from flawforge.services import consumers_of
 
+    authenticator = Authenticator(platform.settings)  # before anything starts: no tokens, no service
     run_worker = platform.settings.run_worker if run_worker is None else run_worker
     consumers = consumers_of(spec)
     workers = Workers(platform, consumers)
@@ -34,6 +38,8 @@ def create_app(spec: ServiceSpec, platform: Platform, *, run_worker: bool | None
                   lifespan=lifespan)
     app.state.platform = platform
     app.state.workers = workers
+    answers = ErrorAnswers(spec.error_format_functions())
+    answers.install(app)
 
     @app.get("/healthz", tags=["ops"])
     def healthz() -> dict:
@@ -62,7 +68,23 @@ def create_app(spec: ServiceSpec, platform: Platform, *, run_worker: bool | None
         """Prometheus metrics of this process."""
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
-    app.include_router(jobs_router(platform))
+    for make_page in spec.router_factories(spec.pages):
+        app.include_router(make_page(platform))
+    # The routes so far (FastAPI's docs, the ops routes above, the data-free pages) answer without a token; every
+    # request for anything else is refused without one, whatever router adds it, before its body is read.
+    public_routes = list(app.routes)
+
+    def refuse(scope, exc: Unauthorized) -> JSONResponse:
+        return answers.response(scope["path"], ErrorAnswer(exc.http_status, exc.code, str(exc)),
+                                headers={"WWW-Authenticate": "Bearer"})
+
+    # The last added runs first: the token is checked before the body limit counts a byte.
+    app.add_middleware(BodyLimitMiddleware, max_bytes=platform.settings.max_request_bytes, answers=answers)
+    app.add_middleware(BearerAuthMiddleware, authenticator=authenticator, public_routes=lambda: public_routes,
+                       refuse=refuse)
+    # Included with `caller` so the OpenAPI document shows the token each route wants.
+    authenticated = [Depends(caller)]
+    app.include_router(jobs_router(platform), dependencies=authenticated)
     for make_router in spec.router_factories():
-        app.include_router(make_router(platform))
+        app.include_router(make_router(platform), dependencies=authenticated)
     return app

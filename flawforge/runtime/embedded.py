@@ -14,7 +14,9 @@ class EmbeddedStack:
     def __init__(self, settings: Settings, services: tuple[str, ...] = DEFAULT_SERVICES):
         from flawforge.services import consumers_of, load_service
 
-        self.platform = Platform.from_settings(settings)
+        # The embedded stack opens no port, so nothing calls it without a token: anything served from its platform
+        # (a test app, say) is explicitly unauthenticated rather than refusing to start.
+        self.platform = Platform.from_settings(settings.model_copy(update={"auth": "disabled"}))
         consumers = [c for name in services for c in consumers_of(load_service(name))]
         self.workers = Workers(self.platform, consumers)
 

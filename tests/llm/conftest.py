@@ -9,6 +9,9 @@ import time
 import httpx
 import pytest
 
+# The key the gateway's provider sends; the inference-server accepts it as a bearer token.
+LLM_KEY = "sk-test-SECRETSECRETSECRET1234"
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -28,7 +31,7 @@ def inference_server(tmp_path_factory) -> dict:
 
     spec = load_service("inference-server")
     settings = Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path_factory.mktemp("inference")),
-                        service="inference-server")
+                        service="inference-server", api_tokens=f"gateway:{LLM_KEY}")
     port = _free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(spec, Platform.from_settings(settings)), host="127.0.0.1",
                                            port=port, log_level="warning"))
@@ -38,7 +41,7 @@ def inference_server(tmp_path_factory) -> dict:
     deadline = time.monotonic() + 180
     while True:
         try:
-            response = httpx.get(f"{base_url}/models", timeout=5)
+            response = httpx.get(f"{base_url}/models", headers={"Authorization": f"Bearer {LLM_KEY}"}, timeout=5)
             if response.status_code == 200 and response.json().get("data"):
                 break
         except httpx.HTTPError:
@@ -56,5 +59,5 @@ def inference_server(tmp_path_factory) -> dict:
 @pytest.fixture
 def providers_json(inference_server, monkeypatch) -> str:
     """The inference-server as provider 'local', with an API key that must never reach the log."""
-    monkeypatch.setenv("FLAWFORGE_TEST_LLM_KEY", "sk-test-SECRETSECRETSECRET1234")
+    monkeypatch.setenv("FLAWFORGE_TEST_LLM_KEY", LLM_KEY)
     return json.dumps({"local": {"base_url": inference_server["base_url"], "api_key_env": "FLAWFORGE_TEST_LLM_KEY"}})

@@ -7,6 +7,7 @@ import socket
 import pytest
 from fastapi.testclient import TestClient
 
+from auth_support import API_TOKENS, AUTHORIZATION
 from flawforge.runtime.app import create_app
 from flawforge.runtime.platform import Platform
 from flawforge.services import load_service
@@ -20,8 +21,10 @@ def client(tmp_path):
         port = s.getsockname()[1]
     settings = Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path / "blobs"),
                         llm_providers=json.dumps({"local": {"base_url": f"http://127.0.0.1:{port}/v1",
-                                                           "models": ["m"], "api_key_env": "LLM_TEST_KEY"}}))
-    with TestClient(create_app(load_service("llm-gateway"), Platform.from_settings(settings))) as client:
+                                                           "models": ["m"], "api_key_env": "LLM_TEST_KEY"}}),
+                        api_tokens=API_TOKENS)
+    with TestClient(create_app(load_service("llm-gateway"), Platform.from_settings(settings)),
+                    headers=AUTHORIZATION) as client:
         yield client
 
 
@@ -34,7 +37,7 @@ def test_ready_and_lists_providers_without_secrets(client):
 def test_chat_refusals_name_the_problem(client):
     response = client.post("/llm/chat", json={"model": "gpt-9", "messages": [{"role": "user", "content": "hi"}]})
     assert response.status_code == 404
-    assert response.json()["detail"] == {"code": "unknown_model", "message": "unknown model 'gpt-9'; known: local/m"}
+    assert response.json() == {"code": "unknown_model", "detail": "unknown model 'gpt-9'; known: local/m"}
     response = client.post("/llm/chat", json={"model": "m", "messages": []})
     assert response.status_code == 422
     assert response.json()["detail"][0]["loc"] == ["body", "messages"]
@@ -59,9 +62,9 @@ def test_batch_of_only_bad_lines_completes_with_an_error_per_line(client):
 
 def test_unknown_batch_and_empty_file(client):
     assert client.get("/llm/batches/abc123").status_code == 404
-    assert client.get("/llm/batches/abc123").json()["detail"]["code"] == "batch_not_found"
+    assert client.get("/llm/batches/abc123").json()["code"] == "batch_not_found"
     response = client.post("/llm/batches", content=b"\n")
-    assert response.status_code == 400 and response.json()["detail"]["message"] == "the batch file is empty"
+    assert response.status_code == 400 and response.json()["detail"] == "the batch file is empty"
 
 
 def test_chat_worker_answers_a_bus_request_with_the_items_result(tmp_path):

@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 from fastapi.testclient import TestClient
 
+from auth_support import API_TOKENS, AUTHORIZATION
 from flawforge.runtime.app import create_app
 from flawforge.runtime.platform import Platform
 from flawforge.services import load_service
@@ -16,12 +17,13 @@ from flawforge.settings import Settings
 
 
 def make_client(settings: Settings, run_worker: bool = True) -> TestClient:
-    return TestClient(create_app(load_service("metrics"), Platform.from_settings(settings), run_worker=run_worker))
+    return TestClient(create_app(load_service("metrics"), Platform.from_settings(settings), run_worker=run_worker),
+                      headers=AUTHORIZATION)
 
 
 @pytest.fixture
 def settings(tmp_path) -> Settings:
-    return Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path / "blobs"))
+    return Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path / "blobs"), api_tokens=API_TOKENS)
 
 
 def wait_for_state(client: TestClient, job_id: str, states: set[str], timeout: float = 20) -> dict:
@@ -51,7 +53,7 @@ def test_readyz_fails_when_the_broker_is_unreachable(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     settings = Settings(bus="rabbitmq", amqp_url=f"amqp://guest:guest@127.0.0.1:{port}/%2F",
-                        blob_dir=str(tmp_path / "b"))
+                        blob_dir=str(tmp_path / "b"), api_tokens=API_TOKENS)
     with make_client(settings, run_worker=False) as client:
         response = client.get("/readyz")
     assert response.status_code == 503
@@ -115,7 +117,8 @@ def test_cancel_a_running_job(settings):
     platform = Platform.from_settings(settings)
     workers = Workers(platform, [job_consumer(pipelines()["smoke"])]).start()
     try:
-        with TestClient(create_app(load_service("metrics"), platform, run_worker=False)) as client:
+        with TestClient(create_app(load_service("metrics"), platform, run_worker=False),
+                        headers=AUTHORIZATION) as client:
             job_id = client.post("/jobs", json={"pipeline": "smoke", "params": {"count": 3}}).json()["job_id"]
             wait_for_state(client, job_id, {"running"})
             assert client.post(f"/jobs/{job_id}/cancel").json()["cancel_requested"] is True
@@ -126,7 +129,7 @@ def test_cancel_a_running_job(settings):
 
 def test_restart_loses_nothing_on_rabbitmq(amqp_url, tmp_path):
     """A job submitted to a stopped service finishes after another instance starts on the same broker and store."""
-    settings = Settings(bus="rabbitmq", amqp_url=amqp_url, blob_dir=str(tmp_path / "blobs"))
+    settings = Settings(bus="rabbitmq", amqp_url=amqp_url, blob_dir=str(tmp_path / "blobs"), api_tokens=API_TOKENS)
     with make_client(settings, run_worker=False) as first:
         job_id = first.post("/jobs", json={"pipeline": "smoke", "params": {"count": 5}}).json()["job_id"]
         assert first.get(f"/jobs/{job_id}").json()["state"] == "queued"
@@ -174,7 +177,8 @@ def test_every_service_app_serves_its_routers_and_the_embedded_stack_imports_no_
     with pytest.raises(ValueError, match="router 'flawforge.services.metrics.review_api' is not 'module:function'"):
         replace(load_service("metrics"), routers=("flawforge.services.metrics.review_api",)).router_factories()
     templates = create_app(load_service("template-loader"), Platform.from_settings(
-        Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path / "app"))), run_worker=False)
+        Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path / "app"), api_tokens=API_TOKENS)),
+        run_worker=False)
     assert "/templates/validate" in templates.openapi()["paths"]
 
     script = (
