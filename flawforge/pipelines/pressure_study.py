@@ -13,7 +13,6 @@ inputs and blob store skips what is done: nothing is computed twice.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import time
 
@@ -92,10 +91,7 @@ def run(ctx: JobContext, params: PressureStudyParams) -> None:
     backend = host.wait()
     lm = host.research_model()
     if params.demo:
-        from flawforge.pressure.demo import build_demo_prompts
-
-        ctx.progress(0, None, "scoring the demo prompts", force=True)
-        records = build_demo_prompts(lm, params.demo_prompts, params.seed)
+        records = demo_records(ctx, lm, params)
     elif params.prompts:
         records = read_prompts(params.prompts)
     else:
@@ -109,6 +105,22 @@ def run(ctx: JobContext, params: PressureStudyParams) -> None:
     outputs = study_runner.outputs(records, results, patches, params, lm, key, time.monotonic() - started)
     for name, data in outputs.items():
         ctx.put_artifact(name, data)
+
+
+def demo_records(ctx: JobContext, lm, params: PressureStudyParams) -> list[PromptRecord]:
+    """The demo's prompts, scored once and kept in the store: a resumed demo run finds them again."""
+    from flawforge.proto.base import jsonl
+    from flawforge.pressure.demo import build_demo_prompts
+
+    name = hashlib.sha256(f"{lm.name}:{params.demo_prompts}:{params.seed}".encode()).hexdigest()[:16]
+    key = f"{RUN_PREFIX}/demo/{name}.jsonl"
+    store = ctx.platform.store
+    if store.exists(key):
+        return [PromptRecord.model_validate_json(line) for line in store.get(key).decode().splitlines()]
+    ctx.progress(0, None, "scoring the demo prompts", force=True)
+    records = build_demo_prompts(lm, params.demo_prompts, params.seed)
+    store.put(key, jsonl(records))
+    return records
 
 
 PIPELINE = register(Pipeline(
