@@ -266,6 +266,9 @@ def caps_of(text: str) -> dict:
     return caps
 
 
+DEMO_PATCHED_PROMPTS = 6  # patching costs some 30 forward passes a kind per prompt: the demo keeps to minutes
+
+
 @run_app.command("pressure-study")
 def run_pressure_study(prompts: Optional[Path] = typer.Option(None, "--prompts", help="prompts.jsonl of the dataset "
                                                                                        "stage (one record a line)."),
@@ -277,20 +280,23 @@ def run_pressure_study(prompts: Optional[Path] = typer.Option(None, "--prompts",
                        samples: int = typer.Option(16, help="Samples per prompt and condition."),
                        patch_subset: Optional[int] = typer.Option(None, "--patch-subset",
                                                                   help="Most prompts patched; default: the whole "
-                                                                       "balanced high-P0 subset."),
+                                                                       "balanced high-P0 subset (6 with --demo)."),
                        batch_prompts: int = typer.Option(8, help="Prompts per batch (the unit a rerun resumes at)."),
-                       out: Path = OutOption, stack: Optional[str] = StackOption) -> None:
+                       out: Path = OutOption, stack: Optional[str] = StackOption,
+                       token: Optional[str] = TokenOption) -> None:
     """Semantic-pressure study: completions, traces, logit lens, patching, statistics, figures, tables.json and
     report.md in OUT. Run again with the same inputs and OUT to resume a stopped run."""
     if demo == (prompts is not None):
         raise FlawforgeError("give either --prompts FILE or --demo")
     if model is not None and stack:
         raise FlawforgeError("--model applies to embedded runs; a stack serves its own model")
+    if demo and patch_subset is None:
+        patch_subset = DEMO_PATCHED_PROMPTS
     params = {"prompts": str(prompts.resolve()) if prompts else None, "demo": demo, "demo_prompts": demo_prompts,
               "samples": samples,
               "patch_subset": patch_subset, "batch_prompts": batch_prompts}
     overrides = {"inference_model_path": str(model.resolve())} if model is not None else {}
-    run_pipeline("pressure-study", params, out, stack, settings_overrides=overrides)
+    run_pipeline("pressure-study", params, out, stack, token, settings_overrides=overrides)
     typer.echo((out / "report.md").read_text())
 
 
