@@ -45,12 +45,40 @@ def run_pipeline(pipeline: str, params: dict, out: Path, stack: Optional[str], t
     if stack:
         status = run_on_stack(stack, pipeline, params, out, token or Settings().token,
                               cancel_on_exit=cancel_on_exit)
+    elif _keep_blobs() or pipelines()[pipeline].resumable:
+        status = run_embedded(pipeline, params, out, _embedded_settings(out, out / ".blobs", settings_overrides))
     else:
-        # The job's own space, its output folder, is a data root beside the configured ones.
-        settings = Settings(bus="memory", blob_backend="local", blob_dir=str(out / ".blobs"),
-                            **{"data_roots": f"{Settings().data_roots},{out.resolve()}", **(settings_overrides or {})})
-        status = run_embedded(pipeline, params, out, settings)
+        import tempfile
+
+        # the blob store lives only as long as the run: OUT keeps the artifacts, not a copy of every blob
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=".blobs-", dir=out) as scratch:
+            status = run_embedded(pipeline, params, out, _embedded_settings(out, Path(scratch), settings_overrides))
     typer.echo(f"{pipeline}: job {status.job_id} {status.state.value}; artifacts in {out}", err=True)
+
+
+def _embedded_settings(out: Path, blob_dir: Path, overrides: Optional[dict]):
+    from flawforge.settings import Settings
+
+    # The job's own space, its output folder, is a data root beside the configured ones.
+    return Settings(bus="memory", blob_backend="local", blob_dir=str(blob_dir),
+                    **{"data_roots": f"{Settings().data_roots},{out.resolve()}", **(overrides or {})})
+
+
+# Options of `flawforge run` itself, set by its callback before the subcommand runs.
+_RUN_OPTIONS = {"keep_blobs": False}
+
+
+def _keep_blobs() -> bool:
+    return _RUN_OPTIONS["keep_blobs"]
+
+
+@run_app.callback()
+def run_options(keep_blobs: bool = typer.Option(
+        False, "--keep-blobs", help="Embedded runs: keep the blob store in OUT/.blobs (default: removed after the "
+                                    "run; OUT keeps the artifacts).")) -> None:
+    """Run a pipeline, embedded by default or on a stack with --stack URL."""
+    _RUN_OPTIONS["keep_blobs"] = keep_blobs
 
 
 @run_app.command("smoke")
@@ -153,7 +181,9 @@ def validate_conversation(file: Path = typer.Argument(..., help="A task's conver
 def run_pressure_dataset(out: Path = OutOption,
                          per_category: int = typer.Option(500, "--per-category", help="Prompts per category."),
                          model: Optional[str] = typer.Option(
-                             None, help="The studied model (its P0 and P1); default: the local model."),
+                             None, help="The studied model (its P0 and P1), as the providers name it; embedded "
+                                        "without providers, a model folder or .gguf the local server loads "
+                                        "(e.g. Qwen2.5-7B-Instruct, bf16 on CUDA); default: the local model."),
                          validator_model: Optional[str] = typer.Option(
                              None, "--validator-model", help="The model that fills source gaps and validates; "
                                                              "default: --model."),
@@ -171,7 +201,12 @@ def run_pressure_dataset(out: Path = OutOption,
     params = {"per_category": per_category, "model": model, "validator_model": validator_model, "seed": seed,
               "categories": [c.strip() for c in categories.split(",") if c.strip()]}
     settings = Settings()
-    local = None if stack or settings.llm_providers.strip() else _local_inference(out)
+    local = None
+    if not stack and not settings.llm_providers.strip():
+        model_path = Path(model).expanduser() if model and Path(model).expanduser().exists() else None
+        if model_path is not None:
+            params["model"] = None  # the local server's one model, whatever it is named
+        local = _local_inference(out, str(model_path.resolve()) if model_path else "")
     with local or nullcontext() as base:
         overrides = None
         if base:
@@ -185,7 +220,7 @@ def run_pressure_dataset(out: Path = OutOption,
     typer.echo((out / "summary.json").read_text())
 
 
-def _local_inference(out: Path):
+def _local_inference(out: Path, model_path: str):
     from flawforge.assembly import served_app
     from flawforge.runtime.local_server import local_service
     from flawforge.settings import Settings
@@ -193,7 +228,8 @@ def _local_inference(out: Path):
     typer.echo("starting the local inference-server in this process (no FLAWFORGE_LLM_PROVIDERS set)", err=True)
     settings = Settings(bus="memory", blob_backend="local", blob_dir=str(out / ".blobs"))
     # One torch thread unless told otherwise: the job's own threads share the machine with it.
-    settings = settings.model_copy(update={"inference_threads": settings.inference_threads or 1})
+    settings = settings.model_copy(update={"inference_threads": settings.inference_threads or 1,
+                                           "inference_model_path": model_path or settings.inference_model_path})
     return local_service("inference-server", settings, "/v1/models", served_app)
 
 
@@ -230,6 +266,9 @@ def caps_of(text: str) -> dict:
     return caps
 
 
+DEMO_PATCHED_PROMPTS = 6  # patching costs some 30 forward passes a kind per prompt: the demo keeps to minutes
+
+
 @run_app.command("pressure-study")
 def run_pressure_study(prompts: Optional[Path] = typer.Option(None, "--prompts", help="prompts.jsonl of the dataset "
                                                                                        "stage (one record a line)."),
@@ -241,20 +280,23 @@ def run_pressure_study(prompts: Optional[Path] = typer.Option(None, "--prompts",
                        samples: int = typer.Option(16, help="Samples per prompt and condition."),
                        patch_subset: Optional[int] = typer.Option(None, "--patch-subset",
                                                                   help="Most prompts patched; default: the whole "
-                                                                       "balanced high-P0 subset."),
+                                                                       "balanced high-P0 subset (6 with --demo)."),
                        batch_prompts: int = typer.Option(8, help="Prompts per batch (the unit a rerun resumes at)."),
-                       out: Path = OutOption, stack: Optional[str] = StackOption) -> None:
+                       out: Path = OutOption, stack: Optional[str] = StackOption,
+                       token: Optional[str] = TokenOption) -> None:
     """Semantic-pressure study: completions, traces, logit lens, patching, statistics, figures, tables.json and
     report.md in OUT. Run again with the same inputs and OUT to resume a stopped run."""
     if demo == (prompts is not None):
         raise FlawforgeError("give either --prompts FILE or --demo")
     if model is not None and stack:
         raise FlawforgeError("--model applies to embedded runs; a stack serves its own model")
+    if demo and patch_subset is None:
+        patch_subset = DEMO_PATCHED_PROMPTS
     params = {"prompts": str(prompts.resolve()) if prompts else None, "demo": demo, "demo_prompts": demo_prompts,
               "samples": samples,
               "patch_subset": patch_subset, "batch_prompts": batch_prompts}
     overrides = {"inference_model_path": str(model.resolve())} if model is not None else {}
-    run_pipeline("pressure-study", params, out, stack, settings_overrides=overrides)
+    run_pipeline("pressure-study", params, out, stack, token, settings_overrides=overrides)
     typer.echo((out / "report.md").read_text())
 
 

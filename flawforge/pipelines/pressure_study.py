@@ -13,7 +13,6 @@ inputs and blob store skips what is done: nothing is computed twice.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import time
 
@@ -31,7 +30,8 @@ class PressureStudyParams(BaseModel):
     model_config = {"extra": "forbid"}
     prompts: str | None = Field(None, description="Path of prompts.jsonl (one PromptRecord a line), as the worker "
                                                   "sees it; None with demo.")
-    demo: bool = Field(False, description="Build a small prompt set from the built-in demo questions instead.")
+    demo: bool = Field(False, description="Build a small prompt set with the dataset stage's offline generators "
+                                          "instead.")
     demo_prompts: int = Field(40, ge=4, le=200, description="Prompts the demo builds.")
     samples: int = Field(16, ge=1, le=64, description="Samples per prompt and condition.")
     temperature: float = Field(1.0, gt=0, le=2)
@@ -91,10 +91,7 @@ def run(ctx: JobContext, params: PressureStudyParams) -> None:
     backend = host.wait()
     lm = host.research_model()
     if params.demo:
-        from flawforge.pressure.demo import build_demo_prompts
-
-        ctx.progress(0, None, "scoring the demo prompts", force=True)
-        records = build_demo_prompts(lm, params.demo_prompts)
+        records = demo_records(ctx, lm, params)
     elif params.prompts:
         records = read_prompts(params.prompts)
     else:
@@ -110,7 +107,23 @@ def run(ctx: JobContext, params: PressureStudyParams) -> None:
         ctx.put_artifact(name, data)
 
 
+def demo_records(ctx: JobContext, lm, params: PressureStudyParams) -> list[PromptRecord]:
+    """The demo's prompts, scored once and kept in the store: a resumed demo run finds them again."""
+    from flawforge.proto.base import jsonl
+    from flawforge.pressure.demo import build_demo_prompts
+
+    name = hashlib.sha256(f"{lm.name}:{params.demo_prompts}:{params.seed}".encode()).hexdigest()[:16]
+    key = f"{RUN_PREFIX}/demo/{name}.jsonl"
+    store = ctx.platform.store
+    if store.exists(key):
+        return [PromptRecord.model_validate_json(line) for line in store.get(key).decode().splitlines()]
+    ctx.progress(0, None, "scoring the demo prompts", force=True)
+    records = build_demo_prompts(lm, params.demo_prompts, params.seed)
+    store.put(key, jsonl(records))
+    return records
+
+
 PIPELINE = register(Pipeline(
     name="pressure-study", description="Semantic-pressure study: violations, traces, logit lens, patching, "
                                        "statistics, figures and tables.",
-    params=PressureStudyParams, owner="inference-server", run=run))
+    params=PressureStudyParams, owner="inference-server", run=run, resumable=True))

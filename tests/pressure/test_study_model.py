@@ -29,6 +29,8 @@ def runner(lm, backend, root, **changes):
 
 def test_trace_blob_matches_a_direct_forward_pass_and_resume_matches_an_uninterrupted_run(study_lm, study_host,
                                                                                           tmp_path):
+    # A run stopped after its first batch stands for a killed one: a batch's result is one blob written
+    # atomically (beside, then renamed), so a kill leaves a batch either stored whole or not at all.
     backend = study_host.wait()
     whole = runner(study_lm, backend, tmp_path / "whole").run_batches(RECORDS, lambda *a: None, lambda: None)
 

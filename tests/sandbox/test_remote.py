@@ -5,7 +5,9 @@ validation and the mutator's mutant runs go to it, with the service token.
 """
 from __future__ import annotations
 
+import io
 import json
+import tarfile
 import threading
 import time
 from fractions import Fraction
@@ -14,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from auth_support import API_TOKENS, TOKEN
-from flawforge.errors import FlawforgeError
+from flawforge.errors import InvalidInput
 from flawforge.math.gsm8k import read_gsm8k
 from flawforge.math.templates import TemplateFolder, problem_template
 from flawforge.proto.math import ProblemWorkItem, ValidatedTemplate
@@ -93,8 +95,33 @@ def test_the_factory_makes_a_remote_sandbox_that_gives_what_the_service_would(se
         assert forbidden.outcome == "forbidden"
         assert served.sandbox.counts["exec"] - before["exec"] >= 2 and served.sandbox.counts["batch"] > before["batch"]
         canary.check(remote)
-        with pytest.raises(FlawforgeError, match="FLAWFORGE_SANDBOX_MAX_TIMEOUT_S"):
+        with pytest.raises(InvalidInput, match="FLAWFORGE_SANDBOX_MAX_TIMEOUT_S"):
             remote.execute("x = 1", limits=SandboxLimits(timeout_s=31))
+
+
+def project_archive(files: dict[str, str]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"project-1.0/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def test_a_projects_suite_runs_in_the_trace_executor(served, tmp_path):
+    archive = project_archive({"mod.py": "def double(x):\n    return 2 * x\n",
+                               "test_mod.py": "from mod import double\n\ndef test_ok():\n    assert double(2) == 4\n\n"
+                                              "def test_bad():\n    assert double(2) == 5\n"})
+    with Sandbox.from_settings(served.client_settings(tmp_path)) as remote:
+        before = served.sandbox.counts["suite"]
+        run = remote.run_suite(archive, args=["test_mod.py"])
+        fixed = remote.run_suite(archive, {"mod.py": "def double(x):\n    return x + x\n"}, args=["test_mod.py"],
+                                 coverage_files=["mod.py"])
+    assert {t.name: t.outcome for t in run.tests} == {"test_mod.py::test_ok": "passed", "test_mod.py::test_bad": "failed"}
+    assert fixed.passed == 1 and fixed.failed == 1 and served.sandbox.counts["suite"] == before + 2
+    assert fixed.coverage["test_mod.py::test_ok"] == ["mod.py::double"]
 
 
 def test_a_remote_sandbox_that_cannot_be_used_is_unavailable(served, tmp_path):
