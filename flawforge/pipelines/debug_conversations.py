@@ -18,6 +18,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field, field_validator
 
 from flawforge.errors import FlawforgeError
+from flawforge.inputs import InputFolder, read_input
 from flawforge.jobs.context import JobContext
 from flawforge.jobs.pipeline import Pipeline, register
 from flawforge.proto.base import jsonl
@@ -34,10 +35,11 @@ def all_modifiers() -> list[str]:
 
 class DebugConversationsParams(BaseModel):
     model_config = {"extra": "forbid"}
-    libraries: str = Field(description="Folder of library sdists (every *.tar.gz in it), as the worker sees it.")
+    libraries: InputFolder = Field(description="Folder of library sdists (every *.tar.gz in it), as the worker "
+                                               "sees it, under the data roots.")
     per_library: int = Field(10, ge=1, le=10_000, description="Candidate bugs validated per library.")
     modifiers: list[str] = Field(default_factory=all_modifiers, min_length=1, description="Bug modifiers to use.")
-    seed: int = Field(0, description="Seed of the choice of candidates.")
+    seed: int = Field(0, ge=0, lt=1 << 63, description="Seed of the choice of candidates.")
 
     @field_validator("modifiers")
     @classmethod
@@ -99,7 +101,7 @@ def run(ctx: JobContext, params: DebugConversationsParams) -> None:
     contents: dict[str, bytes] = {}
     names = []
     for number, archive in enumerate(archives):
-        data = archive.read_bytes()
+        data = read_input(archive, within=params.libraries)  # a regular file in the folder, bounded
         contents[archive.name] = data
         ref = store.put(ctx.input_key(f"{attempt}-{archive.name}"), data, "application/gzip")
         item = f"{number}-{archive.name}.json"
