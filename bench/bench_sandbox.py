@@ -243,7 +243,7 @@ def main() -> None:
     floor, capacity = (1 - ALLOWED_HARDENING_COST) * IN_PROCESS_BEFORE_HARDENING, cores * 1000 / cpu_ms
     print(f"in-process CPU-bound capacity vs {IN_PROCESS_BEFORE_HARDENING}/s before the hardening: "
           f"{capacity / IN_PROCESS_BEFORE_HARDENING:.2f}x (target >= {floor:.0f}/s: "
-          f"{'meets' if capacity >= floor else 'MISSES'}; by CPU time, which the machine's load does not change)")
+          f"{'meets' if capacity >= floor else 'MISSES'}; by CPU time, which the machine's load changes less than the wall clock)")
     if args.no_http:
         return
     http = measure_http(sources, args.workers, args.exec_count)
