@@ -5,7 +5,6 @@ k8s manifests in step with this class.
 """
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Literal
 
 from pydantic import Field
@@ -22,6 +21,13 @@ class Settings(BaseSettings):
     max_attempts: int = Field(3, ge=1, description="Attempts per message before it goes to the dead-letter queue.")
     retry_delays_ms: list[int] = Field([200, 1000, 5000], description="Delay before each retry, milliseconds; the last repeats.")
     delivery_limit: int = Field(5, ge=1, description="Broker-side redeliveries (crashes) before a message is dead-lettered.")
+    queue_prefix: str = Field("", pattern=r"^[A-Za-z0-9_.-]*$",
+                              description="Prefix of every queue on the broker: stacks with different prefixes share "
+                                          "one RabbitMQ without seeing each other's messages.")
+    consumer_timeout_s: float = Field(30.0, gt=0, description="Seconds a job waits for a consumer of a queue it needs "
+                                                              "before it fails, naming the missing service.")
+    job_retention_days: float = Field(7.0, ge=0, description="Days a finished job and its blobs are kept before they "
+                                                             "are deleted; 0 keeps them until deleted through the API.")
 
     blob_backend: Literal["local", "s3"] = Field("local", description="Blob store backend.")
     blob_dir: str = Field("var/blobs", description="Folder of the local blob store.")
@@ -44,6 +50,10 @@ class Settings(BaseSettings):
                                         "--stack; the llm-gateway's default local provider).")
     max_request_bytes: int = Field(16 << 20, ge=1024, description="Largest request body a service reads, bytes; "
                                                                    "a larger one is refused (413) before it is read whole.")
+    data_roots: str = Field("../shared/data", description="Comma-separated folders job parameters may name files "
+                                                          "in (relative ones: from the working directory); "
+                                                          "anything else is a 422. Embedded runs add the job's "
+                                                          "output folder.")
     auth: Literal["required", "disabled"] = Field(
         "required", description="`disabled` serves without authentication (a request without a token passes); "
                                 "else a service with no FLAWFORGE_API_TOKENS refuses to start.")
@@ -95,8 +105,3 @@ class Settings(BaseSettings):
     llm_max_repairs: int = Field(2, ge=0, description="Repair requests after a reply that is not valid JSON "
                                                       "for its schema.")
     llm_batch_poll_s: float = Field(2.0, gt=0, description="Seconds between polls of a provider batch.")
-
-
-@lru_cache
-def get_settings() -> Settings:
-    return Settings()

@@ -8,6 +8,8 @@ from flawforge.proto.base import BlobRef, Message, Model
 # The mutator takes one library a work item: baseline, candidates, validation.
 LIBRARY_QUEUE = "debugging.libraries"
 FAILING_OUTPUT_BYTES = 8 * 1024
+# Every run of a suite hashes strings with this seed: pytest ids of tests parametrized over a set depend on it.
+SUITE_HASH_SEED = 0
 
 
 class LibraryWorkItem(Message):

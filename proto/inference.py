@@ -321,6 +321,9 @@ class BatchOutputLine(Model):
     error: BatchLineError | None = None
 
 
+BATCH_QUEUE = "inference.batches"  # BatchRequested
+
+
 class BatchRequested(Message):
     """Asks the inference-server's worker to run a batch recorded in the blob store."""
 

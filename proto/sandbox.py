@@ -185,6 +185,9 @@ class LayerReport(Model):
 
 # --- bus -----------------------------------------------------------------------------------
 
+EXECUTE_QUEUE = "sandbox.execute"  # SandboxRequested
+
+
 class SandboxRequested(Message):
     """Run one unit; the request (an ExecRequest, BatchRequest or TestRunRequest, per `unit`) is a blob.
 

@@ -36,6 +36,15 @@ def amqp_url() -> str:
     return AMQP_URL
 
 
+@pytest.fixture(scope="session", autouse=True)
+def data_roots(tmp_path_factory) -> str:
+    """Job parameters name files under the data roots: here the shared data folder and the tests' temporary
+    folders (the CLI's subprocesses inherit the setting)."""
+    roots = f"{SHARED_DATA},{tmp_path_factory.getbasetemp()}"
+    os.environ["FLAWFORGE_DATA_ROOTS"] = roots
+    return roots
+
+
 @pytest.fixture
 def queue_name() -> str:
     return f"test.{uuid.uuid4().hex[:10]}"

@@ -52,8 +52,8 @@ class PressureDatasetParams(BaseModel):
     validator_model: Optional[str] = Field(None, description="The model that fills source gaps and validates "
                                                              "(the seed's GPT-5.2); default: the studied model.")
     seed: int = Field(42, description="Seed of every sample drawn from the sources and of the model requests.")
-    fallback_max_tokens: int = Field(128, ge=16, le=4096, description="Reply length limit of a fallback request.")
-    validator_max_tokens: int = Field(128, ge=16, le=4096, description="Reply length limit of a validation.")
+    fallback_max_tokens: int = Field(96, ge=16, le=4096, description="Reply length limit of a fallback request.")
+    validator_max_tokens: int = Field(96, ge=16, le=4096, description="Reply length limit of a validation.")
     max_repairs: int = Field(0, ge=0, le=5, description="Repair requests per reply that is not the JSON asked "
                                                         "for (0: such a reply is a reject, with its reason).")
     reject_sentence_counts: bool = Field(False, description="Discard creative texts that are not two sentences "

@@ -114,9 +114,13 @@ class _Zygote:
         service_end, zygote_end = None, None
         try:  # out of processes or descriptors: the platform's failure, like a server that never answers
             service_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            # A fixed hash seed can only come from the environment, which -I (-E) ignores: then -s -P, the rest
+            # of -I, and an environment holding that one variable.
+            seed = config.get("hash_seed")
+            isolated, env = (["-I"], {}) if seed is None else (["-s", "-P"], {"PYTHONHASHSEED": str(seed)})
             self.process = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", BOOTSTRAP, str(zygote_end.fileno())],
-                env={}, cwd="/", stdin=subprocess.DEVNULL, pass_fds=(zygote_end.fileno(),), close_fds=True,
+                [sys.executable, *isolated, "-S", "-c", BOOTSTRAP, str(zygote_end.fileno())],
+                env=env, cwd="/", stdin=subprocess.DEVNULL, pass_fds=(zygote_end.fileno(),), close_fds=True,
                 start_new_session=True)
         except OSError as exc:
             for end in (service_end, zygote_end):
@@ -248,7 +252,7 @@ class Sandbox:
             "read_paths": csv_setting(settings.sandbox_read_paths),
             "audit": settings.sandbox_audit,
         }
-        unknown = sorted(set(overrides) - set(arguments) - {"namespaces"})
+        unknown = sorted(set(overrides) - set(arguments) - {"namespaces", "hash_seed"})
         if unknown:
             raise TypeError(f"unknown sandbox argument(s): {', '.join(unknown)}")
         arguments.update(overrides)
@@ -261,7 +265,7 @@ class Sandbox:
 
     def __init__(self, limits: SandboxLimits | None = None, *, workers: int | None = None,
                  required_layers: tuple[str, ...] | list[str] = (), read_paths: tuple[str, ...] | list[str] = (),
-                 audit: bool = True, namespaces: bool = True):
+                 audit: bool = True, namespaces: bool = True, hash_seed: int | None = None):
         unknown = sorted(set(required_layers) - set(LAYERS))
         if unknown:
             raise SandboxUnavailable(f"unknown isolation layer(s) {', '.join(unknown)}; known: {', '.join(LAYERS)}")
@@ -271,7 +275,7 @@ class Sandbox:
         uid_base = random.choice(UID_BLOCKS)
         self.unit_uids = range(uid_base, uid_base + self.workers)
         self._config = {"slots": self.workers, "uid_base": uid_base, "audit": audit, "namespaces": namespaces,
-                        "read_paths": [os.path.abspath(p) for p in read_paths]}
+                        "read_paths": [os.path.abspath(p) for p in read_paths], "hash_seed": hash_seed}
         self._free_slots = self.workers
         self._slot_freed = threading.Condition()  # guards _free_slots and _waiting
         self._waiting: dict[tuple, list[_Waiting]] = {}  # single programs, by (call, trace, limits)

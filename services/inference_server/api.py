@@ -13,14 +13,13 @@ from flawforge.inference import openai_api
 from flawforge.inference.batches import BatchStore, FileStore
 from flawforge.inference.errors import RequestError, openai_error
 from flawforge.proto.inference import (
-    Batch, BatchCreate, BatchList, BatchRequested, ChatCompletion, ChatCompletionRequest, Completion,
+    BATCH_QUEUE, Batch, BatchCreate, BatchList, BatchRequested, ChatCompletion, ChatCompletionRequest, Completion,
     CompletionRequest, ErrorResponse, FileDeleted, FileList, FileObject, LensRequest, LensResponse, ModelCard,
     ModelList, PatchRequest, PatchResponse, PressureRequest, PressureResponse, ScoreRequest, ScoreResponse, TraceRequest, TraceResponse,
 )
 from flawforge.runtime.http_errors import ErrorAnswer
 from flawforge.runtime.platform import Platform
 from flawforge.services.inference_server.host import host_for
-from flawforge.services.inference_server.worker import BATCH_QUEUE
 
 ERRORS = {status: {"model": ErrorResponse} for status in (400, 404, 409, 422, 503)}
 

@@ -7,9 +7,9 @@ from fastapi.concurrency import run_in_threadpool
 from flawforge.llm.batches import parse_batch_file
 from flawforge.llm.errors import MalformedBatchLine
 from flawforge.llm.gateway import Gateway
-from flawforge.proto.llm import BatchDriveRequested, BatchRecord, ChatRequest, ChatResult, ProviderConfig, RowResult
+from flawforge.proto.llm import (BATCH_QUEUE, BatchDriveRequested, BatchRecord, ChatRequest, ChatResult,
+                                 ProviderConfig, RowResult)
 from flawforge.runtime.platform import Platform
-from flawforge.services.llm_gateway.workers import BATCH_QUEUE
 
 def llm_router(platform: Platform) -> APIRouter:
     router = APIRouter(prefix="/llm", tags=["llm"])

@@ -24,16 +24,13 @@ def inference_server(tmp_path_factory) -> dict:
     """Base URL (ending in /v1) and the model id of a running inference-server."""
     import uvicorn
 
-    from flawforge.runtime.app import create_app
-    from flawforge.runtime.platform import Platform
-    from flawforge.services import load_service
+    from flawforge.assembly import platform_for, service_app
     from flawforge.settings import Settings
 
-    spec = load_service("inference-server")
     settings = Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path_factory.mktemp("inference")),
                         service="inference-server", api_tokens=f"gateway:{LLM_KEY}")
     port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(spec, Platform.from_settings(settings)), host="127.0.0.1",
+    server = uvicorn.Server(uvicorn.Config(service_app("inference-server", platform_for(settings)), host="127.0.0.1",
                                            port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, name="inference-server", daemon=True)
     thread.start()

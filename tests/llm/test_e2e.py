@@ -73,9 +73,7 @@ def wait_until_settled(client: TestClient, batch_id: str, timeout_s: float = 150
 
 def test_batch_api_answers_good_rows_and_names_each_bad_one(inference_server, providers_json, tmp_path):
     from auth_support import API_TOKENS, AUTHORIZATION
-    from flawforge.runtime.app import create_app
-    from flawforge.runtime.platform import Platform
-    from flawforge.services import load_service
+    from flawforge.assembly import platform_for, service_app
     from flawforge.settings import Settings
 
     model = inference_server["model"]
@@ -91,7 +89,7 @@ def test_batch_api_answers_good_rows_and_names_each_bad_one(inference_server, pr
     bad = [line("unknown", "Hello", "gpt-9"), line("too-long", "hello " * 9000), '{"custom_id": "broken", "body": ']
     batch_file = "\n".join(good[:2] + bad[:1] + good[2:] + bad[1:]).encode()
 
-    with TestClient(create_app(load_service("llm-gateway"), Platform.from_settings(settings)),
+    with TestClient(service_app("llm-gateway", platform_for(settings)),
                     headers=AUTHORIZATION) as client:
         submitted = client.post("/llm/batches", content=batch_file)
         assert submitted.status_code == 202, submitted.text

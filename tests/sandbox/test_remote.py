@@ -21,7 +21,6 @@ from flawforge.math.gsm8k import read_gsm8k
 from flawforge.math.templates import TemplateFolder, problem_template
 from flawforge.proto.math import ProblemWorkItem, ValidatedTemplate
 from flawforge.proto.sandbox import SandboxLimits
-from flawforge.runtime.platform import Platform
 from flawforge.sandbox import Sandbox, SandboxUnavailable
 from flawforge.sandbox.remote import RemoteSandbox
 from flawforge.services.trace_executor.sandbox import sandbox_for
@@ -39,14 +38,14 @@ class ServedTraceExecutor:
     def __init__(self, blob_dir, **settings):
         import uvicorn
 
-        from flawforge.runtime.app import create_app
+        from flawforge.assembly import platform_for, service_app
         from flawforge.services import load_service
 
         self.settings = Settings(bus="memory", blob_backend="local", blob_dir=str(blob_dir), service="trace-executor",
                                  api_tokens=API_TOKENS, run_worker=False, sandbox_workers=2, **settings)
-        self.platform = Platform.from_settings(self.settings)
+        self.platform = platform_for(self.settings)
         self.url = f"http://127.0.0.1:{free_port()}"
-        self.server = uvicorn.Server(uvicorn.Config(create_app(load_service("trace-executor"), self.platform),
+        self.server = uvicorn.Server(uvicorn.Config(service_app("trace-executor", self.platform),
                                                     host="127.0.0.1", port=int(self.url.rsplit(":", 1)[1]),
                                                     log_level="warning"))
         self.thread = threading.Thread(target=self.server.run, name="trace-executor", daemon=True)
@@ -141,7 +140,7 @@ def test_a_remote_sandbox_that_cannot_be_used_is_unavailable(served, tmp_path):
 def test_template_validation_runs_in_the_trace_executor(served, tmp_path, shared_data):
     from fastapi.testclient import TestClient
 
-    from flawforge.runtime.app import create_app
+    from flawforge.assembly import platform_for, service_app
     from flawforge.services import load_service
 
     folder = shared_data / "formalization-templates" / "tier1" / "4"
@@ -151,7 +150,7 @@ def test_template_validation_runs_in_the_trace_executor(served, tmp_path, shared
             "logical_steps": json.loads((folder / "google_gemini-2.5-flash.json").read_text())}
     settings = served.client_settings(tmp_path, api_tokens=API_TOKENS)
     before = served.sandbox.counts["batch"] + served.sandbox.counts["exec"]
-    with TestClient(create_app(load_service("template-loader"), Platform.from_settings(settings),
+    with TestClient(service_app("template-loader", platform_for(settings),
                                run_worker=False)) as loader:
         verdict = loader.post("/templates/validate", json=body, headers={"Authorization": f"Bearer {TOKEN}"}).json()
     assert verdict["valid"] and verdict["answer_check_status"] == "pass"
@@ -163,7 +162,7 @@ def test_mutants_run_in_the_trace_executor(served, tmp_path, shared_data):
     from flawforge.services.mutator import worker
 
     settings = served.client_settings(tmp_path)
-    platform = Platform.from_settings(settings)
+    platform = platform_for(settings)
     folder = TemplateFolder(shared_data / "formalization-templates")
     problem = read_gsm8k(shared_data / "gsm8k" / "train.jsonl")[177]
     tier = folder.tiers_of(177)[0]

@@ -13,10 +13,8 @@ from fastapi.testclient import TestClient
 
 from flawforge.proto.sandbox import BatchResult, ExecRequest, ExecutionResult, SandboxRequested, TestRunResult
 from auth_support import API_TOKENS, AUTHORIZATION
-from flawforge.runtime.app import create_app
-from flawforge.runtime.platform import Platform
+from flawforge.assembly import platform_for, service_app
 from flawforge.runtime.service import Consumer, Workers
-from flawforge.services import load_service
 from flawforge.services.trace_executor.worker import make_handler
 from flawforge.settings import Settings
 
@@ -32,7 +30,7 @@ def settings(tmp_path) -> Settings:
 
 @pytest.fixture
 def client(settings):
-    with TestClient(create_app(load_service("trace-executor"), Platform.from_settings(settings)),
+    with TestClient(service_app("trace-executor", platform_for(settings)),
                     headers=AUTHORIZATION) as client:
         yield client
 
@@ -48,7 +46,7 @@ def test_ready_with_every_required_layer(client):
 def test_readyz_fails_when_a_required_layer_is_missing(tmp_path):
     settings = Settings(bus="memory", blob_dir=str(tmp_path / "b"), sandbox_workers=1, sandbox_audit=False,
                         sandbox_required_layers="process,audit", api_tokens=API_TOKENS)
-    with TestClient(create_app(load_service("trace-executor"), Platform.from_settings(settings)),
+    with TestClient(service_app("trace-executor", platform_for(settings)),
                     headers=AUTHORIZATION) as client:
         ready = client.get("/readyz")
         assert ready.status_code == 503
@@ -164,7 +162,7 @@ def test_attacks_over_http_leave_the_service_healthy(client, attack):
 def test_worker_runs_units_from_the_real_broker(amqp_url, queue_name, tmp_path):
     settings = Settings(bus="rabbitmq", amqp_url=amqp_url, blob_dir=str(tmp_path / "blobs"), sandbox_workers=2,
                     api_tokens=API_TOKENS)
-    platform = Platform.from_settings(settings)
+    platform = platform_for(settings)
     workers = Workers(platform, [Consumer(queue=queue_name, make_handler=make_handler)]).start()
     try:
         request = platform.store.put_content("sandbox/requests",
