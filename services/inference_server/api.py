@@ -1,15 +1,24 @@
 """HTTP routers of the inference-server: OpenAI-compatible endpoints, the Batch API, research.
 
-Errors of the OpenAI-compatible and research endpoints come as OpenAI's `{"error": {...}}` body
-with the status, the field at fault and a stable code; malformed bodies get FastAPI's 422.
+Every error under /v1 comes as OpenAI's `{"error": {...}}` body with the status, the field at
+fault and a stable code; a body that fails validation is a 400 naming the parameter, as OpenAI
+and vLLM answer it. Fields the server does not know are ignored, logged, and named in the
+`x-flawforge-ignored-fields` response header.
 """
 from __future__ import annotations
 
+import json
+import logging
+import queue
+import threading
 import time
-from typing import Callable
+from typing import Callable, Iterator
 
-from fastapi import APIRouter, File, Form, Query, Response, UploadFile
-from fastapi.responses import JSONResponse
+import anyio
+from fastapi import APIRouter, File, Form, HTTPException, Query, Request, Response, UploadFile
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.routing import APIRoute
 
 from flawforge.inference import openai_api
 from flawforge.inference.batches import BatchStore, FileStore
@@ -23,7 +32,33 @@ from flawforge.runtime.platform import Platform
 from flawforge.services.inference_server.host import host_for
 from flawforge.services.inference_server.worker import BATCH_QUEUE
 
-ERRORS = {status: {"model": ErrorResponse} for status in (400, 404, 409, 422, 503)}
+log = logging.getLogger(__name__)
+
+ERRORS = {status: {"model": ErrorResponse} for status in (400, 401, 404, 409, 422, 503)}
+IGNORED_HEADER = "x-flawforge-ignored-fields"
+
+
+class OpenAIRoute(APIRoute):
+    """A /v1 route whose every error, validation and authentication included, is OpenAI's error object."""
+
+    def get_route_handler(self):
+        handler = super().get_route_handler()
+
+        async def route(request: Request) -> Response:
+            headers = None
+            try:
+                return await handler(request)
+            except RequestValidationError as exc:
+                error = openai_api.invalid_request(list(exc.errors()))
+            except HTTPException as exc:
+                headers = exc.headers
+                error = RequestError(exc.status_code, exc.detail if isinstance(exc.detail, str) else
+                                     json.dumps(exc.detail), code={401: "invalid_api_key"}.get(exc.status_code))
+            except RequestError as exc:
+                error = exc
+            return JSONResponse(error.body(), status_code=error.status, headers=headers)
+
+        return route
 
 
 def _answer(produce: Callable[[], object]):
@@ -33,10 +68,49 @@ def _answer(produce: Callable[[], object]):
         return JSONResponse(exc.body(), status_code=exc.status)
 
 
+def _ignored(body, response: Response) -> Response:
+    """Names the fields of `body` that were ignored, in a header and the log."""
+    ignored = body.ignored_fields()
+    if ignored:
+        log.info("ignored request fields: %s", ", ".join(ignored))
+        response.headers[IGNORED_HEADER] = ",".join(ignored)
+    return response
+
+
+def _event_stream(chunks: Callable[[Callable[[], bool]], Iterator[dict]]) -> StreamingResponse:
+    """Server-sent events from `chunks`, which runs whole on a thread of its own (the model's lock is held
+    by one thread from the first token to the last); a client that goes away stops it at the next token."""
+    gone = threading.Event()
+    events: queue.Queue = queue.Queue()
+
+    def produce() -> None:
+        try:
+            for chunk in chunks(gone.is_set):
+                events.put(f"data: {json.dumps(chunk)}\n\n")
+        except RequestError as exc:
+            events.put(f"data: {json.dumps(exc.body())}\n\n")
+        except Exception as exc:  # the stream has started: the error travels as its last event
+            log.exception("a streamed completion failed")
+            events.put(f"data: {json.dumps(RequestError(500, f'internal error: {type(exc).__name__}').body())}\n\n")
+        finally:
+            events.put(None)
+
+    async def body():
+        threading.Thread(target=produce, name="stream-completion", daemon=True).start()
+        try:
+            while (event := await anyio.to_thread.run_sync(events.get)) is not None:
+                yield event
+            yield "data: [DONE]\n\n"
+        finally:
+            gone.set()
+
+    return StreamingResponse(body(), media_type="text/event-stream", headers={"cache-control": "no-cache"})
+
+
 def openai_router(platform: Platform) -> APIRouter:
     settings = platform.settings
     host = host_for(settings).start()
-    router = APIRouter(prefix="/v1", tags=["openai"], responses=ERRORS)
+    router = APIRouter(prefix="/v1", tags=["openai"], responses=ERRORS, route_class=OpenAIRoute)
 
     def card() -> ModelCard:
         return ModelCard(id=host.ready().model_name, created=host.loaded_at, owned_by="flawforge")
@@ -56,11 +130,24 @@ def openai_router(platform: Platform) -> APIRouter:
 
     @router.post("/chat/completions")
     def chat_completions(body: ChatCompletionRequest) -> ChatCompletion:
-        return _answer(lambda: openai_api.chat_completion(host.ready(), body, settings.inference_default_max_tokens))
+        """A chat completion, or with `stream` its chunks as server-sent events."""
+        backend = host.ready()
+        if body.stream:
+            prepared = openai_api.prepare_chat(backend, body, settings.inference_default_max_tokens)
+            return _ignored(body, _event_stream(
+                lambda cancelled: openai_api.chat_chunks(backend, body, prepared, cancelled)))
+        answer = openai_api.chat_completion(backend, body, settings.inference_default_max_tokens)
+        return _ignored(body, JSONResponse(answer.model_dump(mode="json")))
 
     @router.post("/completions")
     def completions(body: CompletionRequest) -> Completion:
-        return _answer(lambda: openai_api.completion(host.ready(), body))
+        """A text completion, or with `stream` its chunks as server-sent events."""
+        backend = host.ready()
+        if body.stream:
+            prepared = openai_api.prepare_completion(backend, body)
+            return _ignored(body, _event_stream(
+                lambda cancelled: openai_api.completion_chunks(backend, body, prepared, cancelled)))
+        return _ignored(body, JSONResponse(openai_api.completion(backend, body).model_dump(mode="json")))
 
     return router
 
@@ -70,7 +157,7 @@ def research_router(platform: Platform) -> APIRouter:
 
     host = host_for(platform.settings).start()
     budget = platform.settings.inference_batch_tokens
-    router = APIRouter(prefix="/v1/research", tags=["research"], responses=ERRORS)
+    router = APIRouter(prefix="/v1/research", tags=["research"], responses=ERRORS, route_class=OpenAIRoute)
 
     @router.post("/score")
     def score(body: ScoreRequest) -> ScoreResponse:
@@ -97,7 +184,7 @@ def research_router(platform: Platform) -> APIRouter:
 
 def batch_router(platform: Platform) -> APIRouter:
     files, batches = FileStore(platform.store), BatchStore(platform.store)
-    router = APIRouter(prefix="/v1", tags=["batch"], responses=ERRORS)
+    router = APIRouter(prefix="/v1", tags=["batch"], responses=ERRORS, route_class=OpenAIRoute)
 
     @router.post("/files")
     def upload_file(file: UploadFile = File(...), purpose: str = Form(...)) -> FileObject:
