@@ -420,6 +420,14 @@ class RequestCounts(Model):
     failed: int = 0
 
 
+class BatchUsage(Model):
+    """Tokens of the batch's answered requests, as OpenAI's batch object counts them."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+
+
 class Batch(Model):
     id: str
     object: Literal["batch"] = "batch"
@@ -440,6 +448,8 @@ class Batch(Model):
     cancelling_at: int | None = None
     cancelled_at: int | None = None
     request_counts: RequestCounts = Field(default_factory=RequestCounts)
+    model: str | None = Field(None, description="The model that answered; None until a request is answered.")
+    usage: BatchUsage = Field(default_factory=BatchUsage)
     metadata: dict[str, str] | None = None
 
 
@@ -526,14 +536,20 @@ class ScoreResponse(Model):
 class TraceRequest(Model):
     model: str
     prompts: list[str] = Field(min_length=1, max_length=64)
-    full_sequence: bool = Field(False, description="Store every position, not only the last token's.")
+    full_sequence: bool = Field(False, description="Store the hidden states of every position, not only the "
+                                                   "last token's.")
+    attention_positions: int = Field(1, ge=1, le=256, description="Attention rows kept per layer and head: those "
+                                                                  "of the last this many query positions, each "
+                                                                  "over every key.")
 
 
 class TraceResult(Model):
-    blob: BlobRef = Field(description="torch.save of a dict: input_ids, positions, hidden_states "
-                                      "[layers+1, positions, hidden] (0: embeddings, l: residual stream after "
-                                      "block l, before the final norm), attentions [layers, heads, positions, "
-                                      "keys], next_token_id, next_token_prob.")
+    blob: BlobRef = Field(description="torch.save of a dict (docs/traces.md): model, model_revision, input_ids, "
+                                      "positions, hidden_states [layers+1, positions, hidden] (0: embeddings, l: "
+                                      "residual stream after block l, before the final norm), "
+                                      "attention_positions, attentions [layers, heads, attention_positions, keys], "
+                                      "next_token_id, next_token_prob; float32.")
+    download: str = Field(description="Path of this server's route that streams the blob (authenticated).")
     tokens: list[str]
     positions: list[int]
     next_token: str
@@ -544,6 +560,7 @@ class TraceResult(Model):
 
 class TraceResponse(Model):
     model: str
+    model_revision: str = Field(description="sha256 of the model's files: the exact weights traced.")
     results: list[TraceResult]
 
 

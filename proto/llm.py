@@ -68,6 +68,7 @@ class CallError(Model):
 class BatchRow(Model):
     custom_id: str = Field(min_length=1, max_length=200)
     request: ChatRequest
+    line: int | None = Field(None, description="Line of the batch file it came from.")
 
 
 RowStatus = Literal["pending", "submitted", "succeeded", "failed"]
@@ -75,6 +76,7 @@ RowStatus = Literal["pending", "submitted", "succeeded", "failed"]
 
 class BatchRowState(Model):
     custom_id: str
+    line: int | None = Field(None, description="Line of the batch file; rows are kept in file order.")
     fingerprint: str | None = None
     status: RowStatus = "pending"
     attempts: int = 0

@@ -9,7 +9,7 @@ from typing import Callable, Generic, Literal, TypeVar
 from pydantic import BaseModel
 
 from flawforge.blobstore import BlobStore
-from flawforge.llm.batches import BatchManager, error_of
+from flawforge.llm.batches import BatchManager, error_of, kept_reason
 from flawforge.llm.cache import ResponseCache, fingerprint
 from flawforge.llm.calllog import CallLog
 from flawforge.llm.config import ProviderConfig, load_providers
@@ -89,8 +89,7 @@ class Gateway:
         scope.budget.spend_request()
         result = provider.chat(request, upstream, fp, scope)
         scope.budget.spend_tokens(result.usage.total_tokens)
-        self.cache.put(result)
-        return result
+        return self.cache.put(result, provider.secrets)
 
     def chat_many(self, requests: list[ChatRequest], scope: CallScope | None = None, concurrency: int = 4,
                   on_settled: Callable[[], None] = lambda: None) -> list[ChatResult | LLMError]:
@@ -130,7 +129,7 @@ class Gateway:
             next_pending = {}
             for i, reply in zip(indices, replies):
                 if isinstance(reply, LLMError):
-                    outcomes[i].error = reply
+                    outcomes[i].error = reply if outcomes[i].error is None else kept_reason(outcomes[i].error, reply)
                     continue
                 outcomes[i].replies.append(reply)
                 try:

@@ -15,7 +15,7 @@ import time
 from typing import Callable, Iterator
 
 import anyio
-from fastapi import APIRouter, File, Form, HTTPException, Query, Request, Response, UploadFile
+from fastapi import APIRouter, Depends, File, Form, HTTPException, Query, Request, Response, UploadFile
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.routing import APIRoute
@@ -28,6 +28,7 @@ from flawforge.proto.inference import (
     CompletionRequest, ErrorResponse, FileDeleted, FileList, FileObject, LensRequest, LensResponse, ModelCard,
     ModelList, PatchRequest, PatchResponse, ScoreRequest, ScoreResponse, TraceRequest, TraceResponse,
 )
+from flawforge.runtime.auth import bearer_identity
 from flawforge.runtime.platform import Platform
 from flawforge.services.inference_server.host import host_for
 from flawforge.services.inference_server.worker import BATCH_QUEUE
@@ -75,6 +76,13 @@ def _ignored(body, response: Response) -> Response:
         log.info("ignored request fields: %s", ", ".join(ignored))
         response.headers[IGNORED_HEADER] = ",".join(ignored)
     return response
+
+
+def _blob_chunks(store, key: str, size: int = 4 << 20) -> Iterator[bytes]:
+    offset = 0
+    while chunk := store.get_range(key, offset, size):
+        yield chunk
+        offset += len(chunk)
 
 
 def _event_stream(chunks: Callable[[Callable[[], bool]], Iterator[dict]]) -> StreamingResponse:
@@ -155,8 +163,9 @@ def openai_router(platform: Platform) -> APIRouter:
 def research_router(platform: Platform) -> APIRouter:
     from flawforge.inference import research_api  # torch: only where the service runs, not with its spec
 
-    host = host_for(platform.settings).start()
-    budget = platform.settings.inference_batch_tokens
+    settings = platform.settings
+    host = host_for(settings).start()
+    budget = settings.inference_batch_tokens
     router = APIRouter(prefix="/v1/research", tags=["research"], responses=ERRORS, route_class=OpenAIRoute)
 
     @router.post("/score")
@@ -167,7 +176,19 @@ def research_router(platform: Platform) -> APIRouter:
     @router.post("/trace")
     def trace(body: TraceRequest) -> TraceResponse:
         """One greedy step; every layer's hidden states and attentions stored as .pt blobs."""
-        return _answer(lambda: research_api.trace(host.research_model(), platform.store, body, budget))
+        return _answer(lambda: research_api.trace(host.research_model(), platform.store, body, budget,
+                                                  settings.inference_trace_max_mb << 20))
+
+    @router.get("/traces/{name}", response_class=StreamingResponse,
+                responses={200: {"content": {"application/octet-stream": {}}}})
+    def trace_blob(name: str, caller: str = Depends(bearer_identity(settings))) -> StreamingResponse:
+        """The trace blob a /trace result's `download` names, streamed (torch.load it; docs/traces.md)."""
+        key = research_api.trace_key(name)
+        if not platform.store.exists(key):
+            raise RequestError(404, f"No such trace: {name!r}", param="name", code="trace_not_found")
+        log.info("%s downloads trace %s", caller, name)
+        return StreamingResponse(_blob_chunks(platform.store, key), media_type="application/octet-stream",
+                                 headers={"content-disposition": f'attachment; filename="{name}"'})
 
     @router.post("/logit-lens")
     def logit_lens(body: LensRequest) -> LensResponse:
