@@ -10,7 +10,8 @@ from pydantic import ValidationError
 from flawforge.errors import ConfigError
 from flawforge.proto.llm import ProviderConfig
 
-DEFAULT_PROVIDERS = {"local": {"base_url": "http://127.0.0.1:8005/v1"}}
+# The inference-server enforces a response_format json_schema while decoding.
+DEFAULT_PROVIDERS = {"local": {"base_url": "http://127.0.0.1:8005/v1", "json_schema": True}}
 
 
 def parse_providers(text: str) -> dict[str, ProviderConfig]:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 
+from typing import Annotated
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from flawforge.proto.llm import ChatMessage, ChatRequest
@@ -37,14 +39,20 @@ Reply with one JSON object with two keys, "code" and "logical_steps", and nothin
 """
 
 
+# Bounds a little above the largest of the shared templates (code 1,564 characters, 9 steps, a line
+# template 636, a name 45): a schema-enforcing provider then cannot loop inside one field until
+# max_tokens cuts the reply (docs/compatibility.md).
+Identifier = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,47}$")]
+
+
 class LogicalStep(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    line_number: str = Field(pattern=r"^L[1-9]\d*$")
-    question_inputs: list[str] = Field(default_factory=list)
-    WK_inputs: list[str] = Field(default_factory=list)
-    output_variable: str = Field(min_length=1)
-    solution_line_template: str = Field(min_length=1)
+    line_number: str = Field(pattern=r"^L[1-9][0-9]?$")
+    question_inputs: list[Identifier] = Field(default_factory=list, max_length=8)
+    WK_inputs: list[Identifier] = Field(default_factory=list, max_length=8)
+    output_variable: Identifier
+    solution_line_template: str = Field(min_length=1, max_length=700)
 
 
 class FormalizationReply(BaseModel):
@@ -52,8 +60,8 @@ class FormalizationReply(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    code: str = Field(min_length=1, description="Python source defining solve().")
-    logical_steps: list[LogicalStep] = Field(min_length=1)
+    code: str = Field(min_length=1, max_length=1800, description="Python source defining solve().")
+    logical_steps: list[LogicalStep] = Field(min_length=1, max_length=12)
 
 
 def problem_message(index: int, question: str, solution: str) -> str:

@@ -121,7 +121,7 @@ def test_a_batch_without_a_valid_line_fails_and_bad_creations_are_refused(make_c
     assert missing.status_code == 404 and missing.json()["error"]["param"] == "file_id"
     endpoint = client.post("/v1/batches", json={"input_file_id": "file-x", "endpoint": "/v1/embeddings",
                                                 "completion_window": "24h"})
-    assert endpoint.status_code == 422 and endpoint.json()["detail"][0]["loc"] == ["body", "endpoint"]
+    assert endpoint.status_code == 400 and endpoint.json()["error"]["param"] == "endpoint"
     purpose = client.post("/v1/files", files={"file": ("a.jsonl", b"{}\n")}, data={"purpose": "fine-tune"})
     assert purpose.status_code == 400 and purpose.json()["error"]["param"] == "purpose"
     assert client.get("/v1/batches/batch_unknown").status_code == 404
