@@ -39,10 +39,10 @@ Reply with one JSON object with two keys, "code" and "logical_steps", and nothin
 """
 
 
-# Bounds a little above the largest of the shared templates (code 1,564 characters, 9 steps, a line
-# template 636, a name 45): a schema-enforcing provider then cannot loop inside one field until
-# max_tokens cuts the reply (docs/compatibility.md).
-Identifier = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,47}$")]
+# Lists are bounded a little above the shared templates' largest (9 steps; 8 inputs is ample); strings
+# are not: a maxLength of a few hundred characters makes xgrammar's compile of the schema take a
+# minute (docs/compatibility.md), so a reply that loops inside one is cut by max_tokens instead.
+Identifier = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 
 
 class LogicalStep(BaseModel):
@@ -52,7 +52,7 @@ class LogicalStep(BaseModel):
     question_inputs: list[Identifier] = Field(default_factory=list, max_length=8)
     WK_inputs: list[Identifier] = Field(default_factory=list, max_length=8)
     output_variable: Identifier
-    solution_line_template: str = Field(min_length=1, max_length=700)
+    solution_line_template: str = Field(min_length=1)
 
 
 class FormalizationReply(BaseModel):
@@ -60,7 +60,7 @@ class FormalizationReply(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    code: str = Field(min_length=1, max_length=1800, description="Python source defining solve().")
+    code: str = Field(min_length=1, description="Python source defining solve().")
     logical_steps: list[LogicalStep] = Field(min_length=1, max_length=12)
 
 
