@@ -39,9 +39,10 @@ Reply with one JSON object with two keys, "code" and "logical_steps", and nothin
 """
 
 
-# Lists are bounded a little above the shared templates' largest (9 steps; 8 inputs is ample); strings
-# are not: a maxLength of a few hundred characters makes xgrammar's compile of the schema take a
-# minute (docs/compatibility.md), so a reply that loops inside one is cut by max_tokens instead.
+# Lists are bounded a little above the shared templates' largest (9 steps; 8 inputs is ample). Strings
+# that hold newlines and quotes carry no length bounds: with xgrammar 0.2.8 a bounded string admits
+# no escape sequence, and a maxLength of a few hundred characters takes a minute to compile
+# (docs/compatibility.md). Empty ones fail the template's validation instead.
 Identifier = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 
 
@@ -52,7 +53,7 @@ class LogicalStep(BaseModel):
     question_inputs: list[Identifier] = Field(default_factory=list, max_length=8)
     WK_inputs: list[Identifier] = Field(default_factory=list, max_length=8)
     output_variable: Identifier
-    solution_line_template: str = Field(min_length=1)
+    solution_line_template: str
 
 
 class FormalizationReply(BaseModel):
@@ -60,7 +61,7 @@ class FormalizationReply(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    code: str = Field(min_length=1, description="Python source defining solve().")
+    code: str = Field(description="Python source defining solve().")
     logical_steps: list[LogicalStep] = Field(min_length=1, max_length=12)
 
 
