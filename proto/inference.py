@@ -490,6 +490,9 @@ class BatchOutputLine(Model):
     error: BatchLineError | None = None
 
 
+BATCH_QUEUE = "inference.batches"  # BatchRequested
+
+
 class BatchRequested(Message):
     """Asks the inference-server's worker to run a batch recorded in the blob store."""
 
@@ -627,3 +630,34 @@ class PatchResponse(Model):
     targets: list[TargetToken]
     baseline: Readout
     patched: list[PatchedReadout]
+
+
+class PressureItem(Model):
+    prompt: str = Field(min_length=1, description="Raw prompt text (no chat template); the target follows it.")
+    target: str = Field(min_length=1, max_length=100, description="The target word X.")
+
+
+class PressureRequest(Model):
+    model: str
+    items: list[PressureItem] = Field(min_length=1, max_length=1024)
+
+
+class PressureSequence(Model):
+    tokens: list[str]
+    token_ids: list[int]
+    prob: float = Field(description="Product of the teacher-forced token probabilities after the prompt.")
+
+
+class PressureResult(Model):
+    target: str
+    p_sem: float = Field(description="min(1, sum of the sequences' probabilities).")
+    p_sum: float = Field(description="The sum before clamping (the set nests prefixes, so it may pass 1).")
+    p_first: float = Field(description="The probability of the single-token sequences' ids (of the sequences' "
+                                       "distinct first ids where no sequence is a single token).")
+    sequences: list[PressureSequence] = Field(description="S(X): the target's distinct token variants; empty when "
+                                                          "no written form decodes back to X.")
+
+
+class PressureResponse(Model):
+    model: str
+    results: list[PressureResult]

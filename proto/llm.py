@@ -117,6 +117,10 @@ class RowResult(Model):
     error: CallError | None = None
 
 
+CHAT_QUEUE = "llm.chat"  # ChatRequested
+BATCH_QUEUE = "llm.batches"  # BatchDriveRequested
+
+
 class ChatRequested(Message):
     """Asks the llm-gateway to run one request (a ChatRequest blob) and store a RowResult at the job's item."""
 

@@ -178,7 +178,7 @@ def _run_line(number: int, request: BatchRequestLine, execute: Executor) -> dict
     try:
         response = BatchLineResponse(status_code=200, request_id=request_id, body=execute(request.url, request.body))
     except RequestError as exc:
-        response = BatchLineResponse(status_code=exc.status, request_id=request_id, body=exc.body())
+        response = BatchLineResponse(status_code=exc.http_status, request_id=request_id, body=exc.body())
     except Exception as exc:  # one broken request must not take the batch down with it
         log.exception("batch request %s failed", request.custom_id)
         response = BatchLineResponse(status_code=500, request_id=request_id,

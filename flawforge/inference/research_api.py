@@ -15,7 +15,7 @@ from flawforge.inference.loading import LoadedModel
 from flawforge.inference.openai_api import check_model
 from flawforge.proto.inference import (
     ContinuationScore, LayerReadout, LensRequest, LensResponse, LensResult, PatchedReadout, PatchRequest,
-    PatchResponse, Readout, ScoreRequest, ScoreResponse, ScoreResult, TargetToken, TraceRequest, TraceResponse,
+    PatchResponse, PressureRequest, PressureResponse, PressureResult, PressureSequence, Readout, ScoreRequest, ScoreResponse, ScoreResult, TargetToken, TraceRequest, TraceResponse,
     TraceResult, TokenSpec,
 )
 
@@ -79,6 +79,39 @@ def score(backend: Backend, req: ScoreRequest) -> ScoreResponse:
                               prob=math.exp(sum(lps)))
             for text, ids, lps in zip(item.continuations, conts, item_lps)])
         for item, (prompt, conts), item_lps in zip(req.items, items, logprobs)])
+
+
+def pressure(backend: Backend, req: PressureRequest) -> PressureResponse:
+    """P_sem of each target after its prompt: every token variant of the target teacher-forced in one
+    scoring call, so a prompt runs once for all its variants and prompts share forward passes."""
+    from flawforge.pressure.psem import first_ids, p_sem, sequences
+
+    check_model(backend.model_name, req.model)
+    tok = backend.tokenizer
+
+    def encode(text: str) -> list[int]:
+        return _encode(tok, text, prompt=False)
+
+    def decode(ids) -> str:
+        return tok.decode(list(ids), skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+    items = []
+    for i, item in enumerate(req.items):
+        prompt = _encode(tok, item.prompt, prompt=True)
+        seqs = [list(s) for s in sequences(item.target, encode, decode)]
+        _check_length(backend.context_length, len(prompt) + max(map(len, seqs), default=0), f"items.{i}")
+        items.append((prompt, seqs))
+    found = iter(backend.score([(prompt, seqs) for prompt, seqs in items if seqs]))
+    results = []
+    for item, (_, seqs) in zip(req.items, items):
+        logprobs = next(found) if seqs else []
+        first = {seq[0]: math.exp(lps[0]) for seq, lps in zip(seqs, logprobs)}
+        results.append(PressureResult(
+            target=item.target, p_sem=p_sem(logprobs), p_sum=sum(math.exp(sum(lps)) for lps in logprobs),
+            p_first=sum(first[i] for i in first_ids([tuple(s) for s in seqs])),
+            sequences=[PressureSequence(tokens=_pieces(tok, seq), token_ids=seq, prob=math.exp(sum(lps)))
+                       for seq, lps in zip(seqs, logprobs)]))
+    return PressureResponse(model=backend.model_name, results=results)
 
 
 def _prompt(lm: LoadedModel, text: str, param: str) -> list[int]:

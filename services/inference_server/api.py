@@ -1,9 +1,10 @@
 """HTTP routers of the inference-server: OpenAI-compatible endpoints, the Batch API, research.
 
 Every error under /v1 comes as OpenAI's `{"error": {...}}` body with the status, the field at
-fault and a stable code; a body that fails validation is a 400 naming the parameter, as OpenAI
-and vLLM answer it. Fields the server does not know are ignored, logged, and named in the
-`x-flawforge-ignored-fields` response header.
+fault and a stable code (`openai_error_body`, the service's error format under /v1); a body that
+fails validation is a 400 naming the parameter, as OpenAI and vLLM answer it (`OpenAIRoute`).
+Fields the server does not know are ignored, logged, and named in the `x-flawforge-ignored-fields`
+response header.
 """
 from __future__ import annotations
 
@@ -15,58 +16,49 @@ import time
 from typing import Callable, Iterator
 
 import anyio
-from fastapi import APIRouter, Depends, File, Form, HTTPException, Query, Request, Response, UploadFile
+from fastapi import APIRouter, Depends, File, Form, Query, Request, Response, UploadFile
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.routing import APIRoute
 
 from flawforge.inference import openai_api
 from flawforge.inference.batches import BatchStore, FileStore
-from flawforge.inference.errors import RequestError
+from flawforge.inference.errors import RequestError, openai_error
 from flawforge.proto.inference import (
-    Batch, BatchCreate, BatchList, BatchRequested, ChatCompletion, ChatCompletionRequest, Completion,
+    BATCH_QUEUE, Batch, BatchCreate, BatchList, BatchRequested, ChatCompletion, ChatCompletionRequest, Completion,
     CompletionRequest, ErrorResponse, FileDeleted, FileList, FileObject, LensRequest, LensResponse, ModelCard,
-    ModelList, PatchRequest, PatchResponse, ScoreRequest, ScoreResponse, TraceRequest, TraceResponse,
+    ModelList, PatchRequest, PatchResponse, PressureRequest, PressureResponse, ScoreRequest, ScoreResponse, TraceRequest, TraceResponse,
 )
-from flawforge.runtime.auth import bearer_identity
+from flawforge.runtime.auth import caller
+from flawforge.runtime.http_errors import ErrorAnswer
 from flawforge.runtime.platform import Platform
 from flawforge.services.inference_server.host import host_for
-from flawforge.services.inference_server.worker import BATCH_QUEUE
 
 log = logging.getLogger(__name__)
 
-ERRORS = {status: {"model": ErrorResponse} for status in (400, 401, 404, 409, 422, 503)}
+ERRORS = {status: {"model": ErrorResponse} for status in (400, 401, 404, 409, 503)}
 IGNORED_HEADER = "x-flawforge-ignored-fields"
 
 
+def openai_error_body(answer: ErrorAnswer) -> dict:
+    """OpenAI's error object for every error under /v1."""
+    return openai_error(answer.status, answer.message, answer.param, answer.code)
+
+
 class OpenAIRoute(APIRoute):
-    """A /v1 route whose every error, validation and authentication included, is OpenAI's error object."""
+    """A /v1 route whose malformed body is a 400 naming the parameter, as OpenAI and vLLM answer it (the app's
+    own handler answers FastAPI's 422)."""
 
     def get_route_handler(self):
         handler = super().get_route_handler()
 
         async def route(request: Request) -> Response:
-            headers = None
             try:
                 return await handler(request)
             except RequestValidationError as exc:
-                error = openai_api.invalid_request(list(exc.errors()))
-            except HTTPException as exc:
-                headers = exc.headers
-                error = RequestError(exc.status_code, exc.detail if isinstance(exc.detail, str) else
-                                     json.dumps(exc.detail), code={401: "invalid_api_key"}.get(exc.status_code))
-            except RequestError as exc:
-                error = exc
-            return JSONResponse(error.body(), status_code=error.status, headers=headers)
+                raise openai_api.invalid_request(list(exc.errors())) from None
 
         return route
-
-
-def _answer(produce: Callable[[], object]):
-    try:
-        return produce()
-    except RequestError as exc:
-        return JSONResponse(exc.body(), status_code=exc.status)
 
 
 def _ignored(body, response: Response) -> Response:
@@ -126,15 +118,12 @@ def openai_router(platform: Platform) -> APIRouter:
     @router.get("/models")
     def list_models() -> ModelList:
         """The served model; 503 until it is loaded."""
-        return _answer(lambda: ModelList(data=[card()]))
+        return ModelList(data=[card()])
 
     @router.get("/models/{model_id:path}")
     def get_model(model_id: str) -> ModelCard:
-        def found() -> ModelCard:
-            openai_api.check_model(host.ready().model_name, model_id)
-            return card()
-
-        return _answer(found)
+        openai_api.check_model(host.ready().model_name, model_id)
+        return card()
 
     @router.post("/chat/completions")
     def chat_completions(body: ChatCompletionRequest) -> ChatCompletion:
@@ -171,34 +160,40 @@ def research_router(platform: Platform) -> APIRouter:
     @router.post("/score")
     def score(body: ScoreRequest) -> ScoreResponse:
         """Teacher-forced log-probability of each continuation after its prompt."""
-        return _answer(lambda: research_api.score(host.ready(), body))
+        return research_api.score(host.ready(), body)
+
+    @router.post("/pressure")
+    def pressure(body: PressureRequest) -> PressureResponse:
+        """P_sem of a target word after a prompt: the probability of any of its token variants (36 written
+        forms, deduplicated), each teacher-forced; also their sum before clamping and the single-token part."""
+        return research_api.pressure(host.ready(), body)
 
     @router.post("/trace")
     def trace(body: TraceRequest) -> TraceResponse:
-        """One greedy step; every layer's hidden states and attentions stored as .pt blobs."""
-        return _answer(lambda: research_api.trace(host.research_model(), platform.store, body, budget,
-                                                  settings.inference_trace_max_mb << 20))
+        """One greedy step; every layer's hidden states and the last attention rows stored as .pt blobs."""
+        return research_api.trace(host.research_model(), platform.store, body, budget,
+                                  settings.inference_trace_max_mb << 20)
 
     @router.get("/traces/{name}", response_class=StreamingResponse,
                 responses={200: {"content": {"application/octet-stream": {}}}})
-    def trace_blob(name: str, caller: str = Depends(bearer_identity(settings))) -> StreamingResponse:
+    def trace_blob(name: str, who: str = Depends(caller)) -> StreamingResponse:
         """The trace blob a /trace result's `download` names, streamed (torch.load it; docs/traces.md)."""
         key = research_api.trace_key(name)
         if not platform.store.exists(key):
             raise RequestError(404, f"No such trace: {name!r}", param="name", code="trace_not_found")
-        log.info("%s downloads trace %s", caller, name)
+        log.info("%s downloads trace %s", who, name)
         return StreamingResponse(_blob_chunks(platform.store, key), media_type="application/octet-stream",
                                  headers={"content-disposition": f'attachment; filename="{name}"'})
 
     @router.post("/logit-lens")
     def logit_lens(body: LensRequest) -> LensResponse:
         """Probability of the target tokens read out of the residual stream at every layer."""
-        return _answer(lambda: research_api.logit_lens(host.research_model(), body, budget))
+        return research_api.logit_lens(host.research_model(), body, budget)
 
     @router.post("/patch")
     def patch(body: PatchRequest) -> PatchResponse:
         """The target prompt's probabilities with the source's residual stream patched in."""
-        return _answer(lambda: research_api.patch(host.research_model(), body, budget))
+        return research_api.patch(host.research_model(), body, budget)
 
     return router
 
@@ -210,13 +205,10 @@ def batch_router(platform: Platform) -> APIRouter:
     @router.post("/files")
     def upload_file(file: UploadFile = File(...), purpose: str = Form(...)) -> FileObject:
         """Uploads a batch input file (JSONL, one request a line)."""
-        def create() -> FileObject:
-            if purpose != "batch":
-                raise RequestError(400, f"purpose must be 'batch', got {purpose!r}", param="purpose",
-                                   code="invalid_purpose")
-            return files.create(file.filename or "input.jsonl", purpose, file.file.read(), int(time.time()))
-
-        return _answer(create)
+        if purpose != "batch":
+            raise RequestError(400, f"purpose must be 'batch', got {purpose!r}", param="purpose",
+                               code="invalid_purpose")
+        return files.create(file.filename or "input.jsonl", purpose, file.file.read(), int(time.time()))
 
     @router.get("/files")
     def list_files(purpose: str | None = None) -> FileList:
@@ -224,30 +216,27 @@ def batch_router(platform: Platform) -> APIRouter:
 
     @router.get("/files/{file_id}")
     def get_file(file_id: str) -> FileObject:
-        return _answer(lambda: files.get(file_id))
+        return files.get(file_id)
 
     @router.get("/files/{file_id}/content")
     def file_content(file_id: str) -> Response:
-        return _answer(lambda: Response(files.content(file_id), media_type="application/octet-stream"))
+        return Response(files.content(file_id), media_type="application/octet-stream")
 
     @router.delete("/files/{file_id}")
     def delete_file(file_id: str) -> FileDeleted:
-        return _answer(lambda: files.delete(file_id))
+        return files.delete(file_id)
 
     @router.post("/batches")
     def create_batch(body: BatchCreate) -> Batch:
         """Records the batch (status validating) and queues it for the worker."""
-        def create() -> Batch:
-            source = files.get(body.input_file_id)
-            if source.purpose != "batch":
-                raise RequestError(400, f"file {source.id} has purpose {source.purpose!r}, not 'batch'",
-                                   param="input_file_id", code="invalid_input_file")
-            batch = batches.create(body, int(time.time()))
-            platform.bus.declare(BATCH_QUEUE)
-            platform.bus.publish(BATCH_QUEUE, BatchRequested(batch_id=batch.id))
-            return batch
-
-        return _answer(create)
+        source = files.get(body.input_file_id)
+        if source.purpose != "batch":
+            raise RequestError(400, f"file {source.id} has purpose {source.purpose!r}, not 'batch'",
+                               param="input_file_id", code="invalid_input_file")
+        batch = batches.create(body, int(time.time()))
+        platform.bus.declare(BATCH_QUEUE)
+        platform.bus.publish(BATCH_QUEUE, BatchRequested(batch_id=batch.id))
+        return batch
 
     @router.get("/batches")
     def list_batches(limit: int = Query(20, ge=1, le=100), after: str | None = None) -> BatchList:
@@ -262,11 +251,11 @@ def batch_router(platform: Platform) -> APIRouter:
 
     @router.get("/batches/{batch_id}")
     def get_batch(batch_id: str) -> Batch:
-        return _answer(lambda: batches.get(batch_id))
+        return batches.get(batch_id)
 
     @router.post("/batches/{batch_id}/cancel")
     def cancel_batch(batch_id: str) -> Batch:
         """Asks the worker to stop; the batch is `cancelling` until it has written what it finished."""
-        return _answer(lambda: batches.request_cancel(batch_id, int(time.time())))
+        return batches.request_cancel(batch_id, int(time.time()))
 
     return router

@@ -196,7 +196,7 @@ def test_a_restarted_worker_resumes_after_the_saved_parts(make_client, backend, 
 
 @pytest.mark.rabbitmq
 def test_files_and_batches_survive_a_restart_on_rabbitmq(make_client, lm, amqp_url, tmp_path):
-    from flawforge.services.inference_server.worker import BATCH_QUEUE
+    from flawforge.proto.inference import BATCH_QUEUE
 
     before = make_client(run_worker=False, bus="rabbitmq", amqp_url=amqp_url, blob_dir=tmp_path)
     before.platform.bus.declare(BATCH_QUEUE)

@@ -11,7 +11,7 @@ pytestmark = pytest.mark.model
 
 @pytest.fixture
 def client(make_client):
-    return make_client(run_worker=False, api_tokens="researcher:trace-token")
+    return make_client(run_worker=False)
 
 
 def chat(client, model, **fields):
@@ -124,13 +124,14 @@ def test_research_endpoints_over_http(client, lm):
     trace = client.post("/v1/research/trace", json={"model": lm.name, "prompts": ["Hello there"]})
     assert trace.status_code == 200, trace.text
     [result] = trace.json()["results"]
-    assert client.get(result["download"]).status_code == 401  # traces go to authenticated callers only
-    download = client.get(result["download"], headers={"Authorization": "Bearer trace-token"})
+    refused = client.get(result["download"], headers={"Authorization": "Bearer wrong"})
+    assert refused.status_code == 401 and refused.json()["error"]["type"] == "invalid_request_error"
+    download = client.get(result["download"])
     assert download.status_code == 200 and download.content == client.platform.store.get(result["blob"]["key"])
     saved = torch.load(io.BytesIO(download.content), weights_only=True)
     assert saved["hidden_states"].shape == (31, 1, 576) and saved["next_token_id"] == result["next_token_id"]
     assert saved["model_revision"] == trace.json()["model_revision"] == lm.revision
-    missing = client.get("/v1/research/traces/" + "0" * 64 + ".pt", headers={"Authorization": "Bearer trace-token"})
+    missing = client.get("/v1/research/traces/" + "0" * 64 + ".pt")
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "trace_not_found"
 
     lens = client.post("/v1/research/logit-lens", json={"model": lm.name, "prompts": ["The capital of France is"],

@@ -33,7 +33,8 @@ class City(BaseModel):
 
 @pytest.fixture(scope="module")
 def sdk(inference_server) -> openai.OpenAI:
-    return openai.OpenAI(base_url=inference_server["base_url"], api_key="unused", max_retries=0, timeout=120)
+    return openai.OpenAI(base_url=inference_server["base_url"], api_key=inference_server["api_key"], max_retries=0,
+                         timeout=120)
 
 
 @pytest.fixture(scope="module")
@@ -175,5 +176,8 @@ def test_errors_are_openai_error_objects_with_400_for_bad_parameters(sdk, model,
     with pytest.raises(openai.NotFoundError):
         sdk.chat.completions.create(model="gpt-4o", messages=COLOUR)
     malformed = httpx.post(f"{inference_server['base_url']}/chat/completions", content=b"{not json",
-                           headers={"content-type": "application/json"})
+                           headers={"content-type": "application/json",
+                                    "Authorization": f"Bearer {inference_server['api_key']}"})
     assert malformed.status_code == 400 and malformed.json()["error"]["code"] == "invalid_json"
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=inference_server["base_url"], api_key="wrong", max_retries=0).models.list()

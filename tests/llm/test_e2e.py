@@ -72,14 +72,13 @@ def wait_until_settled(client: TestClient, batch_id: str, timeout_s: float = 150
 
 
 def test_batch_api_answers_good_rows_and_names_each_bad_one(inference_server, providers_json, tmp_path):
-    from flawforge.runtime.app import create_app
-    from flawforge.runtime.platform import Platform
-    from flawforge.services import load_service
+    from auth_support import API_TOKENS, AUTHORIZATION
+    from flawforge.assembly import platform_for, service_app
     from flawforge.settings import Settings
 
     model = inference_server["model"]
     settings = Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path), llm_providers=providers_json,
-                        llm_batch_poll_s=0.2)
+                        llm_batch_poll_s=0.2, api_tokens=API_TOKENS)
 
     def line(custom_id: str, content: str, model_name: str = model) -> str:
         return json.dumps({"custom_id": custom_id, "method": "POST", "url": "/v1/chat/completions",
@@ -90,7 +89,8 @@ def test_batch_api_answers_good_rows_and_names_each_bad_one(inference_server, pr
     bad = [line("unknown", "Hello", "gpt-9"), line("too-long", "hello " * 9000), '{"custom_id": "broken", "body": ']
     batch_file = "\n".join(good[:2] + bad[:1] + good[2:] + bad[1:]).encode()
 
-    with TestClient(create_app(load_service("llm-gateway"), Platform.from_settings(settings))) as client:
+    with TestClient(service_app("llm-gateway", platform_for(settings)),
+                    headers=AUTHORIZATION) as client:
         submitted = client.post("/llm/batches", content=batch_file)
         assert submitted.status_code == 202, submitted.text
         assert submitted.json()["state"] == "in_progress"
