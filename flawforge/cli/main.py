@@ -98,7 +98,7 @@ def run_templates(gsm8k: Path = typer.Option(..., "--gsm8k", help="GSM8K jsonl f
                   templates: Optional[Path] = typer.Option(
                       None, help="Existing templates: problems with one are skipped, a few serve as examples."),
                   examples: int = typer.Option(1, help="Existing templates shown to the model as examples."),
-                  max_tokens: int = typer.Option(1024, help="Reply length limit per request."),
+                  max_tokens: int = typer.Option(2048, help="Reply length limit per request."),
                   mode: str = typer.Option("sync", help="sync calls, or the provider's Batch API (batch)."),
                   concurrency: int = typer.Option(2, help="Synchronous calls in flight at once."),
                   max_repairs: Optional[int] = typer.Option(
