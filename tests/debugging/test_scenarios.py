@@ -145,9 +145,8 @@ def test_model_written_bug_is_kept_and_the_others_retried_then_skipped(scenario_
     by_source: dict[str, list[str]] = {}
     for reject in rejects:
         by_source.setdefault(reject.source, []).append(reject.reason)
-    assert by_source["geometry--circles--circle-area"].count("no_valid_bug") == 2
-    assert by_source["geometry--circles--circle-area"][-1] == "skipped"
-    assert "survived" in by_source["geometry--circles--circle-area"]
+    assert sorted(by_source["geometry--circles--circle-area"]) == ["no_valid_bug", "no_valid_bug", "skipped",
+                                                                   "survived", "survived"]
     broken = [r for r in rejects if r.source == "statistics--estimation--running-mean"]
     assert [r.reason for r in broken] == ["invalid_reply", "invalid_reply", "skipped"]
     assert "does not match ScenarioReply" in broken[0].detail and "after 1 repairs" in broken[0].detail
