@@ -149,16 +149,30 @@ def run_math_errors(gsm8k: Path = typer.Option(..., "--gsm8k", help="GSM8K jsonl
 
 @run_app.command("debug-conversations")
 def run_debug_conversations(
-        libraries: Path = typer.Option(..., "--libraries", help="Folder of library sdists: every *.tar.gz in it."),
+        libraries: Optional[Path] = typer.Option(None, "--libraries",
+                                                 help="Folder of library sdists: every *.tar.gz in it."),
         per_library: int = typer.Option(10, "--per-library", help="Candidate bugs validated per library."),
         modifiers: Optional[str] = typer.Option(None, help="Comma-separated bug modifiers; default: all."),
-        seed: int = typer.Option(0, help="Seed of the choice of candidates."),
+        catalog: Optional[str] = typer.Option(None, "--catalog", help="Scenario catalog JSON instead of libraries "
+                                                                      "('default': the shipped one)."),
+        count: int = typer.Option(1, "--count", help="Scenarios (with --catalog)."),
+        model: Optional[str] = typer.Option(None, "--model", help="Model that writes scenarios (with --catalog)."),
+        retries: int = typer.Option(3, "--retries", help="New seeds for a scenario without a valid bug."),
+        seed: int = typer.Option(0, help="Seed of the choice of candidates or entries."),
         out: Path = OutOption, stack: Optional[str] = StackOption) -> None:
-    """Bugs proven per test in real libraries: OUT/instances.jsonl, conversations.jsonl, tasks/, rejects.jsonl,
-    summary.json."""
+    """Bugs proven per test in real libraries (--libraries) or model-written scenarios (--catalog):
+    OUT/instances.jsonl, conversations.jsonl, tasks/, rejects.jsonl, summary.json."""
     from flawforge.cli.debugging import run_debug_conversations as run_debugging
 
-    run_debugging(run_pipeline, libraries, out, per_library, modifiers, seed, stack)
+    params = {"seed": seed}
+    if libraries is not None:
+        params.update(libraries=str(libraries.resolve()), per_library=per_library)
+        if modifiers:
+            params["modifiers"] = [m.strip() for m in modifiers.split(",") if m.strip()]
+    if catalog is not None:
+        params.update(catalog=catalog if catalog == "default" else str(Path(catalog).resolve()), count=count,
+                      model=model, retries=retries)
+    run_debugging(run_pipeline, params, out, stack)
 
 
 @app.command("validate-conversation")
