@@ -341,9 +341,29 @@ def recall_report(candidates: Path = typer.Option(..., "--candidates", help="can
               "rejected_reproduced": report.rejected_produced, "rejected_recall": round(report.rejected_recall, 4),
               "accepted_by_error_type": {t: {"accepted": n, "reproduced": report.produced_by_type[t]}
                                          for t, n in sorted(report.accepted_by_type.items())}}
+    result["ranker"] = ranker_report(decisions, found)
     if missed:
         result["missed"] = [decision.__dict__ for decision in report.missed]
     typer.echo(json.dumps(result, indent=1))
+
+
+def ranker_report(decisions: list, candidates: list) -> dict:
+    """The plausibility ranker's ROC AUC between the accepted and rejected decisions the candidates reproduce:
+    cross-validated (refitted per fold, folds grouped by problem) and with the shipped weights."""
+    from flawforge.math.ranking import candidate_features, cross_validated_auc, roc_auc, shipped_ranker
+    from flawforge.math.ranking_fit import L2
+    from flawforge.math.recall import labelled
+
+    pairs = labelled(decisions, candidates)
+    rows = [candidate_features(candidate) for _, candidate in pairs]
+    labels = [int(decision.status == "accepted") for decision, _ in pairs]
+    groups = [decision.problem_index for decision, _ in pairs]
+    ranker = shipped_ranker()
+    if len(set(labels)) < 2:
+        return {"decisions_scored": len(pairs), "note": "needs accepted and rejected decisions the candidates reproduce"}
+    return {"decisions_scored": len(pairs), "accepted_scored": sum(labels),
+            "cross_validated_auc": round(cross_validated_auc(rows, labels, groups, l2=L2), 4),
+            "shipped_weights_auc": round(roc_auc([ranker.score(row) for row in rows], labels), 4)}
 
 
 @app.command("export")
