@@ -104,7 +104,7 @@ def main() -> None:
     parser.add_argument("--naive-sample", type=int, default=2, help="Instances per library the baseline settles.")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    from flawforge.services.mutator.debugging import CONCURRENT_LIBRARIES, SUITES_PER_LIBRARY
+    from flawforge.pipelines.debug_conversations import CONCURRENT_LIBRARIES, SUITES_PER_LIBRARY
 
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)

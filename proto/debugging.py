@@ -98,3 +98,27 @@ class Conversation(Model):
     fix_patch: str
     messages: list[ChatMessage]
     writer: str = Field(description="'deterministic', or the model that wrote the turns.")
+
+
+# --- scenarios: a catalog entry, written up by a model ------------------------------------------
+
+class CatalogEntry(Model):
+    domain: str = Field(min_length=1)
+    topic: str = Field(min_length=1)
+    subtopic: str = Field(min_length=1)
+
+
+class BuggyVariant(Model):
+    description: str = Field(description="What is wrong in this variant, in one sentence.")
+    module_code: str = Field(description="The whole module with the bug in it.")
+
+
+class ScenarioReply(Model):
+    """What the model writes for a catalog entry (the gateway's structured output schema)."""
+
+    problem_statement: str = Field(min_length=1)
+    outline: list[str] = Field(min_length=1, description="The solution's steps.")
+    module_name: str = Field(pattern=r"^[a-z_][a-z0-9_]*$", max_length=60)
+    module_code: str = Field(min_length=1, description="Several cooperating functions with input validation.")
+    test_code: str = Field(min_length=1, description="pytest tests importing the module by its name.")
+    buggy_variants: list[BuggyVariant] = Field(default_factory=list, max_length=5)

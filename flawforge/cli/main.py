@@ -98,7 +98,7 @@ def run_templates(gsm8k: Path = typer.Option(..., "--gsm8k", help="GSM8K jsonl f
                   templates: Optional[Path] = typer.Option(
                       None, help="Existing templates: problems with one are skipped, a few serve as examples."),
                   examples: int = typer.Option(1, help="Existing templates shown to the model as examples."),
-                  max_tokens: int = typer.Option(1024, help="Reply length limit per request."),
+                  max_tokens: int = typer.Option(2048, help="Reply length limit per request."),
                   mode: str = typer.Option("sync", help="sync calls, or the provider's Batch API (batch)."),
                   concurrency: int = typer.Option(2, help="Synchronous calls in flight at once."),
                   max_repairs: Optional[int] = typer.Option(
@@ -149,16 +149,30 @@ def run_math_errors(gsm8k: Path = typer.Option(..., "--gsm8k", help="GSM8K jsonl
 
 @run_app.command("debug-conversations")
 def run_debug_conversations(
-        libraries: Path = typer.Option(..., "--libraries", help="Folder of library sdists: every *.tar.gz in it."),
+        libraries: Optional[Path] = typer.Option(None, "--libraries",
+                                                 help="Folder of library sdists: every *.tar.gz in it."),
         per_library: int = typer.Option(10, "--per-library", help="Candidate bugs validated per library."),
         modifiers: Optional[str] = typer.Option(None, help="Comma-separated bug modifiers; default: all."),
-        seed: int = typer.Option(0, help="Seed of the choice of candidates."),
+        catalog: Optional[str] = typer.Option(None, "--catalog", help="Scenario catalog JSON instead of libraries "
+                                                                      "('default': the shipped one)."),
+        count: int = typer.Option(1, "--count", help="Scenarios (with --catalog)."),
+        model: Optional[str] = typer.Option(None, "--model", help="Model that writes scenarios (with --catalog)."),
+        retries: int = typer.Option(3, "--retries", help="New seeds for a scenario without a valid bug."),
+        seed: int = typer.Option(0, help="Seed of the choice of candidates or entries."),
         out: Path = OutOption, stack: Optional[str] = StackOption) -> None:
-    """Bugs proven per test in real libraries: OUT/instances.jsonl, conversations.jsonl, tasks/, rejects.jsonl,
-    summary.json."""
+    """Bugs proven per test in real libraries (--libraries) or model-written scenarios (--catalog):
+    OUT/instances.jsonl, conversations.jsonl, tasks/, rejects.jsonl, summary.json."""
     from flawforge.cli.debugging import run_debug_conversations as run_debugging
 
-    run_debugging(run_pipeline, libraries, out, per_library, modifiers, seed, stack)
+    params = {"seed": seed}
+    if libraries is not None:
+        params.update(libraries=str(libraries.resolve()), per_library=per_library)
+        if modifiers:
+            params["modifiers"] = [m.strip() for m in modifiers.split(",") if m.strip()]
+    if catalog is not None:
+        params.update(catalog=catalog if catalog == "default" else str(Path(catalog).resolve()), count=count,
+                      model=model, retries=retries)
+    run_debugging(run_pipeline, params, out, stack)
 
 
 @app.command("validate-conversation")
@@ -327,9 +341,29 @@ def recall_report(candidates: Path = typer.Option(..., "--candidates", help="can
               "rejected_reproduced": report.rejected_produced, "rejected_recall": round(report.rejected_recall, 4),
               "accepted_by_error_type": {t: {"accepted": n, "reproduced": report.produced_by_type[t]}
                                          for t, n in sorted(report.accepted_by_type.items())}}
+    result["ranker"] = ranker_report(decisions, found)
     if missed:
         result["missed"] = [decision.__dict__ for decision in report.missed]
     typer.echo(json.dumps(result, indent=1))
+
+
+def ranker_report(decisions: list, candidates: list) -> dict:
+    """The plausibility ranker's ROC AUC between the accepted and rejected decisions the candidates reproduce:
+    cross-validated (refitted per fold, folds grouped by problem) and with the shipped weights."""
+    from flawforge.math.ranking import candidate_features, cross_validated_auc, roc_auc, shipped_ranker
+    from flawforge.math.ranking_fit import L2
+    from flawforge.math.recall import labelled
+
+    pairs = labelled(decisions, candidates)
+    rows = [candidate_features(candidate) for _, candidate in pairs]
+    labels = [int(decision.status == "accepted") for decision, _ in pairs]
+    groups = [decision.problem_index for decision, _ in pairs]
+    ranker = shipped_ranker()
+    if len(set(labels)) < 2:
+        return {"decisions_scored": len(pairs), "note": "needs accepted and rejected decisions the candidates reproduce"}
+    return {"decisions_scored": len(pairs), "accepted_scored": sum(labels),
+            "cross_validated_auc": round(cross_validated_auc(rows, labels, groups, l2=L2), 4),
+            "shipped_weights_auc": round(roc_auc([ranker.score(row) for row in rows], labels), 4)}
 
 
 @app.command("export")

@@ -120,3 +120,32 @@ def _class_names(source: str) -> set[str]:
     from flawforge.debugging.modifiers import sites_of
 
     return {site.qualname for site in sites_of("", source) if site.is_class}
+
+
+def validate_scenario(runner: SuiteRunner, archive: bytes, source: str, module_path: str,
+                      candidates: list[Candidate]) -> tuple[Instance | None, list[BugReject], dict[str, int]]:
+    """A scenario's clean suite twice, then its candidates in order until the first valid one."""
+    layout = ProjectLayout(source, "1", ("",), ("tests",), (module_path,))
+    first = runner.run_suite(archive, args=layout.test_paths, limits=SUITE_LIMITS)
+    second = runner.run_suite(archive, args=layout.test_paths, limits=SUITE_LIMITS)
+    baseline = baseline_of(first, second)
+    rejects: list[BugReject] = []
+    tried: dict[str, int] = {}
+    if not baseline.passing or baseline.collection_errors or first.failed or first.errors:
+        detail = (f"the clean module does not pass its own tests ({first.passed} passed, {first.failed} failed, "
+                  f"{first.errors} errors, collection errors: {baseline.collection_errors}; {first.detail})")
+        return None, [BugReject(source=source, version=layout.version, reason="clean_code_fails", detail=detail)], tried
+    clean = read_archive(archive)[module_path].decode("utf-8")
+    limits = SUITE_LIMITS.model_copy(update={"timeout_s": max(MIN_TIMEOUT_S, TIMEOUT_FACTOR * first.usage.wall_s)})
+    for candidate in candidates:
+        tried[candidate.modifier] = tried.get(candidate.modifier, 0) + 1
+        run = runner.run_suite(archive, {candidate.path: candidate.buggy_source}, args=layout.test_paths,
+                               limits=limits)
+        verdict = judge(baseline.passing, run, list(layout.test_paths), list(layout.test_paths),
+                        baseline.collection_errors)
+        if verdict.valid:
+            return instance_of(layout, candidate, clean, verdict), rejects, tried
+        rejects.append(BugReject(source=source, version=layout.version, modifier=candidate.modifier,
+                                 path=candidate.path, qualname=candidate.qualname, hash8=candidate.hash8,
+                                 reason=verdict.reason, detail=verdict.detail))
+    return None, rejects, tried

@@ -31,6 +31,7 @@ from flawforge.math.mutations.base import Miscalculate, StopAt, Substitution
 from flawforge.math.mutations.realism import Flawed, unrealistic
 from flawforge.math.proofread import Verdict, check_correct, check_flawed, question_numbers, solution_lines
 from flawforge.math.program import FINAL_ANSWER_STEP, BoundProgram, Prediction, Program, Site, TemplateError
+from flawforge.math.ranking import Ranker, features, shipped_ranker
 from flawforge.math.reconstruct import SolutionWriter, Unrenderable
 from flawforge.math.selection import DEFAULT_CAPS, Caps, Choice, Plausibility, ValueRule, select, stable_hash
 from flawforge.proto.math import Candidate, ProblemTemplate, Reject
@@ -148,7 +149,10 @@ def generate_for_problem(template: ProblemTemplate, sandbox: TraceExecutor, fami
         results = sandbox.trace_batch(template.code, [m.code for m in mutants], func="solve")[1:]
         outcomes = [(m, _ran(r)) for m, r in zip(mutants, results)]
     groups = _plausible(bound, outcomes, dropped)
-    selected = select([_choice(g) for g in groups], caps, seed, accept=tell)
+    ranker = shipped_ranker()
+    place = _Places(program, writer.order)
+    selected = select([_choice(g, ranker, bound, place) for g in groups], caps, seed, accept=tell,
+                      quotas=ranker.quotas)
 
     output = ProblemOutput(candidates=[_candidate(template, correct, bound, writer.solution, f, seed)
                                        for f in selected])
@@ -274,10 +278,30 @@ def _tell(writer: SolutionWriter, reader: _Reader, group: Group, dropped: Counte
     return None
 
 
-def _choice(group: Group) -> Choice[Group]:
-    mutant = group[0][0]
+class _Places:
+    """Where a mutant's error sits in the solution, 0 to 1 (a reported intermediate: where the solution stops)."""
+
+    def __init__(self, program: Program, order: list[str]):
+        self.program = program
+        self.index = {label: position for position, label in enumerate(order, start=1)}
+        self.steps = max(1, len(order))
+
+    def of(self, mutant: _Mutant) -> float:
+        line = self.program.step_of(mutant.edit.text.variable) if isinstance(mutant.edit.text, StopAt) \
+            else mutant.line
+        return min(1.0, self.index.get(line, self.steps) / self.steps)
+
+
+def _choice(group: Group, ranker: Ranker, bound: BoundProgram, place: _Places) -> Choice[Group]:
+    mutant, outcome = group[0]
+    score = None
+    if mutant.mutation.family == "conceptual":  # the human review judged conceptual errors only
+        score = ranker.score(features(error_type=mutant.mutation.name, correct_answer=bound.answer,
+                                      flawed_answer=outcome.answer, correct_value=mutant.site.value,
+                                      flawed_value=outcome.values.get(mutant.site.target),
+                                      position=place.of(mutant)))
     return Choice(family=mutant.mutation.family, error_type=mutant.mutation.name, line=mutant.line,
-                  prior=mutant.edit.prior, key=mutant.key, item=group)
+                  prior=mutant.edit.prior, key=mutant.key, item=group, score=score)
 
 
 def _candidate(template: ProblemTemplate, correct: ExecutionResult, bound: BoundProgram, original_solution: str,

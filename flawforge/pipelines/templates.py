@@ -36,7 +36,7 @@ class TemplateGenerationParams(BaseModel):
                                                             "+ .json) under the data roots: problems with one are "
                                                             "skipped, a few are shown as examples.")
     examples: int = Field(1, ge=0, le=8, description="Existing templates shown to the model as examples.")
-    max_tokens: int = Field(1024, ge=16, le=32768, description="Reply length limit per request.")
+    max_tokens: int = Field(2048, ge=16, le=32768, description="Reply length limit per request.")
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     mode: Literal["sync", "batch"] = Field("sync", description="Synchronous calls or the provider's Batch API.")
     concurrency: int = Field(2, ge=1, le=64, description="Synchronous calls in flight at once.")

@@ -53,7 +53,7 @@ def outcomes(run) -> dict[str, str]:
 
 def test_instances_fail_with_the_patch_and_pass_without_it(first_run, libraries):
     from flawforge.debugging.generate import SUITE_LIMITS
-    from flawforge.services.mutator.debugging import suite_sandbox
+    from flawforge.pipelines.debug_conversations import suite_sandbox
 
     instances = read_jsonl(first_run / "instances.jsonl", Instance)
     rejects = read_jsonl(first_run / "rejects.jsonl", BugReject)

@@ -35,7 +35,7 @@ def archive() -> bytes:
 
 @pytest.fixture(scope="module")
 def sandbox():
-    from flawforge.services.mutator.debugging import suite_sandbox
+    from flawforge.pipelines.debug_conversations import suite_sandbox
 
     return suite_sandbox()
 

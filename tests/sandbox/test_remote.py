@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from auth_support import API_TOKENS, TOKEN
+from flawforge.assembly import platform_for, service_app
 from flawforge.errors import InvalidInput
 from flawforge.math.gsm8k import read_gsm8k
 from flawforge.math.templates import TemplateFolder, problem_template
@@ -38,7 +39,6 @@ class ServedTraceExecutor:
     def __init__(self, blob_dir, **settings):
         import uvicorn
 
-        from flawforge.assembly import platform_for, service_app
 
         self.settings = Settings(bus="memory", blob_backend="local", blob_dir=str(blob_dir), service="trace-executor",
                                  api_tokens=API_TOKENS, run_worker=False, sandbox_workers=2, **settings)
@@ -139,8 +139,6 @@ def test_a_remote_sandbox_that_cannot_be_used_is_unavailable(served, tmp_path):
 def test_template_validation_runs_in_the_trace_executor(served, tmp_path, shared_data):
     from fastapi.testclient import TestClient
 
-    from flawforge.assembly import platform_for, service_app
-
     folder = shared_data / "formalization-templates" / "tier1" / "4"
     body = {"problem_index": 4, "template_model": "google_gemini-2.5-flash",
             "gsm8k_answer": read_gsm8k(shared_data / "gsm8k" / "train.jsonl")[4].answer,
@@ -157,7 +155,6 @@ def test_template_validation_runs_in_the_trace_executor(served, tmp_path, shared
 
 def test_mutants_run_in_the_trace_executor(served, tmp_path, shared_data):
     """Problem 177's template is not straight-line code: its mutants run in a sandbox, here the service's."""
-    from flawforge.assembly import platform_for
     from flawforge.services.mutator import worker
 
     settings = served.client_settings(tmp_path)

@@ -170,15 +170,20 @@ def test_worker_runs_units_from_the_real_broker(amqp_url, queue_name, tmp_path):
         platform.bus.publish(queue_name, SandboxRequested(unit="exec", request=request, result_key="results/one.json"))
         poison = platform.store.put_content("sandbox/requests", json.dumps({"source": 3}).encode())
         platform.bus.publish(queue_name, SandboxRequested(unit="exec", request=poison, result_key="results/two.json"))
+        greedy = platform.store.put_content("sandbox/requests", ExecRequest(
+            source=TEMPLATE, limits={"timeout_s": 60}).model_dump_json().encode())
+        platform.bus.publish(queue_name, SandboxRequested(unit="exec", request=greedy, result_key="results/three.json"))
         deadline = time.monotonic() + 30
         while not platform.store.exists("results/one.json") and time.monotonic() < deadline:
             time.sleep(0.05)
         result = ExecutionResult.model_validate_json(platform.store.get("results/one.json"))
         assert result.outcome == "ok" and result.return_value.to_python() == Fraction(3, 2)
-        while not (dead := platform.bus.dead_letters(queue_name)) and time.monotonic() < deadline:
+        while len(dead := platform.bus.dead_letters(queue_name)) < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert len(dead) == 1 and "invalid exec request" in dead[0].error
-        assert not platform.store.exists("results/two.json")
+        errors = sorted(letter.error for letter in dead)
+        assert len(errors) == 2 and "above the server's maximums" in errors[0] and "MAX_TIMEOUT_S" in errors[0]
+        assert "invalid exec request" in errors[1]
+        assert not platform.store.exists("results/two.json") and not platform.store.exists("results/three.json")
     finally:
         workers.stop()
         platform.bus.purge(queue_name)
