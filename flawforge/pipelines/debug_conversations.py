@@ -21,10 +21,12 @@ import uuid
 from collections import Counter
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from flawforge.errors import FlawforgeError
+from flawforge.inputs import InputFile, InputFolder, read_input
 from flawforge.jobs.context import JobContext
 from flawforge.jobs.pipeline import Pipeline, register
 from flawforge.proto.base import jsonl
@@ -62,16 +64,17 @@ def all_modifiers() -> list[str]:
 
 class DebugConversationsParams(BaseModel):
     model_config = {"extra": "forbid"}
-    libraries: str | None = Field(None, description="Folder of library sdists (every *.tar.gz in it), as the "
-                                                    "worker sees it.")
-    catalog: str | None = Field(None, description="Scenario catalog (JSON {'entries': [{domain, topic, "
-                                                  "subtopic}]}); 'default': the shipped one.")
+    libraries: InputFolder | None = Field(None, description="Folder of library sdists (every *.tar.gz in it), as "
+                                                            "the worker sees it, under the data roots.")
+    catalog: Literal["default"] | InputFile | None = Field(
+        None, description="Scenario catalog (JSON {'entries': [{domain, topic, subtopic}]}) under the data roots; "
+                          "'default': the shipped one.")
     count: int = Field(1, ge=1, le=10_000, description="Scenarios to turn into conversations.")
     model: str | None = Field(None, description="The model that writes scenarios, as the llm-gateway serves it.")
     retries: int = Field(3, ge=0, le=20, description="New seeds for a scenario without a valid bug, then skipped.")
     per_library: int = Field(10, ge=1, le=10_000, description="Candidate bugs validated per library.")
     modifiers: list[str] = Field(default_factory=all_modifiers, min_length=1, description="Bug modifiers to use.")
-    seed: int = Field(0, description="Seed of the choice of candidates.")
+    seed: int = Field(0, ge=0, lt=1 << 63, description="Seed of the choice of candidates.")
 
     @field_validator("modifiers")
     @classmethod
@@ -148,7 +151,7 @@ def run_libraries(ctx: JobContext, params: DebugConversationsParams):
     contents: dict[str, bytes] = {}
     names = []
     for number, archive in enumerate(archives):
-        data = archive.read_bytes()
+        data = read_input(archive, within=params.libraries)  # a regular file in the folder, bounded
         contents[archive.name] = data
         ref = store.put(ctx.input_key(f"{attempt}-{archive.name}"), data, "application/gzip")
         item = f"{number}-{archive.name}.json"
@@ -182,7 +185,7 @@ def run_scenarios(ctx: JobContext, params: DebugConversationsParams):
         entries = read_catalog(default_catalog(), "the shipped catalog")
     else:
         try:
-            entries = read_catalog(Path(params.catalog).read_text(encoding="utf-8"), params.catalog)
+            entries = read_catalog(read_input(params.catalog).decode("utf-8"), params.catalog)
         except OSError as exc:
             raise FlawforgeError(f"cannot read catalog {params.catalog}: {exc.strerror or exc}") from None
     order = sorted(entries, key=entry_id)

@@ -447,15 +447,17 @@ class Sandbox:
                     limits: SandboxLimits | None = None, parallel: bool = True) -> list[ExecutionResult]:
         """trace_call on the original and each variant; results in order, original first.
 
-        The programs share batch units, split over the workers when there are many and `parallel`
-        (a caller whose cores are busy anyway passes False: one unit, the fewest forks); what
-        `trace_call` would give each of them is what it gets."""
+        The programs share batch units, split over the free slots when there are many and `parallel`
+        (a caller whose cores are busy anyway passes False, and a sandbox whose slots are all taken by
+        other callers gets no more: one unit, the fewest forks); what `trace_call` would give each of
+        them is what it gets."""
         limits = limits or self.limits
         if not variants:
             return [self.trace_call(original, func, limits=limits)]
         call = {"call": func, "trace": True}
         sources = [original, *variants]
-        units = min(self.workers, max(1, len(sources) // MIN_PROGRAMS_PER_UNIT)) if parallel else 1
+        units = min(self._free_slots, len(sources) // MIN_PROGRAMS_PER_UNIT) if parallel else 1
+        units = max(1, units)
         size = -(-len(sources) // units)
         parts = [range(start, min(start + size, len(sources))) for start in range(0, len(sources), size)]
         futures = [self._submit({**call, "unit": wire.BATCH, "sources": sources[part.start:part.stop]}, limits)

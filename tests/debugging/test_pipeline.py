@@ -126,13 +126,13 @@ def test_rabbitmq_run_through_the_services_is_identical(first_run, libraries, am
     from flawforge.jobs.runner import submit
     from flawforge.jobs.store import JobStore
     from flawforge.proto.jobs import JobState
-    from flawforge.runtime.platform import Platform
+    from flawforge.assembly import platform_for
     from flawforge.runtime.service import Workers
     from flawforge.services import consumers_of, load_service
     from flawforge.settings import Settings
 
     settings = Settings(bus="rabbitmq", amqp_url=amqp_url, blob_backend="local", blob_dir=str(tmp_path / "blobs"))
-    platform = Platform.from_settings(settings)
+    platform = platform_for(settings)
     consumers = [c for name in ("template-loader", "mutator") for c in consumers_of(load_service(name))]
     workers = Workers(platform, consumers).start()
     try:
