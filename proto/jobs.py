@@ -23,7 +23,7 @@ class JobState(str, Enum):
 
 
 class JobSubmit(Model):
-    pipeline: str
+    pipeline: str = Field(max_length=100)
     params: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -49,6 +49,11 @@ class JobStatus(Model):
 class Artifact(Model):
     name: str
     blob: BlobRef
+
+
+def job_queue(pipeline: str) -> str:
+    """The queue of a pipeline's JobRequested messages, consumed by the service that owns the pipeline."""
+    return f"jobs.{pipeline}"
 
 
 class JobRequested(Message):

@@ -6,21 +6,35 @@ tests. Results are typed: the outcome says how the unit ended, never just an exi
 """
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Base64Bytes, Field, model_validator
 
 from flawforge.proto.base import BlobRef, Message, Model
 from flawforge.proto.values import TraceStep, TypedValue
+from flawforge.sandbox.runtime import wire
 
 Outcome = Literal["ok", "error", "timeout", "memory_limit", "output_limit", "crashed", "syntax_error", "forbidden"]
 OUTCOMES: tuple[str, ...] = Outcome.__args__
+
+
+
+class UnitKind(StrEnum):
+    """What a unit runs: one program, a batch of programs, a module with its tests, or a project's pytest suite
+    (the runtime's names)."""
+
+    EXEC = wire.EXEC
+    BATCH = wire.BATCH
+    TESTS = wire.TESTS
+    SUITE = wire.SUITE
+
 
 TestOutcome = Literal["passed", "failed", "error", "skipped"]
 
 # Layers of isolation the sandbox can put around a unit; each is either active or missing.
 Layer = Literal["process", "rlimits", "wall_timeout", "empty_env", "workdir", "netns", "pidns", "mountns",
-                "uid", "audit"]
+                "uid", "audit", "seccomp"]
 LAYERS: tuple[str, ...] = Layer.__args__
 
 
@@ -103,15 +117,16 @@ class TestRunResult(Model):
 # --- API requests ----------------------------------------------------------------------------
 
 class ExecRequest(Model):
-    source: str = Field(max_length=1 << 20, description="Python module source.")
+    source: str = Field(description="Python module source (at most FLAWFORGE_SANDBOX_MAX_SOURCE_BYTES).")
     call: str | None = Field(None, description="Function to call after the module ran; none: just run the module.")
     trace: bool = Field(True, description="Record every assignment in the called function (or at module level).")
     limits: SandboxLimits | None = None
 
 
 class BatchRequest(Model):
-    original: str = Field(max_length=1 << 20)
-    variants: list[str] = Field(max_length=10_000, description="Variants of the original, e.g. its mutants.")
+    original: str
+    variants: list[str] = Field(description="Variants of the original, e.g. its mutants (at most "
+                                            "FLAWFORGE_SANDBOX_MAX_BATCH_VARIANTS).")
     call: str = "solve"
     limits: SandboxLimits | None = None
 
@@ -122,11 +137,44 @@ class BatchResult(Model):
 
 class TestRunRequest(Model):
     __test__ = False
-    module_source: str = Field(max_length=1 << 20)
-    test_source: str = Field(max_length=1 << 20, description="unittest TestCases and/or plain test_* functions.")
+    module_source: str
+    test_source: str = Field(description="unittest TestCases and/or plain test_* functions.")
     module_name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=100,
                              description="Name the tests import the module by.")
     limits: SandboxLimits | None = None
+
+
+class SuiteOptions(Model):
+    """How a project's pytest suite is run: changed files, import roots, pytest arguments, coverage, limits."""
+
+    overlay: dict[str, str] = Field(default_factory=dict, description="Project-relative path -> new text.")
+    source_roots: list[str] = Field([""], description="Project folders put on sys.path ('' is the root, e.g. 'src').")
+    args: list[str] = Field(default_factory=list, max_length=10_000,
+                            description="pytest arguments: test paths or node ids; none: the project's own.")
+    coverage: bool = Field(False, description="Report the project functions each test executes.")
+    coverage_files: list[str] = Field(default_factory=list, description="The project files coverage looks at.")
+    limits: SandboxLimits | None = None
+
+
+class SuiteRunRequest(SuiteOptions):
+    """A project's pytest suite: the project as a tar.gz blob plus changed files, run with a report per test."""
+
+    archive: BlobRef = Field(description="The project, a tar.gz; a single top folder is stripped.")
+
+
+class SuiteExecRequest(SuiteOptions):
+    """A project's pytest suite over HTTP (POST /sandbox/suite): the project inline, as base64 of its tar.gz."""
+
+    archive: Base64Bytes = Field(description="The project, a tar.gz, base64-encoded; a single top folder is stripped.")
+
+
+class SuiteRunResult(TestRunResult):
+    """A suite unit's result: each test by its pytest node id."""
+
+    collection_errors: dict[str, str] = Field(default_factory=dict, description="Collector id -> why it failed.")
+    coverage: dict[str, list[str]] = Field(default_factory=dict, description="Test id -> 'path::qualname' of each "
+                                                                           "project function it executed; '' holds "
+                                                                           "what ran outside any test.")
 
 
 class LayerReport(Model):
@@ -137,6 +185,9 @@ class LayerReport(Model):
 
 # --- bus -----------------------------------------------------------------------------------
 
+EXECUTE_QUEUE = "sandbox.execute"  # SandboxRequested
+
+
 class SandboxRequested(Message):
     """Run one unit; the request (an ExecRequest, BatchRequest or TestRunRequest, per `unit`) is a blob.
 
@@ -145,6 +196,6 @@ class SandboxRequested(Message):
     """
 
     kind = "sandbox.requested"
-    unit: Literal["exec", "batch", "tests"]
+    unit: UnitKind
     request: BlobRef
     result_key: str = Field(min_length=1)

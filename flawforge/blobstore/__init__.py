@@ -8,7 +8,7 @@ __all__ = ["BlobStore", "LocalBlobStore", "content_key", "open_blob_store"]
 def open_blob_store(settings) -> BlobStore:
     """Builds the backend named by the settings."""
     if settings.blob_backend == "local":
-        return LocalBlobStore(settings.blob_dir)
+        return LocalBlobStore(settings.blob_dir, min_free_bytes=settings.blob_min_free_mb << 20)
     from flawforge.blobstore.s3 import S3BlobStore
 
     return S3BlobStore(

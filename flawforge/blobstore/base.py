@@ -1,13 +1,14 @@
 """The blob-store contract every backend satisfies."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 from abc import ABC, abstractmethod
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
-from flawforge.errors import ChecksumMismatch
+from flawforge.errors import BlobStoreUnavailable, ChecksumMismatch
 from flawforge.proto.base import BlobRef
 
 
@@ -25,6 +26,25 @@ def check_key(key: str) -> str:
     if not key or key.startswith("/") or ".." in key.split("/") or "\\" in key or "\x00" in key:
         raise ValueError(f"invalid blob key {key!r}")
     return key
+
+
+T = TypeVar("T")
+
+
+def storage_failures(*kinds: type[BaseException], applies: Callable[[BaseException], bool] = lambda exc: True):
+    """Decorates a store method: its backend's own failures (of `kinds`, where `applies`) become
+    BlobStoreUnavailable naming the store and the reason, which the API answers with a 503."""
+    def decorate(method: Callable[..., T]) -> Callable[..., T]:
+        @functools.wraps(method)
+        def guarded(self: "BlobStore", *args, **kwargs) -> T:
+            try:
+                return method(self, *args, **kwargs)
+            except kinds as exc:
+                if not applies(exc):
+                    raise
+                raise BlobStoreUnavailable(f"{self.where}: {exc}") from exc
+        return guarded
+    return decorate
 
 
 class ChunkDigest:
@@ -47,6 +67,8 @@ class ChunkDigest:
 
 class BlobStore(ABC):
     """Keys are '/'-separated relative paths. Writes are atomic: a reader sees all of a blob or none."""
+
+    where = "blob store"  # named in errors: the folder, the bucket
 
     @abstractmethod
     def put(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> BlobRef: ...

@@ -11,7 +11,7 @@ from minio.error import S3Error
 from urllib3 import BaseHTTPResponse
 from urllib3.exceptions import HTTPError
 
-from flawforge.blobstore.base import BlobStore, ChunkDigest, check_key
+from flawforge.blobstore.base import BlobStore, ChunkDigest, check_key, storage_failures
 from flawforge.blobstore.files import replace, write_beside
 from flawforge.errors import BlobNotFound, BlobStoreUnavailable
 from flawforge.proto.base import BlobRef
@@ -21,6 +21,7 @@ from flawforge.proto.base import BlobRef
 UPLOAD_PART_SIZE = 16 * 1024 * 1024
 DOWNLOAD_CHUNK_SIZE = 1024 * 1024
 DOWNLOADED_FILE_MODE = 0o666  # a user's file: the umask decides
+_storage_failures = storage_failures(S3Error, HTTPError)
 
 
 class _ChunkReader:
@@ -47,6 +48,7 @@ class S3BlobStore(BlobStore):
     def __init__(self, *, endpoint: str, access_key: str, secret_key: str, bucket: str,
                  secure: bool = False, region: str | None = None, create_bucket: bool = True):
         self.bucket = bucket
+        self.where = f"S3 bucket {bucket!r}"
         self.client = Minio(endpoint=endpoint, access_key=access_key, secret_key=secret_key,
                             secure=secure, region=region)
         if create_bucket:
@@ -60,11 +62,13 @@ class S3BlobStore(BlobStore):
             except (HTTPError, OSError) as exc:
                 raise BlobStoreUnavailable(f"S3 endpoint {endpoint} unusable: {exc}") from exc
 
+    @_storage_failures
     def put(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> BlobRef:
         self.client.put_object(bucket_name=self.bucket, object_name=check_key(key), data=io.BytesIO(data),
                                length=len(data), content_type=content_type)
         return self.ref_for(key, data)
 
+    @_storage_failures
     def put_chunks(self, key: str, chunks: Iterable[bytes],
                    content_type: str = "application/octet-stream") -> BlobRef:
         # Length unknown: the client uploads in parts as the chunks come, and aborts the upload if they fail. One
@@ -81,6 +85,7 @@ class S3BlobStore(BlobStore):
         with self._object(key) as response:
             replace(write_beside(path, response.stream(DOWNLOAD_CHUNK_SIZE), DOWNLOADED_FILE_MODE), path)
 
+    @_storage_failures
     def put_if_absent(self, key: str, data: bytes) -> bool:
         # S3 conditional write: the server refuses the PUT if the key exists (no read-then-write
         # race). The public put_object turns unknown headers into user metadata, so the
@@ -94,10 +99,12 @@ class S3BlobStore(BlobStore):
                 return False
             raise
 
+    @_storage_failures
     def get(self, key: str) -> bytes:
         with self._object(key) as response:
             return response.read()
 
+    @_storage_failures
     def get_range(self, key: str, offset: int, size: int) -> bytes:
         if size == 0:  # the client reads a length of 0 as "to the end"
             if not self.exists(key):
@@ -126,6 +133,7 @@ class S3BlobStore(BlobStore):
             response.close()
             response.release_conn()
 
+    @_storage_failures
     def exists(self, key: str) -> bool:
         try:
             self.client.stat_object(bucket_name=self.bucket, object_name=check_key(key))
@@ -135,15 +143,18 @@ class S3BlobStore(BlobStore):
                 return False
             raise
 
+    @_storage_failures
     def list(self, prefix: str = "") -> Iterator[str]:
         objects = self.client.list_objects(bucket_name=self.bucket, prefix=prefix, recursive=True)
         return iter(sorted(obj.object_name for obj in objects))
 
+    @_storage_failures
     def delete(self, key: str) -> None:
         self.client.remove_object(bucket_name=self.bucket, object_name=check_key(key))
 
     def ping(self) -> None:
+        """A real write: a bucket that answers but refuses writes (full, read-only policy) fails here."""
         try:
-            self.client.bucket_exists(bucket_name=self.bucket)
+            self.client.put_object(bucket_name=self.bucket, object_name=".ping", data=io.BytesIO(b"ping"), length=4)
         except (S3Error, HTTPError, OSError) as exc:
-            raise BlobStoreUnavailable(f"S3 bucket {self.bucket!r} unreachable: {exc}") from exc
+            raise BlobStoreUnavailable(f"{self.where} cannot take a write: {exc}") from exc

@@ -12,15 +12,17 @@ from typing import Optional
 import typer
 
 from flawforge.errors import FlawforgeError
+from flawforge.settings import Settings
 
 sandbox_app = typer.Typer(help="Run untrusted Python in the sandbox.", no_args_is_help=True)
 
 
-def _sandbox(limits):
+def _sandbox(settings: Settings, **overrides):
+    """A sandbox for one unit at a time, from the settings (FLAWFORGE_SANDBOX_*)."""
     from flawforge.sandbox import Sandbox, SandboxUnavailable
 
     try:
-        return Sandbox(limits, workers=1)
+        return Sandbox.from_settings(settings, workers=1, **overrides)
     except SandboxUnavailable as exc:
         raise FlawforgeError(str(exc)) from None
 
@@ -30,8 +32,10 @@ def exec_file(file: Path = typer.Argument(..., help="Python file to run."),
               call: Optional[str] = typer.Option(None, "--call", help="Function to call after the module ran."),
               trace: bool = typer.Option(False, "--trace", help="Record every assignment of the called function "
                                                                  "(of the module's top level without --call)."),
-              timeout: float = typer.Option(5.0, "--timeout", help="Wall-clock limit, seconds."),
-              memory: int = typer.Option(512, "--memory", help="Memory the program may add, MiB.")) -> None:
+              timeout: Optional[float] = typer.Option(None, "--timeout", help="Wall-clock limit, seconds "
+                                                                             "(default: FLAWFORGE_SANDBOX_TIMEOUT_S)."),
+              memory: Optional[int] = typer.Option(None, "--memory", help="Memory the program may add, MiB "
+                                                                          "(default: FLAWFORGE_SANDBOX_MEMORY_MB).")) -> None:
     """Runs FILE in the sandbox and prints the result (outcome, trace, return value, output, usage) as JSON."""
     from pydantic import ValidationError
 
@@ -41,13 +45,15 @@ def exec_file(file: Path = typer.Argument(..., help="Python file to run."),
         source = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise FlawforgeError(f"cannot read {file}: {getattr(exc, 'strerror', None) or exc}") from None
+    settings = Settings()
     try:
-        limits = SandboxLimits(timeout_s=timeout, memory_mb=memory)
+        limits = SandboxLimits(timeout_s=settings.sandbox_timeout_s if timeout is None else timeout,
+                               memory_mb=settings.sandbox_memory_mb if memory is None else memory)
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
         option = {"timeout_s": "--timeout", "memory_mb": "--memory"}[err["loc"][0]]
         raise FlawforgeError(f"invalid {option}: {err['msg']}") from None
-    with _sandbox(limits) as sandbox:
+    with _sandbox(settings, limits=limits) as sandbox:
         result = sandbox.execute(source, call, trace=trace)
     typer.echo(result.model_dump_json(indent=1))
 
@@ -55,5 +61,5 @@ def exec_file(file: Path = typer.Argument(..., help="Python file to run."),
 @sandbox_app.command("layers")
 def layers() -> None:
     """Prints which isolation layers are active on this host, and why any is missing, as JSON."""
-    with _sandbox(None) as sandbox:
+    with _sandbox(Settings()) as sandbox:
         typer.echo(json.dumps(sandbox.layer_report().model_dump(), indent=1))

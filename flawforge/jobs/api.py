@@ -1,26 +1,21 @@
-"""The jobs HTTP API, mounted on every service: submit, read, list artifacts, cancel."""
+"""The jobs HTTP API, mounted on every service: submit, read, list artifacts, cancel, delete."""
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException, Response, status
+from fastapi import APIRouter, Response, status
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from flawforge.jobs.pipeline import pipelines
-from flawforge.jobs.runner import submit
-from flawforge.jobs.store import JobNotFound, JobStore
-from flawforge.proto.jobs import Artifact, JobStatus, JobSubmit
+from flawforge.jobs.runner import fail_if_unclaimed, submit
+from flawforge.errors import Conflict
+from flawforge.jobs.store import JobStore
+from flawforge.proto.jobs import Artifact, JobState, JobStatus, JobSubmit
 from flawforge.runtime.platform import Platform
 
 
 def jobs_router(platform: Platform) -> APIRouter:
     router = APIRouter(prefix="/jobs", tags=["jobs"])
     store = JobStore(platform.store)
-
-    def _get(job_id: str) -> JobStatus:
-        try:
-            return store.get(job_id)
-        except JobNotFound as exc:
-            raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
 
     @router.post("", status_code=status.HTTP_201_CREATED)
     def submit_job(body: JobSubmit) -> JobStatus:
@@ -45,23 +40,30 @@ def jobs_router(platform: Platform) -> APIRouter:
 
     @router.get("/{job_id}")
     def get_job(job_id: str) -> JobStatus:
-        return _get(job_id)
+        return fail_if_unclaimed(platform, store.get(job_id))
+
+    @router.delete("/{job_id}", status_code=status.HTTP_204_NO_CONTENT)
+    def delete_job(job_id: str) -> Response:
+        """Removes the job and its blobs; a queued job is cancelled first, a running one must be cancelled."""
+        job = store.get(job_id)
+        if job.state == JobState.queued:
+            job = store.request_cancel(job_id)
+        if not job.state.finished:
+            raise Conflict(f"job {job_id} is {job.state.value}: cancel it first (POST /jobs/{job_id}/cancel)")
+        store.delete(job_id)
+        return Response(status_code=status.HTTP_204_NO_CONTENT)
 
     @router.get("/{job_id}/artifacts")
     def list_artifacts(job_id: str) -> list[Artifact]:
-        _get(job_id)
+        store.get(job_id)  # JobNotFound: 404
         return store.artifacts(job_id)
 
     @router.get("/{job_id}/artifacts/{name}")
     def get_artifact(job_id: str, name: str) -> Response:
-        try:
-            return Response(store.artifact(job_id, name), media_type="application/octet-stream")
-        except JobNotFound as exc:
-            raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
+        return Response(store.artifact(job_id, name), media_type="application/octet-stream")
 
     @router.post("/{job_id}/cancel")
     def cancel_job(job_id: str) -> JobStatus:
-        _get(job_id)
         return store.request_cancel(job_id)
 
     return router

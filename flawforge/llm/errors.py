@@ -1,53 +1,64 @@
-"""What can go wrong with a model call. Each error has a stable `code`, used per request in batches."""
+"""What can go wrong with a model call. Each error has a stable `code`, used per request in batches, and the
+HTTP status the gateway answers it with (a provider's failure is a 502 unless a class says otherwise)."""
 from __future__ import annotations
 
 from flawforge.errors import FlawforgeError
 
 
 class LLMError(FlawforgeError):
+    http_status = 502
     code = "llm_error"
     retryable = False  # whether trying the same request again may succeed
 
 
 class UnknownModel(LLMError):
+    http_status = 404
     code = "unknown_model"
 
 
 class ContextLengthExceeded(LLMError):
+    http_status = 400
     code = "context_length_exceeded"
 
 
 class InvalidRequest(LLMError):
+    http_status = 400
     code = "invalid_request"
 
 
 class InvalidModelOutput(LLMError):
     """The reply does not parse or does not match the requested schema, after every repair."""
 
+    http_status = 422
     code = "invalid_output"
 
 
 class BudgetExceeded(LLMError):
+    http_status = 429
     code = "budget_exceeded"
 
 
 class CallCancelled(LLMError):
+    http_status = 409
     code = "cancelled"
 
 
 class ReplayMiss(LLMError):
     """Replay mode answers only from the cache and this request is not in it."""
 
+    http_status = 404
     code = "replay_miss"
 
 
 class CallLogUnavailable(LLMError):
     """The request/response log could not be written, so the call is refused."""
 
+    http_status = 503
     code = "log_unavailable"
 
 
 class MalformedBatchLine(LLMError):
+    http_status = 400
     code = "malformed_batch_line"
 
 
@@ -61,4 +72,5 @@ class ProviderError(LLMError):
 
 
 class BatchNotFound(LLMError):
+    http_status = 404
     code = "batch_not_found"

@@ -29,6 +29,7 @@ from flawforge.math.display import show, show_answer
 from flawforge.math.proofread import ANNOTATION, Number, check_annotation, numbers_in
 from flawforge.math.mutations.base import DropTerm, StopAt, SubstituteName, SwapOperator, TextChange
 from flawforge.math.program import Program, clone
+from flawforge.proto.values import identical
 
 FINAL_ANSWER_PREFIX = "#### "
 
@@ -430,7 +431,7 @@ class SolutionWriter:
         elif step not in templates:
             raise Unrenderable(f"no solution line for step {step}")
         changed = {name for name, value in values.items()
-                   if name not in self.values or not _same(value, self.values[name])}
+                   if name not in self.values or not identical(value, self.values[name])}
         lines = []
         reached = False
         for number in order:
@@ -519,10 +520,6 @@ def _unwritten_lines(step_numbers: list[str], source_lines: Mapping[str, str]) -
     if not all(_STEP_LABEL.fullmatch(label) for label in labels):
         return {}
     return {number: line for number, line in source_lines.items() if number not in step_numbers}
-
-
-def _same(left: Any, right: Any) -> bool:
-    return type(left) is type(right) and left == right
 
 
 def _until(templates: list[tuple[str, str]], step: str, variable: str) -> list[tuple[str, str]]:

@@ -24,6 +24,7 @@ from typing import Any, Callable, Generic, Mapping, NamedTuple, Sequence, TypeVa
 from flawforge.math.arithmetic import is_int_like, is_number, sign
 from flawforge.math.display import show
 from flawforge.proto.math import Caps
+from flawforge.proto.values import identical
 
 
 class Plausibility:
@@ -42,7 +43,7 @@ class Plausibility:
             return "answer_unchanged"
         for name, (value, rule) in self.rules.items():
             new = flawed.get(name, value)
-            if new is value or (type(new) is type(value) and new == value):
+            if new is value or identical(new, value):
                 continue  # unchanged: nothing to check
             reason = rule.violation(new)
             if reason:

@@ -25,7 +25,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Callable, Iterable
 
 from flawforge.blobstore import BlobStore
-from flawforge.errors import BlobNotFound, FlawforgeError
+from flawforge.errors import BlobNotFound, Conflict, InvalidInput, NotFound
 from flawforge.proto.review import (NAME_PATTERN, Assignment, Claim, Decision, DecisionRequest, ImportSummary,
                                     ReviewItem, RoundManifest, RoundProgress, SlotOutcome, SlotRelease)
 from flawforge.review.lines import line_diff, line_labels
@@ -37,16 +37,16 @@ _NAME = re.compile(NAME_PATTERN)
 _GENERATION_DIGITS = 6
 
 
-class ReviewNotFound(FlawforgeError):
-    pass
+class ReviewNotFound(NotFound):
+    code = "review_not_found"
 
 
-class ReviewConflict(FlawforgeError):
-    pass
+class ReviewConflict(Conflict):
+    code = "review_conflict"
 
 
-class ReviewInvalid(FlawforgeError):
-    pass
+class ReviewInvalid(InvalidInput):
+    code = "review_invalid"
 
 
 def check_name(kind: str, value: str) -> str:

@@ -1,14 +1,28 @@
-"""Bearer-token identity for protected endpoints; tokens come from settings.api_tokens."""
+"""Bearer-token authentication of every service's HTTP API; tokens come from settings.api_tokens.
+
+A middleware checks the token of every request before any route reads it, so a route a service
+adds is protected without doing anything; only routes the app names public are not. A route that
+needs the caller's name (the reviewer, say) depends on `caller`.
+"""
 from __future__ import annotations
 
 import hmac
 from typing import Callable
 
-from fastapi import Depends, HTTPException, status
+from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.datastructures import Headers
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Match
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from flawforge.errors import ConfigError
+from flawforge.errors import ConfigError, Unauthorized
 from flawforge.settings import Settings
+
+# The caller of a request made while authentication is disabled (FLAWFORGE_AUTH=disabled) without a token.
+ANONYMOUS = "anonymous"
+
+BEARER = HTTPBearer(auto_error=False, description="A token from FLAWFORGE_API_TOKENS.")
 
 
 def parse_api_tokens(spec: str) -> dict[str, str]:
@@ -25,19 +39,59 @@ def parse_api_tokens(spec: str) -> dict[str, str]:
     return owners
 
 
-def bearer_identity(settings: Settings) -> Callable[..., str]:
-    """A FastAPI dependency returning the name that owns the request's bearer token, else 401."""
-    owners = parse_api_tokens(settings.api_tokens)
-    scheme = HTTPBearer(auto_error=False, description="A token from FLAWFORGE_API_TOKENS.")
+class Authenticator:
+    """Who owns a bearer token. Without tokens a service refuses to start unless authentication is disabled."""
 
-    def identity(credentials: HTTPAuthorizationCredentials | None = Depends(scheme)) -> str:
-        if credentials is None or credentials.scheme.lower() != "bearer":
-            raise HTTPException(status.HTTP_401_UNAUTHORIZED, "missing bearer token",
-                                headers={"WWW-Authenticate": "Bearer"})
-        for token, name in owners.items():
-            if hmac.compare_digest(token.encode(), credentials.credentials.encode()):
-                return name
-        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "unknown bearer token",
-                            headers={"WWW-Authenticate": "Bearer"})
+    def __init__(self, settings: Settings):
+        self.owners = parse_api_tokens(settings.api_tokens)
+        self.disabled = settings.auth == "disabled"
+        if not self.owners and not self.disabled:
+            raise ConfigError("FLAWFORGE_API_TOKENS is empty: set `name:token` pairs, or FLAWFORGE_AUTH=disabled "
+                              "to serve without authentication")
 
-    return identity
+    def identify(self, authorization: str | None) -> str:
+        """The owner of the `Authorization: Bearer` header's token; Unauthorized for a missing or unknown one (a
+        token sent is checked even when authentication is disabled)."""
+        scheme, _, token = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            if self.disabled:
+                return ANONYMOUS
+            raise Unauthorized("missing bearer token")
+        sent = token.strip().encode()
+        owner = None
+        for known, name in self.owners.items():  # every token compared, each in constant time
+            if hmac.compare_digest(known.encode(), sent):
+                owner = name
+        if owner is None:
+            raise Unauthorized("unknown bearer token")
+        return owner
+
+
+class BearerAuthMiddleware:
+    """Refuses every request without a valid token before anything reads it, except those a public route matches
+    (health, readiness, metrics, the API docs, data-free pages); records the caller in the request's state."""
+
+    def __init__(self, app: ASGIApp, authenticator: Authenticator, public_routes: Callable[[], list[BaseRoute]],
+                 refuse: Callable[[Scope, Unauthorized], Response]):
+        self.app = app
+        self.authenticator = authenticator
+        self.public_routes = public_routes
+        self.refuse = refuse
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or any(route.matches(scope)[0] == Match.FULL for route in self.public_routes()):
+            await self.app(scope, receive, send)
+            return
+        try:
+            name = self.authenticator.identify(Headers(scope=scope).get("authorization"))
+        except Unauthorized as exc:
+            await self.refuse(scope, exc)(scope, receive, send)
+            return
+        scope.setdefault("state", {})["caller"] = name
+        await self.app(scope, receive, send)
+
+
+def caller(request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(BEARER)) -> str:
+    """FastAPI dependency: the name owning the request's bearer token, checked by BearerAuthMiddleware. Routers
+    are included with it, so the OpenAPI document shows which routes want a token."""
+    return request.state.caller

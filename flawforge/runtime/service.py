@@ -44,19 +44,29 @@ class ServiceSpec:
     # "module:function" paths of its router factories, imported only when its HTTP app is built: the embedded
     # stack runs the consumers alone and never pays for importing the web framework.
     routers: tuple[str, ...] = ()
+    # Router factories of web pages that hold no data (HTML, scripts, styles): served without a token, since a
+    # browser cannot send one when it navigates; the page's own requests to the API carry it.
+    pages: tuple[str, ...] = ()
     consumers: tuple[Consumer, ...] = ()
     # Each check raises with a message saying what is missing; /readyz reports them.
     readiness_checks: tuple[Callable[[Platform], None], ...] = ()
     extras: tuple[str, ...] = field(default=())  # optional dependency groups its image installs
+    # (path prefix, "module:function") pairs: the function turns an ErrorAnswer into the error body of the
+    # routes under that prefix (an OpenAI-compatible API answers OpenAI's error object); else the default body.
+    error_formats: tuple[tuple[str, str], ...] = ()
 
-    def router_factories(self) -> list[Callable[[Platform], APIRouter]]:
-        factories = []
-        for path in self.routers:
-            module, colon, name = path.partition(":")
-            if not (module and colon and name):
-                raise ValueError(f"service {self.name}: router {path!r} is not 'module:function'")
-            factories.append(getattr(importlib.import_module(module), name))
-        return factories
+    def _imported(self, what: str, path: str) -> Callable:
+        module, colon, name = path.partition(":")
+        if not (module and colon and name):
+            raise ValueError(f"service {self.name}: {what} {path!r} is not 'module:function'")
+        return getattr(importlib.import_module(module), name)
+
+    def router_factories(self, paths: tuple[str, ...] | None = None) -> list[Callable[[Platform], APIRouter]]:
+        """The factories named by `paths` (default: the API routers), imported now."""
+        return [self._imported("router", path) for path in (self.routers if paths is None else paths)]
+
+    def error_format_functions(self) -> list[tuple[str, Callable]]:
+        return [(prefix, self._imported("error format", path)) for prefix, path in self.error_formats]
 
 
 class Workers:

@@ -19,4 +19,5 @@ SERVICE = ServiceSpec(
     consumers=(BATCH_CONSUMER,),
     readiness_checks=(model_loaded,),
     extras=("inference",),
+    error_formats=(("/v1", "flawforge.services.inference_server.api:openai_error_body"),),
 )

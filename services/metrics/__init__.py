@@ -7,5 +7,6 @@ SERVICE = ServiceSpec(
     port=8006,
     description="Aggregates results, catalogs and reports.",
     routers=("flawforge.services.metrics.review_api:review_router",),
+    pages=("flawforge.services.metrics.review_api:review_page_router",),
     consumers=(DIGEST_CONSUMER,),
 )

@@ -1,39 +1,24 @@
 """Human review over HTTP: the reviewer's next item, decisions, progress, agreement, and the web page.
 
-Every endpoint but the page itself needs a bearer token from FLAWFORGE_API_TOKENS; the token's
-owner is the reviewer, and no request can name another.
+Every endpoint but the page itself needs a bearer token from FLAWFORGE_API_TOKENS (the app checks it
+on every router); the token's owner is the reviewer, and no request can name another.
 """
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, TypeVar
-
-from fastapi import APIRouter, Depends, HTTPException, Response, status
+from fastapi import APIRouter, Depends, Response, status
 from fastapi.responses import FileResponse
 
 from flawforge.errors import ConfigError
 from flawforge.proto.review import (AgreementReport, Assignment, Decision, DecisionRequest, ReviewItem,
                                     RoundManifest, RoundProgress)
 from flawforge.review.agreement import agreement_report
-from flawforge.review.store import ReviewConflict, ReviewInvalid, ReviewNotFound, ReviewStore, check_name
-from flawforge.runtime.auth import bearer_identity, parse_api_tokens
+from flawforge.review.store import ReviewInvalid, ReviewNotFound, ReviewStore, check_name
+from flawforge.runtime.auth import caller, parse_api_tokens
 from flawforge.runtime.platform import Platform
 
 STATIC = Path(__file__).resolve().parent / "static"
 PAGE_FILES = {"review.js": "text/javascript", "review.css": "text/css"}
-T = TypeVar("T")
-
-
-def _answer(call: Callable[[], T]) -> T:
-    """Runs a store call, turning its errors into HTTP answers that say what is wrong."""
-    try:
-        return call()
-    except ReviewNotFound as exc:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
-    except ReviewConflict as exc:
-        raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
-    except ReviewInvalid as exc:
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
 
 
 def review_router(platform: Platform) -> APIRouter:
@@ -44,19 +29,8 @@ def review_router(platform: Platform) -> APIRouter:
         except ReviewInvalid as exc:
             raise ConfigError(f"FLAWFORGE_API_TOKENS: {exc}") from None
     reviews = ReviewStore(platform.store, claim_ttl_s=settings.review_claim_ttl_s)
-    Reviewer = Depends(bearer_identity(settings))
+    Reviewer = Depends(caller)
     router = APIRouter(prefix="/review", tags=["review"])
-
-    @router.get("/", include_in_schema=False)
-    def page() -> FileResponse:
-        """The review web page; it asks for the reviewer's token and keeps it in the browser."""
-        return FileResponse(STATIC / "review.html", media_type="text/html")
-
-    @router.get("/static/{name}", include_in_schema=False)
-    def page_file(name: str) -> FileResponse:
-        if name not in PAGE_FILES:
-            raise HTTPException(status.HTTP_404_NOT_FOUND, f"no page file {name!r}")
-        return FileResponse(STATIC / name, media_type=PAGE_FILES[name])
 
     @router.get("/whoami")
     def whoami(reviewer: str = Reviewer) -> dict:
@@ -69,39 +43,57 @@ def review_router(platform: Platform) -> APIRouter:
 
     @router.get("/rounds/{round_name}")
     def get_round(round_name: str, reviewer: str = Reviewer) -> RoundManifest:
-        return _answer(lambda: reviews.manifest(round_name))
+        return reviews.manifest(round_name)
 
     @router.get("/rounds/{round_name}/progress")
     def get_progress(round_name: str, reviewer: str = Reviewer) -> RoundProgress:
-        return _answer(lambda: reviews.progress(round_name, reviewer))
+        return reviews.progress(round_name, reviewer)
 
     @router.post("/rounds/{round_name}/next", responses={204: {"description": "Nothing left for this reviewer."}})
     def next_item(round_name: str, response: Response, reviewer: str = Reviewer) -> Assignment | None:
         """Claims the item this reviewer should judge now (their open claim first, if any)."""
-        assignment = _answer(lambda: reviews.next_item(round_name, reviewer))
+        assignment = reviews.next_item(round_name, reviewer)
         if assignment is None:
             response.status_code = status.HTTP_204_NO_CONTENT
         return assignment
 
     @router.get("/rounds/{round_name}/items/{item_id}")
     def get_item(round_name: str, item_id: str, reviewer: str = Reviewer) -> ReviewItem:
-        return _answer(lambda: reviews.item(round_name, item_id))
+        return reviews.item(round_name, item_id)
 
     @router.post("/rounds/{round_name}/items/{item_id}/decisions", status_code=status.HTTP_201_CREATED,
                  responses={409: {"description": "Already decided, claim lost, item full, or another candidate."}})
     def decide(round_name: str, item_id: str, body: DecisionRequest, reviewer: str = Reviewer) -> Decision:
         """Records the token owner's decision on the item, once."""
-        return _answer(lambda: reviews.decide(round_name, item_id, reviewer, body))
+        return reviews.decide(round_name, item_id, reviewer, body)
 
     @router.get("/rounds/{round_name}/decisions")
     def list_decisions(round_name: str, reviewer_name: str | None = None,
                        reviewer: str = Reviewer) -> list[Decision]:
         """The round's decision log, oldest first; `reviewer_name` filters it."""
-        return _answer(lambda: reviews.decisions(round_name, reviewer_name))
+        return reviews.decisions(round_name, reviewer_name)
 
     @router.get("/rounds/{round_name}/agreement")
     def agreement(round_name: str, reviewer: str = Reviewer) -> AgreementReport:
         """Fleiss' kappa per error type, Cohen's kappa per reviewer pair, accept rates per reviewer."""
-        return _answer(lambda: agreement_report(round_name, reviews.decisions(round_name)))
+        return agreement_report(round_name, reviews.decisions(round_name))
+
+    return router
+
+
+def review_page_router(platform: Platform) -> APIRouter:
+    """The review web page and its files: no data, so no token (the page asks for one and sends it)."""
+    router = APIRouter(prefix="/review", include_in_schema=False)
+
+    @router.get("/")
+    def page() -> FileResponse:
+        """The review web page; it asks for the reviewer's token and keeps it in the browser."""
+        return FileResponse(STATIC / "review.html", media_type="text/html")
+
+    @router.get("/static/{name}")
+    def page_file(name: str) -> FileResponse:
+        if name not in PAGE_FILES:
+            raise ReviewNotFound(f"no page file {name!r}")
+        return FileResponse(STATIC / name, media_type=PAGE_FILES[name])
 
     return router

@@ -1,11 +1,12 @@
 """The mutator service."""
 from flawforge.runtime.service import ServiceSpec
+from flawforge.services.mutator.debugging import LIBRARY_CONSUMERS
 from flawforge.services.mutator.worker import PROBLEM_CONSUMERS, sandbox_ready
 
 SERVICE = ServiceSpec(
     name="mutator",
     port=8002,
     description="Applies computational and conceptual mutations to templates.",
-    consumers=PROBLEM_CONSUMERS,
+    consumers=PROBLEM_CONSUMERS + LIBRARY_CONSUMERS,
     readiness_checks=(sandbox_ready,),
 )

@@ -20,9 +20,9 @@ from functools import lru_cache
 from flawforge.blobstore import BlobStore, open_blob_store
 from flawforge.errors import FlawforgeError
 from flawforge.jobs.context import item_key
-from flawforge.pipelines.math_errors import PROBLEM_QUEUE, catalog_order
+from flawforge.pipelines.math_errors import catalog_order
 from flawforge.proto.base import jsonl
-from flawforge.proto.math import ProblemResult, ProblemWorkItem, Reject, ValidatedTemplate
+from flawforge.proto.math import PROBLEM_QUEUE, ProblemResult, ProblemWorkItem, Reject, ValidatedTemplate
 from flawforge.proto.sandbox import ExecutionResult
 from flawforge.runtime.platform import Platform
 from flawforge.runtime.processes import WorkerProcessDied, WorkerProcesses
@@ -39,14 +39,14 @@ CONCURRENT_PROBLEMS = 2 * GENERATION_PROCESSES
 
 
 @lru_cache(maxsize=1)
-def sandbox():
-    """The generation process's sandbox, started the first time a problem needs it: the mutants of nearly
+def sandbox(settings_json: str):
+    """The generation process's sandbox (by the service's settings), started the first time a problem needs it: the mutants of nearly
     every template are executed by the arithmetic interpreter (3 of the shared corpus's 2,415 chosen
     templates need the sandbox), so in a job most processes never start one. A start that fails raises
     SandboxUnavailable: the platform's failure, retried by the bus, never a template's reject."""
     from flawforge.sandbox import Sandbox
 
-    return Sandbox()
+    return Sandbox.from_settings(Settings.model_validate_json(settings_json))
 
 
 @lru_cache(maxsize=1)
@@ -57,14 +57,14 @@ def generation_processes() -> WorkerProcesses:
                            initializer=collect_garbage_rarely)
 
 
-def start_sandbox() -> None:
-    sandbox()
+def start_sandbox(settings_json: str) -> None:
+    sandbox(settings_json)
 
 
 def sandbox_ready(platform: Platform) -> None:
     """Readiness: a generation process can start the sandbox the work items that need one run in (the first
     process starts its own here)."""
-    generation_processes().call(0, start_sandbox)
+    generation_processes().call(0, start_sandbox, platform.settings.model_dump_json())
 
 
 @lru_cache(maxsize=1)
@@ -86,18 +86,19 @@ class ValidatedRun:
     """The process's sandbox, except that the template's own traced run of solve() is the one its validation
     made (the same call under the same default limits) rather than another one."""
 
-    def __init__(self, code: str, run: ExecutionResult | None):
-        self.code, self.run = code, run
+    def __init__(self, code: str, run: ExecutionResult | None, settings_json: str):
+        self.code, self.run, self.settings_json = code, run, settings_json
 
     def trace_call(self, source: str, func: str = "solve") -> ExecutionResult:
         if source == self.code and func == "solve" and self.run is not None:
             return self.run
-        return sandbox().trace_call(source, func)
+        return sandbox(self.settings_json).trace_call(source, func)
 
     def trace_batch(self, original: str, variants: list[str], func: str = "solve") -> list[ExecutionResult]:
         if original != self.code or func != "solve" or self.run is None:
-            return sandbox().trace_batch(original, variants, func)
-        return [self.run, *(sandbox().trace_batch(variants[0], variants[1:], func) if variants else [])]
+            return sandbox(self.settings_json).trace_batch(original, variants, func)
+        return [self.run, *(sandbox(self.settings_json).trace_batch(variants[0], variants[1:], func)
+                            if variants else [])]
 
 
 @lru_cache(maxsize=4)
@@ -115,7 +116,7 @@ def generate_problem(settings_json: str, message_json: str) -> None:
     message = ProblemWorkItem.model_validate_json(message_json)
     validated = ValidatedTemplate.model_validate_json(store.get_verified(message.template))
     template = validated.template
-    executor = ValidatedRun(template.code, validated.run)
+    executor = ValidatedRun(template.code, validated.run, settings_json)
     try:
         output = generate_for_problem(template, executor, list(message.families), message.seed, message.caps)
         candidates, rejects = sorted(output.candidates, key=catalog_order), output.rejects

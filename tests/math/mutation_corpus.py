@@ -57,5 +57,5 @@ def generate_all(sandbox: Sandbox, templates: tuple[ProblemTemplate, ...], **opt
 @lru_cache(maxsize=None)
 def corpus_outputs(shared_data: Path) -> dict[Key, ProblemOutput]:
     """Both error families on every template, with the default caps."""
-    with Sandbox(LIMITS, workers=4) as sandbox:
+    with Sandbox.from_settings(limits=LIMITS, workers=4) as sandbox:
         return generate_all(sandbox, all_templates(shared_data))

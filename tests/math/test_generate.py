@@ -129,7 +129,7 @@ def test_every_template_of_the_corpus_gives_candidates_or_reasons(corpus, shared
 def test_every_flawed_trace_is_what_the_sandbox_records_for_the_mutated_code(corpus):
     candidates = [c for output in corpus.values() for c in output.candidates]
     assert len(candidates) > 20_000
-    with Sandbox(LIMITS, workers=4) as sandbox:
+    with Sandbox.from_settings(limits=LIMITS, workers=4) as sandbox:
         runs = sandbox.trace_batch(candidates[0].mutated_code, [c.mutated_code for c in candidates[1:]])
     for candidate, run in zip(candidates, runs):
         assert run.outcome == "ok", (candidate.problem_index, candidate.error_type, run.detail)
@@ -149,7 +149,7 @@ def test_candidate_ids_are_unique_content_hashes(corpus):
 def test_generation_is_deterministic(corpus, shared_data):
     # every 20th template: all tiers, both models
     sample = all_templates(shared_data)[::20]
-    with Sandbox(LIMITS, workers=4) as sandbox:
+    with Sandbox.from_settings(limits=LIMITS, workers=4) as sandbox:
         again = generate_all(sandbox, sample)
     for template in sample:
         assert again[key_of(template)] == corpus[key_of(template)], key_of(template)

@@ -6,19 +6,19 @@ import json
 import pytest
 from fastapi.testclient import TestClient
 
+from auth_support import API_TOKENS, AUTHORIZATION
 from flawforge.math.gsm8k import read_gsm8k
 
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory):
-    from flawforge.runtime.app import create_app
-    from flawforge.runtime.platform import Platform
-    from flawforge.services import load_service
+    from flawforge.assembly import platform_for, service_app
     from flawforge.settings import Settings
 
-    settings = Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path_factory.mktemp("blobs")))
-    with TestClient(create_app(load_service("template-loader"), Platform.from_settings(settings),
-                               run_worker=False)) as test_client:
+    settings = Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path_factory.mktemp("blobs")),
+                        api_tokens=API_TOKENS)
+    with TestClient(service_app("template-loader", platform_for(settings),
+                               run_worker=False), headers=AUTHORIZATION) as test_client:
         yield test_client
 
 
@@ -44,3 +44,7 @@ def test_bad_requests_name_the_field(client):
     assert response.json()["detail"][0]["loc"] == ["body", "gsm8k_answer"]
     response = client.post("/templates/validate", json={"gsm8k_answer": "#### 3", "code": "x"})
     assert response.status_code == 422 and response.json()["detail"][0]["loc"] == ["body", "logical_steps"]
+    too_long = client.post("/templates/validate", json={"gsm8k_answer": "#### 3", "code": "x = 1\n" * 200_000,
+                                                        "logical_steps": []})
+    assert too_long.status_code == 422 and too_long.json()["detail"][0]["loc"] == ["body", "code"]
+    assert "FLAWFORGE_SANDBOX_MAX_SOURCE_BYTES" in too_long.json()["detail"][0]["msg"]

@@ -9,7 +9,7 @@ from flawforge.math.program import BoundProgram, Program
 from flawforge.math.templates import TemplateFolder, problem_template
 from flawforge.pipelines.math_errors import catalog_order
 from flawforge.proto.math import ProblemResult, ProblemWorkItem, ValidatedTemplate
-from flawforge.runtime.platform import Platform
+from flawforge.assembly import platform_for
 from flawforge.sandbox import Sandbox
 from flawforge.services.mutator.worker import make_problem_handler, sandbox_ready
 from flawforge.settings import Settings
@@ -18,12 +18,12 @@ FAMILIES = ["computational", "conceptual"]
 
 
 def test_pool_generation_is_stored_byte_for_byte_as_in_process(shared_data, tmp_path):
-    platform = Platform.from_settings(Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path)))
+    platform = platform_for(Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path)))
     folder = TemplateFolder(shared_data / "formalization-templates")
     problems = read_gsm8k(shared_data / "gsm8k" / "train.jsonl")
     sandbox_ready(platform)
     handle = make_problem_handler(platform)
-    with Sandbox() as sandbox:
+    with Sandbox.from_settings(platform.settings) as sandbox:
         # problem 177's template is not straight-line code: its mutants run in the process's own sandbox
         for index, seed, with_run in ((0, 11, True), (3, 12, False), (7, 13, True), (177, 14, True)):
             tier = folder.tiers_of(index)[0]
@@ -58,18 +58,18 @@ def test_a_process_starts_a_sandbox_only_for_a_template_whose_mutants_need_one(s
     from flawforge.services.mutator import worker
 
     settings = Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path))
-    platform = Platform.from_settings(settings)
+    platform = platform_for(settings)
     folder = TemplateFolder(shared_data / "formalization-templates")
     problems = read_gsm8k(shared_data / "gsm8k" / "train.jsonl")
 
     def stop_sandbox() -> None:
         if worker.sandbox.cache_info().currsize:
-            worker.sandbox().close()
+            worker.sandbox(settings.model_dump_json()).close()
         worker.sandbox.cache_clear()
 
     stop_sandbox()
     try:
-        with Sandbox() as sandbox:
+        with Sandbox.from_settings(settings) as sandbox:
             for index, needs_sandbox in ((0, False), (177, True)):
                 tier = folder.tiers_of(index)[0]
                 model = folder.in_preference_order(tier, index, ["google_gemini-2.5-flash"])[0].model

@@ -83,7 +83,7 @@ def test_pool_recall(decisions, shared_data):
     reviewed = {(d.tier, d.problem_index, d.template_model) for d in decisions}
     templates = tuple(t for t in all_templates(shared_data) if key_of(t) in reviewed)
     assert len(templates) == len(reviewed)
-    with Sandbox(LIMITS, workers=4) as sandbox:
+    with Sandbox.from_settings(limits=LIMITS, workers=4) as sandbox:
         outputs = generate_all(sandbox, templates, families=["conceptual"], caps=NO_CAPS)
     pool = [c for output in outputs.values() for c in output.candidates]
     report = recall(decisions, pool)

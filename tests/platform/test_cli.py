@@ -44,9 +44,10 @@ def test_keep_blobs_keeps_the_embedded_blob_store(tmp_path):
     (["run", "smoke", "--count", "0", "--out", "x"], "flawforge: error: invalid count: Input should be greater than or equal to 1"),
     (["serve", "no-such-service"], "flawforge: error: unknown service 'no-such-service'"),
     (["run", "smoke", "--out", "x", "--stack", "http://127.0.0.1:9"], "flawforge: error: cannot reach the stack at http://127.0.0.1:9"),
+    (["serve", "metrics"], "flawforge: error: FLAWFORGE_API_TOKENS is empty: set `name:token` pairs, or FLAWFORGE_AUTH=disabled"),
 ])
 def test_user_mistakes_get_one_line_and_no_traceback(tmp_path, args, message):
-    result = run_cli(*args)
+    result = run_cli(*args, env={"FLAWFORGE_API_TOKENS": "", "FLAWFORGE_AUTH": "required"})
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1].startswith(message)
     assert "Traceback" not in result.stderr
@@ -61,8 +62,9 @@ def _free_port() -> int:
 def test_smoke_through_a_served_service_on_rabbitmq(amqp_url, tmp_path):
     port = _free_port()
     env = {"FLAWFORGE_BUS": "rabbitmq", "FLAWFORGE_AMQP_URL": amqp_url,
-           "FLAWFORGE_BLOB_DIR": str(tmp_path / "blobs")}
-    server = subprocess.Popen([*FLAWFORGE, "serve", "metrics", "--port", str(port), "--host", "127.0.0.1"],
+           "FLAWFORGE_BLOB_DIR": str(tmp_path / "blobs"), "FLAWFORGE_API_TOKENS": "ops:tok-ops-5d1e"}
+    # No --host: outside a container a service binds the loopback address by default.
+    server = subprocess.Popen([*FLAWFORGE, "serve", "metrics", "--port", str(port)],
                               env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 30
@@ -75,8 +77,13 @@ def test_smoke_through_a_served_service_on_rabbitmq(amqp_url, tmp_path):
             assert server.poll() is None, server.stderr.read()
             assert time.monotonic() < deadline, "service never became ready"
             time.sleep(0.2)
-        result = run_cli("run", "smoke", "--count", "25", "--out", str(tmp_path / "out"),
-                         "--stack", f"http://127.0.0.1:{port}")
+        stack = ["run", "smoke", "--count", "25", "--out", str(tmp_path / "out"), "--stack", f"http://127.0.0.1:{port}"]
+        refused = run_cli(*stack, "--token", "tok-wrong")
+        assert refused.returncode == 2 and "Traceback" not in refused.stderr
+        assert refused.stderr.strip().splitlines()[-1] == (
+            f"flawforge: error: the stack at http://127.0.0.1:{port} refused the token: unknown bearer token "
+            "(give --token or FLAWFORGE_TOKEN)")
+        result = run_cli(*stack, env={"FLAWFORGE_TOKEN": "tok-ops-5d1e"})
         assert result.returncode == 0, result.stderr
         digests = json.loads((tmp_path / "out" / "digests.json").read_text())
         job_id = result.stderr.split("job ")[1].split()[0]
@@ -85,4 +92,4 @@ def test_smoke_through_a_served_service_on_rabbitmq(amqp_url, tmp_path):
         assert Path(tmp_path / "blobs" / "jobs" / job_id / "status.json").exists()  # state lives in the store
     finally:
         server.terminate()
-        server.wait(10)
+        server.wait(30)  # its workers finish what they hold first

@@ -28,7 +28,7 @@ def generated(folder, problems):
     from flawforge.sandbox import Sandbox, SandboxLimits
 
     candidates = []
-    with Sandbox(SandboxLimits(timeout_s=2)) as sandbox:
+    with Sandbox.from_settings(limits=SandboxLimits(timeout_s=2)) as sandbox:
         for tier in ("tier1", "tier2", "tier3", "tier4"):
             for index in [i for i in folder.indices() if MODEL in folder.models(tier, i)][:3]:
                 code, steps = folder.files(tier, index, MODEL).read()

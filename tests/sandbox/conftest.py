@@ -13,12 +13,12 @@ LIMITS = SandboxLimits(timeout_s=5, memory_mb=256, workdir_mb=16, file_size_mb=4
 
 @pytest.fixture(scope="session")
 def sandbox():
-    with Sandbox(LIMITS, workers=4) as sb:
+    with Sandbox.from_settings(limits=LIMITS, workers=4) as sb:
         yield sb
 
 
 @pytest.fixture(scope="session")
 def sandbox_without_audit():
     """Only the operating-system layers: shows they contain on their own."""
-    with Sandbox(LIMITS, workers=2, audit=False) as sb:
+    with Sandbox.from_settings(limits=LIMITS, workers=2, audit=False, required_layers=()) as sb:
         yield sb

@@ -9,12 +9,16 @@ comments declaring what must happen:
     # expect-tests: error=1             test counts (unit: tests)
     # returns: 0                        the return value's repr
     # absent-after: /tmp/marker         a host path the attack tries to create
+    # detail: seccomp                   words the outcome's detail must hold (also detail-without-audit)
+    # repeat: 2                         runs it again in the slot it just left (what a unit leaves behind
+                                        must not reach the next); each run must end as declared
 
 After each attack a canary unit must see a clean interpreter, no process of a unit may
-survive, and the sandbox must still work.
+survive, and the sandbox must still work; and every result must serialise and parse back.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -54,8 +58,13 @@ def unit_processes(sandbox) -> list[int]:
     return found
 
 
-def run_attack(sandbox, path: Path, expected: str) -> None:
+def run_attack(sandbox, path: Path, expected: str, detail: str | None = None) -> None:
     fields = header(path)
+    for _ in range(int(fields.get("repeat", 1))):  # one after another: a slot just freed is the next one taken
+        run_attack_once(sandbox, path, fields, expected, detail)
+
+
+def run_attack_once(sandbox, path: Path, fields: dict[str, str], expected: str, detail: str | None) -> None:
     source = path.read_text().replace("{REPO}", str(REPO))
     limits = LIMITS.model_copy(update={k: type(getattr(LIMITS, k))(fields[f]) for f, k in
                                        (("timeout", "timeout_s"), ("memory", "memory_mb")) if f in fields})
@@ -74,7 +83,10 @@ def run_attack(sandbox, path: Path, expected: str) -> None:
             assert result.return_value is not None and repr(result.return_value.to_python()) == fields["returns"]
 
     assert result.outcome == expected, f"{path.name}: {result.outcome} ({result.detail}) {result.error}"
+    dumped = result.model_dump_json()  # well-formed whatever the program did: it parses back, as itself
+    assert type(result).model_validate_json(dumped).model_dump_json() == dumped and json.loads(dumped)
     assert result.detail or expected == "ok"
+    assert detail is None or detail in result.detail, f"{path.name}: {result.detail}"
     assert result.usage.wall_s < limits.timeout_s + 2
 
     for marker in fields.get("absent-after", "").split():
@@ -86,17 +98,18 @@ def run_attack(sandbox, path: Path, expected: str) -> None:
 ALL = sorted(ATTACKS.glob("*.py"))
 
 
-def test_the_suite_has_at_least_25_attacks():
-    assert len(ALL) >= 25
+def test_the_suite_has_at_least_65_attacks():
+    assert len(ALL) >= 65
     for path in ALL:
         assert {"expect", "expect-without-audit"} <= header(path).keys(), path.name
 
 
 @pytest.mark.parametrize("path", ALL, ids=[p.stem for p in ALL])
 def test_attack_is_contained(sandbox, path):
-    run_attack(sandbox, path, header(path)["expect"])
+    run_attack(sandbox, path, header(path)["expect"], header(path).get("detail"))
 
 
 @pytest.mark.parametrize("path", ALL, ids=[p.stem for p in ALL])
 def test_attack_is_contained_by_os_layers_alone(sandbox_without_audit, path):
-    run_attack(sandbox_without_audit, path, header(path)["expect-without-audit"])
+    run_attack(sandbox_without_audit, path, header(path)["expect-without-audit"],
+               header(path).get("detail-without-audit"))

@@ -217,12 +217,12 @@ def test_calls_from_many_threads(sandbox):
 
 def test_layers_are_reported_and_required_ones_checked(sandbox):
     report = sandbox.layer_report()
-    assert {"process", "rlimits", "wall_timeout", "empty_env", "workdir", "audit"} <= set(report.active)
+    assert {"process", "rlimits", "wall_timeout", "empty_env", "workdir", "audit", "seccomp"} <= set(report.active)
     assert set(report.active) | set(report.missing) == set(LAYERS)
     with pytest.raises(SandboxUnavailable, match="unknown isolation layer"):
-        Sandbox(required_layers=["moat"])
+        Sandbox.from_settings(required_layers=["moat"])
     with pytest.raises(SandboxUnavailable, match="required isolation layer.*audit"):
-        Sandbox(audit=False, required_layers=["audit"])
+        Sandbox.from_settings(audit=False, required_layers=["audit"])
 
 
 def test_a_sandbox_that_cannot_start_its_server_is_unavailable():
@@ -238,7 +238,7 @@ def test_a_sandbox_that_cannot_start_its_server_is_unavailable():
         "except OSError:\n"
         "    pass\n"
         "try:\n"
-        "    Sandbox()\n"
+        "    Sandbox.from_settings()\n"
         "except SandboxUnavailable as exc:\n"
         "    print('unavailable:', exc)\n"
     )
@@ -248,7 +248,7 @@ def test_a_sandbox_that_cannot_start_its_server_is_unavailable():
 
 
 def test_a_dead_zygote_is_replaced(shared_data):
-    with Sandbox(SandboxLimits(timeout_s=5), workers=2) as sb:
+    with Sandbox.from_settings(limits=SandboxLimits(timeout_s=5), workers=2) as sb:
         slow = threading.Thread(target=lambda: results.append(
             sb.execute("import time\ntime.sleep(3)\n", limits=SandboxLimits(timeout_s=5))))
         results: list = []
@@ -280,8 +280,8 @@ def test_without_namespaces_work_dirs_and_audit_still_hold(shared_data):
     """Where the kernel refuses namespaces: a host temp dir per unit, and the audit layer stops escapes."""
     from tests.sandbox.test_attacks import ATTACKS, header, run_attack
 
-    with Sandbox(SandboxLimits(timeout_s=5, workdir_mb=16, file_size_mb=4, output_bytes=16384), workers=2,
-                 namespaces=False) as sb:
+    with Sandbox.from_settings(limits=SandboxLimits(timeout_s=5, workdir_mb=16, file_size_mb=4, output_bytes=16384),
+                               workers=2, namespaces=False) as sb:
         report = sb.layer_report()
         assert {"netns", "mountns", "pidns"} <= set(report.missing) and "audit" in report.active
         for name in FALLBACK_ATTACKS:
@@ -293,7 +293,8 @@ def test_without_namespaces_work_dirs_and_audit_still_hold(shared_data):
 
 def test_a_stray_process_is_killed_when_nothing_else_stops_it():
     """No uid layer (its process limit would forbid the fork) and no audit: the zygote still kills leftovers."""
-    with Sandbox(SandboxLimits(timeout_s=5), workers=1, audit=False, namespaces=False) as sb:
+    with Sandbox.from_settings(limits=SandboxLimits(timeout_s=5), workers=1, audit=False, namespaces=False,
+                                 required_layers=()) as sb:
         result = sb.execute("import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\n"
                             "    os._exit(0)\nprint('left a child behind')\n")
         assert result.outcome == "ok" and result.stdout == "left a child behind\n"

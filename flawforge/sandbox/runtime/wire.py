@@ -22,17 +22,22 @@ A batch unit's report is one section per program, in order (see unit.run_program
   ["p", why]                      after ["d"]: the batch ends here (the program changed shared state)
 """
 import json
+import reprlib
 import struct
 from fractions import Fraction
 from math import isfinite
 
 HEADER = struct.Struct(">I")
+# What a unit is asked to run (a request's "unit"): one program, a batch of programs, a module and its tests,
+# a project's pytest suite.
+EXEC, BATCH, TESTS, SUITE = "exec", "batch", "tests", "suite"
 RUNNER_FAILED = 121  # exit status of a unit whose runner failed (e.g. out of memory while reporting)
 # Starts each program's section. JSON escapes every quote inside a string, so these bytes
 # occur nowhere else in a report.
 PROGRAM_MARKER = b'["b",'
 # Ints wider than this travel as hex text: decimal conversion of huge ints is slow and
-# limited by sys.int_max_str_digits, hex is neither.
+# limited by sys.int_max_str_digits (4,300 digits, about 14,280 bits), hex is neither. The one
+# rule for exact values: flawforge.proto.values.TypedValue follows it too.
 MAX_DECIMAL_INT_BITS = 14_000
 REPR_CHARS = 200
 
@@ -66,12 +71,46 @@ def encode(value) -> list:
     if isinstance(value, str):
         return ["str", str(value)]
     try:
-        text = repr(value)[:REPR_CHARS]
+        text = SUMMARY.repr(value)[:REPR_CHARS]
     except MemoryError:
         raise  # the program ran out of memory: its outcome, not a value's text
     except Exception:
         text = "<unrepresentable>"
     return ["other", type(value).__name__, text]
+
+
+class Summary(reprlib.Repr):
+    """A value's text within REPR_CHARS, built without the whole repr: a traced 1.5 GB bytearray must not
+    become a 6 GB string first. Containers show their first items, a level or two deep; a type reprlib
+    does not know gets its own repr (a program's class's __repr__ is the program's own code and cost)."""
+
+    def __init__(self):
+        super().__init__()
+        self.maxlevel = 3
+        self.maxtuple = self.maxlist = self.maxarray = self.maxdict = self.maxset = self.maxfrozenset = 8
+        self.maxdeque = 8
+        self.maxstring = self.maxlong = self.maxother = REPR_CHARS
+
+    def repr_int(self, x, level):
+        if x.bit_length() > 4 * REPR_CHARS:  # its decimal text is long, and costly past int_max_str_digits
+            return f"<int of {x.bit_length()} bits>"
+        return super().repr_int(x, level)
+
+    def repr_bytes(self, x, level):
+        head = repr(bytes(x[:REPR_CHARS]))
+        return head if len(x) <= REPR_CHARS else f"{head[:-1]}...{head[-1]}"
+
+    def repr_bytearray(self, x, level):
+        return f"bytearray({self.repr_bytes(x, level)})"
+
+    def repr_memoryview(self, x, level):
+        return f"<memoryview of {x.nbytes} bytes>"
+
+    def repr_str(self, x, level):
+        return super().repr_str(x[:REPR_CHARS + 1], level)
+
+
+SUMMARY = Summary()
 
 
 def decode(item: list):

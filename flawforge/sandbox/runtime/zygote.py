@@ -26,8 +26,9 @@ import signal
 import socket
 import sys
 import time
+from dataclasses import dataclass, field
 
-from flawforge.sandbox.runtime import unit, wire
+from flawforge.sandbox.runtime import seccomp, unit, wire
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
@@ -102,6 +103,9 @@ class Isolation:
             except OSError:
                 pass
         self.layers["uid"] = self._probe_uid()
+        self.filter, self.layers["seccomp"] = seccomp.make_filter()
+        if self.filter is not None:
+            self.layers["seccomp"] = self._probe_seccomp()
 
     def _unshare(self, flags: int) -> str | None:
         try:
@@ -200,6 +204,21 @@ class Isolation:
         return {0: None, 2: "an unprivileged uid cannot read the Python library here"}.get(
             os.waitstatus_to_exitcode(status), "setuid to an unprivileged uid failed")
 
+    def _probe_seccomp(self) -> str | None:
+        """Installs the filter in a child that then makes a denied call: it must die of SIGSYS."""
+        probe = os.fork()
+        if probe == 0:
+            try:
+                _call("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+                self.filter.install()
+                _call("unshare", 0)
+            except BaseException:
+                os._exit(1)
+            os._exit(2)
+        _, status = os.waitpid(probe, 0)
+        return {-signal.SIGSYS: None, 1: "the kernel refused the filter"}.get(
+            os.waitstatus_to_exitcode(status), "the filter did not stop a denied call")
+
     def active(self, layer: str) -> bool:
         return self.layers.get(layer) is None
 
@@ -207,8 +226,9 @@ class Isolation:
 class Workdirs:
     """A fresh, size-limited work dir per unit: a tmpfs per slot, or a host temp dir emptied after use.
 
-    A slot's tmpfs is kept while units leave it as they found it (empty, same mode and owner);
-    anything else and it is unmounted, so the next unit gets a new one.
+    A slot's tmpfs is kept while units leave it as they found it (empty, same mode and owner, no
+    extended attributes); anything else and it is unmounted, so the next unit gets a new one. Its
+    times are reset after each unit: nothing a unit can set on it reaches the next one.
     """
 
     def __init__(self, isolation: Isolation):
@@ -236,6 +256,7 @@ class Workdirs:
         else:
             os.makedirs(path, mode=0o700, exist_ok=True)
             os.chown(path, owner, owner)
+        os.utime(path, ns=(0, 0))
         self.ready[slot] = (size, self._fingerprint(path))
         return path
 
@@ -253,7 +274,10 @@ class Workdirs:
     def release(self, slot: int, path: str) -> None:
         kept = self.ready.get(slot)
         try:
-            pristine = kept is not None and not os.listdir(path) and self._fingerprint(path) == kept[1]
+            pristine = kept is not None and not os.listdir(path) and self._fingerprint(path) == kept[1] \
+                and not os.listxattr(path)
+            if pristine:
+                os.utime(path, ns=(0, 0))
         except OSError:
             pristine = False
         if not pristine:
@@ -284,10 +308,29 @@ def _scratch_file(directory: str) -> int:
     return fd
 
 
+@dataclass(slots=True)
 class Unit:
-    __slots__ = ("id", "pid", "slot", "workdir", "pipe", "out", "err", "started", "deadline", "result",
-                 "result_cap", "overflow", "timed_out", "output_cap", "cpu_limit", "timeout", "programs",
-                 "started_programs", "marker_tail")
+    """A running unit, as the zygote tracks it from fork to report."""
+
+    id: int                # the service's id of the request
+    pid: int
+    slot: int              # its uid and work dir
+    workdir: str
+    pipe: int              # read end of its result pipe
+    out: int               # its stdout and stderr files
+    err: int
+    started: float         # time.monotonic() at fork
+    deadline: float        # when it is killed; moved on as each program of a batch starts
+    timeout: float         # the wall-clock limit, each program's
+    result_cap: int        # report bytes it may still send
+    output_cap: int        # stdout and stderr bytes kept, each
+    cpu_limit: int         # CPU seconds, each program's
+    programs: int          # programs of a batch; 0 for other units
+    result: list[bytes] = field(default_factory=list)
+    overflow: bool = False
+    timed_out: bool = False
+    started_programs: int = 0
+    marker_tail: bytes = b""  # the last bytes read, where a program marker may have begun
 
 
 class Server:
@@ -366,7 +409,7 @@ class Server:
     # --- one unit --------------------------------------------------------------------------
     def _start(self, request: dict) -> None:
         limits = request["limits"]
-        batch = request["unit"] == "batch"
+        batch = request["unit"] == wire.BATCH
         programs = len(request["sources"]) if batch else 1
         slot = self.free_slots.pop()
         opened: list[int] = []
@@ -389,12 +432,10 @@ class Server:
             self._child(request, limits, self._cpu_limit(limits) * programs, slot, workdir, out, err, write_fd)
         os.close(write_fd)
         os.set_blocking(read_fd, False)
-        u = Unit()
-        u.id, u.pid, u.slot, u.workdir, u.pipe, u.out, u.err = request["id"], pid, slot, workdir, read_fd, out, err
-        u.started, u.deadline, u.timeout = started, started + limits["timeout_s"], limits["timeout_s"]
-        u.result, u.result_cap, u.overflow, u.timed_out = [], limits["result_bytes"] * programs, False, False
-        u.output_cap, u.cpu_limit = limits["output_bytes"], self._cpu_limit(limits)  # each program's
-        u.programs, u.started_programs, u.marker_tail = programs if batch else 0, 0, b""
+        u = Unit(id=request["id"], pid=pid, slot=slot, workdir=workdir, pipe=read_fd, out=out, err=err,
+                 started=started, deadline=started + limits["timeout_s"], timeout=limits["timeout_s"],
+                 result_cap=limits["result_bytes"] * programs, output_cap=limits["output_bytes"],
+                 cpu_limit=self._cpu_limit(limits), programs=programs if batch else 0)
         self.units[pid] = u
         self.by_pipe[read_fd] = u
         self.selector.register(read_fd, selectors.EVENT_READ)
@@ -432,6 +473,8 @@ class Server:
                 os.setresgid(uid, uid, uid)
                 os.setresuid(uid, uid, uid)
             os.close(self.statm)
+            if self.isolation.active("seccomp"):
+                self.isolation.filter.install()
             unit.run(request, unit.Interpreter(self.config["library_path"], self.hidden_modules, self.streams),
                      self.config["unit_read_roots"], self.isolation.active("audit"))
         finally:

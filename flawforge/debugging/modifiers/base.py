@@ -1,0 +1,228 @@
+"""What a bug modifier is, the sites it works on, and the registry that lists them.
+
+A modifier is one kind of bug. Each is a small class with a name, a text that explains it,
+the conditions under which it applies (the kind of site and its complexity bounds) and one
+`modify` method that turns a site into the text edits of every bug it can make there. The
+edits are applied to the original source, so the change stays where the bug is (comments
+and formatting elsewhere are kept) and its diff is the fix read backwards. Defining a
+subclass with a `name` registers it.
+"""
+from __future__ import annotations
+
+import ast
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import ClassVar, Iterable
+
+
+@dataclass(frozen=True)
+class TextEdit:
+    """Replace the source between (start_line, start_col) and (end_line, end_col) (1-based lines, 0-based
+    columns, end exclusive, as in the ast module) with `text`."""
+
+    start_line: int
+    start_col: int
+    end_line: int
+    end_col: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Bug:
+    """One way a modifier breaks a site: its edits and what they do, in words."""
+
+    edits: tuple[TextEdit, ...]
+    description: str
+    qualname: str | None = None  # where the bug is when narrower than the site (a class's removed method)
+
+
+@dataclass
+class Site:
+    """A function or a class of a module, with what the modifiers need to know about it."""
+
+    path: str                       # the module's path in its project
+    qualname: str                   # e.g. Cache.__getitem__, or parse for a function of the module
+    node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+    lines: list[str] = field(repr=False)  # the module's source lines, with their endings
+    complexity: int = 0
+
+    @property
+    def is_class(self) -> bool:
+        return isinstance(self.node, ast.ClassDef)
+
+    def segment(self, node: ast.AST) -> str:
+        """The exact source text of a node."""
+        return "".join(_slice(self.lines, node.lineno, node.col_offset, node.end_lineno, node.end_col_offset))
+
+    def indent_of(self, node: ast.stmt) -> str:
+        line = self.lines[node.lineno - 1]
+        return line[:len(line) - len(line.lstrip())]
+
+
+def _slice(lines: list[str], start_line: int, start_col: int, end_line: int, end_col: int) -> list[str]:
+    if start_line == end_line:
+        return [_cols(lines[start_line - 1], start_col, end_col)]
+    return ([_cols(lines[start_line - 1], start_col, None)] + lines[start_line:end_line - 1]
+            + [_cols(lines[end_line - 1], 0, end_col)])
+
+
+def _cols(line: str, start: int, end: int | None) -> str:
+    """ast columns are UTF-8 byte offsets."""
+    data = line.encode("utf-8")
+    return data[start:end].decode("utf-8")
+
+
+def complexity(node: ast.AST) -> int:
+    """1 + branches + boolean operators + exception handlers + comparisons (nested functions included);
+    a class's is the sum over its methods."""
+    if isinstance(node, ast.ClassDef):
+        return sum(complexity(child) for child in node.body if isinstance(child, (ast.FunctionDef,
+                                                                                  ast.AsyncFunctionDef)))
+    score = 1
+    for child in ast.walk(node):
+        if isinstance(child, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.IfExp, ast.comprehension)):
+            score += 1
+        elif isinstance(child, ast.BoolOp):
+            score += len(child.values) - 1
+        elif isinstance(child, ast.ExceptHandler):
+            score += 1
+        elif isinstance(child, ast.Compare):
+            score += len(child.ops)
+    return score
+
+
+def sites_of(path: str, source: str) -> list[Site]:
+    """Every function, method and class of a module, in source order (nested functions are part of theirs)."""
+    tree = ast.parse(source)
+    lines = source.splitlines(keepends=True)
+    found: list[Site] = []
+
+    def visit(body: list[ast.stmt], prefix: str) -> None:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                found.append(Site(path, prefix + node.name, node, lines, complexity(node)))
+            elif isinstance(node, ast.ClassDef):
+                found.append(Site(path, prefix + node.name, node, lines, complexity(node)))
+                visit(node.body, f"{prefix}{node.name}.")
+            elif isinstance(node, (ast.If, ast.Try)):  # definitions under `if PY3:` or `try: ... except ImportError`
+                for part in (node.body, getattr(node, "orelse", []), getattr(node, "finalbody", [])):
+                    visit(part, prefix)
+                for handler in getattr(node, "handlers", []):
+                    visit(handler.body, prefix)
+
+    visit(tree.body, "")
+    return found
+
+
+def apply_edits(source: str, edits: Iterable[TextEdit]) -> str:
+    """The source with non-overlapping edits applied."""
+    lines = source.splitlines(keepends=True)
+    for edit in sorted(edits, key=lambda e: (e.start_line, e.start_col), reverse=True):
+        head = "".join(lines[:edit.start_line - 1]) + _cols(lines[edit.start_line - 1], 0, edit.start_col)
+        tail = _cols(lines[edit.end_line - 1], edit.end_col, None) + "".join(lines[edit.end_line:])
+        lines = (head + edit.text + tail).splitlines(keepends=True)
+    return "".join(lines)
+
+
+def replace_node(site: Site, node: ast.AST, new: ast.AST | str) -> TextEdit:
+    """An edit replacing an expression (or a one-line statement) with `new` (a node, unparsed, or text). The new
+    expression is parenthesised only where it binds less tightly than the one it replaces."""
+    text = new if isinstance(new, str) else ast.unparse(new)
+    if isinstance(node, ast.expr) and not isinstance(new, str) and precedence(new) < precedence(node):
+        text = f"({text})"
+    return TextEdit(node.lineno, node.col_offset, node.end_lineno, node.end_col_offset, text)
+
+
+BINARY_PRECEDENCE = {ast.BitOr: 5, ast.BitXor: 6, ast.BitAnd: 7, ast.LShift: 8, ast.RShift: 8, ast.Add: 9,
+                     ast.Sub: 9, ast.Mult: 10, ast.MatMult: 10, ast.Div: 10, ast.FloorDiv: 10, ast.Mod: 10,
+                     ast.Pow: 12}
+
+
+def precedence(node: ast.AST) -> int:
+    """How tightly an expression binds (Python's operator precedence, loosest 0)."""
+    if isinstance(node, (ast.IfExp, ast.Lambda, ast.NamedExpr)):
+        return 0
+    if isinstance(node, ast.BoolOp):
+        return 1 if isinstance(node.op, ast.Or) else 2
+    if isinstance(node, ast.UnaryOp):
+        return 3 if isinstance(node.op, ast.Not) else 11
+    if isinstance(node, ast.Compare):
+        return 4
+    if isinstance(node, ast.BinOp):
+        return BINARY_PRECEDENCE[type(node.op)]
+    return 13
+
+
+def statement_lines(site: Site, first: ast.stmt, last: ast.stmt) -> tuple[int, int]:
+    """The whole lines from `first` (with its decorators) to `last`."""
+    start = min([first.lineno] + [d.lineno for d in getattr(first, "decorator_list", [])])
+    return start, last.end_lineno
+
+
+def replace_statements(site: Site, first: ast.stmt, last: ast.stmt, new_text: str) -> TextEdit:
+    """An edit replacing whole statement lines with `new_text` (already indented, ending in a newline)."""
+    start, end = statement_lines(site, first, last)
+    return TextEdit(start, 0, end, len(site.lines[end - 1].encode("utf-8")), new_text)
+
+
+def reindent(text: str, indent: str) -> str:
+    """Lines of `text` (indented as at column 0 in a block) moved to `indent`."""
+    import textwrap
+
+    body = textwrap.dedent(text)
+    return "".join(indent + line if line.strip() else line for line in body.splitlines(keepends=True))
+
+
+def block_text(site: Site, body: list[ast.stmt], indent: str) -> str:
+    """The source of consecutive statements `body`, moved to `indent`, ending in a newline."""
+    start, end = statement_lines(site, body[0], body[-1])
+    text = "".join(site.lines[start - 1:end])
+    if not text.endswith("\n"):
+        text += "\n"
+    return reindent(text, indent)
+
+
+def statements_of(node: ast.AST) -> Iterable[tuple[ast.AST, str, list[ast.stmt]]]:
+    """(owner, field, body) of every statement list inside a function (nested functions' included)."""
+    for owner in ast.walk(node):
+        for name in ("body", "orelse", "finalbody"):
+            body = getattr(owner, name, None)
+            if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
+                yield owner, name, body
+        if isinstance(owner, ast.Try):
+            for handler in owner.handlers:
+                yield handler, "body", handler.body
+
+
+def one_line(site: Site, node: ast.AST) -> bool:
+    return node.lineno == node.end_lineno
+
+
+REGISTRY: dict[str, "BugModifier"] = {}
+
+
+class BugModifier(ABC):
+    name: ClassVar[str] = ""
+    explanation: ClassVar[str]
+    targets: ClassVar[str] = "function"   # "function" or "class"
+    min_complexity: ClassVar[int] = 3
+    max_complexity: ClassVar[int | None] = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("name"):
+            if cls.name in REGISTRY:
+                raise TypeError(f"bug modifier {cls.name!r} defined twice")
+            REGISTRY[cls.name] = cls()
+
+    def applies(self, site: Site) -> bool:
+        """The kind of site this modifier works on, within its complexity bounds."""
+        return (site.is_class == (self.targets == "class") and site.complexity >= self.min_complexity
+                and (self.max_complexity is None or site.complexity <= self.max_complexity))
+
+    @abstractmethod
+    def modify(self, site: Site) -> Iterable[Bug]:
+        """Every bug this modifier can make at the site; called only where `applies` is true."""
+
+    def bugs(self, site: Site) -> list[Bug]:
+        return list(self.modify(site)) if self.applies(site) else []

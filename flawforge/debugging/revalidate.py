@@ -1,0 +1,47 @@
+"""Re-validation of a saved file-edit task: the buggy code still fails, the fixed code still passes.
+
+The checks on two suite runs are pure; running them is the caller's (the sandbox's)."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from flawforge.proto.debugging import Instance
+from flawforge.proto.sandbox import SuiteRunResult
+
+
+@dataclass(frozen=True)
+class Revalidation:
+    instance_id: str
+    buggy_fails: bool          # every FAIL_TO_PASS test fails with the bug
+    buggy_keeps_passing: bool  # every PASS_TO_PASS test passes with the bug
+    fixed_passes: bool         # with the fix, every listed test passes
+    detail: str
+
+    @property
+    def reproduced(self) -> bool:
+        return self.buggy_fails and self.buggy_keeps_passing and self.fixed_passes
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "reproduced": self.reproduced}
+
+
+def _outcome(run: SuiteRunResult, test: str) -> str:
+    for result in run.tests:
+        if result.name == test:
+            return result.outcome
+    return "missing"
+
+
+def revalidate(instance: Instance, buggy_run: SuiteRunResult, fixed_run: SuiteRunResult) -> Revalidation:
+    # A test the bug keeps from being collected (its id is built from the code) does not pass either.
+    still_passing = [t for t in instance.FAIL_TO_PASS if _outcome(buggy_run, t) in ("passed", "skipped")]
+    broken = [t for t in instance.PASS_TO_PASS if _outcome(buggy_run, t) != "passed"]
+    not_fixed = [t for t in instance.FAIL_TO_PASS + instance.PASS_TO_PASS if _outcome(fixed_run, t) != "passed"]
+    problems = []
+    if still_passing:
+        problems.append(f"{len(still_passing)} FAIL_TO_PASS test(s) do not fail with the bug, e.g. {still_passing[0]}")
+    if broken:
+        problems.append(f"{len(broken)} PASS_TO_PASS test(s) do not pass with the bug, e.g. {broken[0]}")
+    if not_fixed:
+        problems.append(f"{len(not_fixed)} test(s) do not pass with the fix, e.g. {not_fixed[0]}")
+    return Revalidation(instance.instance_id, not still_passing, not broken, not not_fixed, "; ".join(problems))

@@ -1,0 +1,95 @@
+"""Which tests a candidate must run, and what its run says: valid bug or reject with a reason.
+
+A bug is valid when at least one baseline test fails with it (FAIL_TO_PASS), at least one
+still passes (PASS_TO_PASS) and nothing timed out. Only the test files that can notice the
+change are run: those with a test that executed the changed function in the clean run,
+or the whole suite when the function runs at import or the change is to a class. A baseline
+test in a file that is not run did not execute the changed code, so it passes as it did.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from flawforge.proto.debugging import FAILING_OUTPUT_BYTES
+from flawforge.proto.sandbox import SuiteRunResult
+
+IMPORT_TIME = ""  # the coverage entry of what ran outside any test
+ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+WORKDIR = re.compile(r"/tmp/\d+/")
+
+
+def _covers(key: str, path: str, qualname: str) -> bool:
+    file, _, name = key.partition("::")
+    return file == path and (name == qualname or name.startswith(qualname + "."))
+
+
+def test_file(test_id: str) -> str:
+    return test_id.split("::", 1)[0]
+
+
+def covered(coverage: dict[str, list[str]], path: str, qualname: str) -> bool:
+    """Some test (or the import) executes the function, or a method of the class, `qualname` of `path`."""
+    return any(_covers(key, path, qualname) for keys in coverage.values() for key in keys)
+
+
+def tests_to_run(coverage: dict[str, list[str]], test_paths: list[str], path: str, qualname: str,
+                 is_class: bool) -> list[str]:
+    """pytest arguments for a candidate: the test files that can notice the change (sorted)."""
+    if is_class or any(_covers(key, path, qualname) for key in coverage.get(IMPORT_TIME, [])):
+        return list(test_paths)
+    files = {test_file(test) for test, keys in coverage.items()
+             if test != IMPORT_TIME and any(_covers(key, path, qualname) for key in keys)}
+    return sorted(files) or list(test_paths)
+
+
+def normalized(text: str) -> str:
+    """Test output without what differs between identical runs (object addresses, the unit's work dir)."""
+    return WORKDIR.sub("", ADDRESS.sub(" at 0x...", text))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    valid: bool
+    reason: str | None
+    detail: str
+    fail_to_pass: list[str]
+    pass_to_pass: list[str]
+    failing_output: str
+
+
+def bounded(text: str, limit: int = FAILING_OUTPUT_BYTES) -> str:
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text
+    return data[:limit - 20].decode("utf-8", "ignore") + "\n... (output cut)\n"
+
+
+def judge(baseline_passing: list[str], run: SuiteRunResult, args: list[str], test_paths: list[str],
+          baseline_collection_errors: list[str]) -> Verdict:
+    """The verdict on a candidate's run of `args` (test files, or the whole suite)."""
+    whole = sorted(args) == sorted(test_paths)
+    ran_files = set(args)
+    in_run = [t for t in baseline_passing if whole or test_file(t) in ran_files]
+    outcomes = {t.name: t for t in run.tests}
+    if run.outcome in ("timeout", "memory_limit", "output_limit", "crashed"):  # no trustworthy test outcomes
+        return Verdict(False, run.outcome, run.detail, [], [], "")
+    new_errors = sorted(set(run.collection_errors) - set(baseline_collection_errors))
+    if new_errors:
+        first = new_errors[0]
+        return Verdict(False, "collection_error", f"{first}: {normalized(run.collection_errors[first])[-500:]}",
+                       [], [], "")
+    if not run.tests:
+        return Verdict(False, run.outcome if run.outcome != "ok" else "no_tests_ran", run.detail, [], [], "")
+    failed = [t for t in in_run if t not in outcomes or outcomes[t].outcome in ("failed", "error")]
+    passed_in_run = {t for t in in_run if t in outcomes and outcomes[t].outcome == "passed"}
+    pass_to_pass = sorted(t for t in baseline_passing if t in passed_in_run or t not in in_run)
+    fail_to_pass = sorted(failed)
+    output = "\n\n".join(f"{t}: {outcomes[t].outcome}\n{normalized(outcomes[t].message)}" if t in outcomes
+                         else f"{t}: not reported ({run.detail or run.outcome})" for t in fail_to_pass)
+    if not fail_to_pass:
+        return Verdict(False, "survived", f"all {len(in_run)} baseline tests run still pass", [], pass_to_pass, "")
+    if not pass_to_pass:
+        return Verdict(False, "no_pass_to_pass", f"all {len(fail_to_pass)} baseline tests fail", fail_to_pass, [],
+                       bounded(output))
+    return Verdict(True, None, "", fail_to_pass, pass_to_pass, bounded(output))

@@ -1,0 +1,124 @@
+"""Debugging-conversation pipeline (seed 002): work items, task instances, rejects, conversations."""
+from __future__ import annotations
+
+from pydantic import Field
+
+from flawforge.proto.base import BlobRef, Message, Model
+
+# The mutator takes one library a work item: baseline, candidates, validation.
+LIBRARY_QUEUE = "debugging.libraries"
+FAILING_OUTPUT_BYTES = 8 * 1024
+# Every run of a suite hashes strings with this seed: pytest ids of tests parametrized over a set depend on it.
+SUITE_HASH_SEED = 0
+
+
+class LibraryWorkItem(Message):
+    """One library's source distribution, to turn into validated bugs."""
+
+    kind = "debugging.library"
+    job_id: str
+    archive: BlobRef = Field(description="The library's sdist, a tar.gz.")
+    archive_name: str = Field(description="e.g. toolz-1.2.0.tar.gz: names the library and its version.")
+    per_library: int = Field(ge=1, description="Candidates to validate.")
+    modifiers: list[str] = Field(min_length=1)
+    seed: int
+    item_name: str = Field(description="Where the result goes, under the job's items.")
+
+
+class Baseline(Model):
+    """The clean suite, run twice."""
+
+    tests: int = Field(description="Tests the clean suite reported.")
+    passing: list[str] = Field(description="Tests that passed in both clean runs: the baseline.")
+    flaky: list[str] = Field(default_factory=list, description="Tests whose outcome differed between the runs.")
+    collection_errors: list[str] = Field(default_factory=list)
+    wall_s: float = Field(description="The first clean run's wall time.")
+
+
+class Instance(Model):
+    """A validated bug: the clean code passes FAIL_TO_PASS, the buggy code fails them and passes PASS_TO_PASS."""
+
+    schema_version: int = 1
+    instance_id: str = Field(description="<source>.<version>.<modifier>__<hash8>")
+    source: str = Field(description="The library's name, or the scenario's catalog entry.")
+    version: str
+    modifier: str
+    path: str = Field(description="The buggy file, relative to the project.")
+    qualname: str = Field(description="The function or class the bug is in.")
+    description: str = Field(description="What the change does, in words.")
+    patch: str = Field(description="The bug: a unified diff that applies to the clean code.")
+    fix_patch: str = Field(description="The fix: the reverse diff.")
+    FAIL_TO_PASS: list[str]
+    PASS_TO_PASS: list[str]
+    failing_output: str = Field(description="The failing tests' output, at most 8 KiB.")
+    source_roots: list[str] = Field(description="Project folders on sys.path when the tests run.")
+    test_paths: list[str] = Field(description="The project's test folders and files.")
+
+
+class BugReject(Model):
+    schema_version: int = 1
+    source: str
+    version: str
+    modifier: str | None = None
+    path: str | None = None
+    qualname: str | None = None
+    hash8: str | None = None
+    reason: str = Field(description="survived, timeout, collection_error, no_pass_to_pass, crashed, no_baseline, "
+                                    "no_candidates, ...")
+    detail: str = ""
+
+
+class LibraryResult(Model):
+    """What one library produced, stored at the job's item key."""
+
+    source: str
+    version: str
+    baseline: Baseline | None = None
+    tried: int = 0
+    tried_by_modifier: dict[str, int] = Field(default_factory=dict)
+    instances: list[Instance] = Field(default_factory=list)
+    rejects: list[BugReject] = Field(default_factory=list)
+    candidates_total: int = Field(0, description="Distinct candidates the modifiers made before the choice.")
+
+
+class ChatMessage(Model):
+    role: str
+    content: str
+
+
+class Conversation(Model):
+    """A debugging conversation grounded in one instance."""
+
+    schema_version: int = 1
+    instance_id: str
+    problem_statement: str
+    code_path: str = Field(description="The buggy file, relative to the task folder.")
+    buggy_code: str | None = Field(None, description="Inline buggy code (None for file-edit tasks).")
+    failing_output: str
+    fix_patch: str
+    messages: list[ChatMessage]
+    writer: str = Field(description="'deterministic', or the model that wrote the turns.")
+
+
+# --- scenarios: a catalog entry, written up by a model ------------------------------------------
+
+class CatalogEntry(Model):
+    domain: str = Field(min_length=1)
+    topic: str = Field(min_length=1)
+    subtopic: str = Field(min_length=1)
+
+
+class BuggyVariant(Model):
+    description: str = Field(description="What is wrong in this variant, in one sentence.")
+    module_code: str = Field(description="The whole module with the bug in it.")
+
+
+class ScenarioReply(Model):
+    """What the model writes for a catalog entry (the gateway's structured output schema)."""
+
+    problem_statement: str = Field(min_length=1)
+    outline: list[str] = Field(min_length=1, description="The solution's steps.")
+    module_name: str = Field(pattern=r"^[a-z_][a-z0-9_]*$", max_length=60)
+    module_code: str = Field(min_length=1, description="Several cooperating functions with input validation.")
+    test_code: str = Field(min_length=1, description="pytest tests importing the module by its name.")
+    buggy_variants: list[BuggyVariant] = Field(default_factory=list, max_length=5)
