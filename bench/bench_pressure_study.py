@@ -8,7 +8,8 @@ Baseline, measured in the same run on the same model: the seed's loop, one promp
 time: `model.generate` greedy for 8 tokens with `output_hidden_states` and `output_attentions` (the
 seed's mechanistic pass; its states saved with torch.save), then `model.generate` sampling 16 sequences
 of 10 tokens (T=1, top-p 0.9).
-Workload: the demo's built-in questions (capitals, idioms, common sense), both conditions each.
+Workload: the demo's prompts (the dataset stage's offline generators: GeoNames facts, WordNet idioms and
+relations), both conditions each.
 Target: at least 5x the baseline's rate on CPU; on a GPU the ratio is reported.
 """
 from __future__ import annotations
@@ -44,7 +45,7 @@ def seed_loop(lm, prompts: list[list[int]], samples: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    parser.add_argument("--prompts", type=int, default=8, help="demo questions, both conditions each")
+    parser.add_argument("--prompts", type=int, default=8, help="demo prompts, both conditions each")
     parser.add_argument("--samples", type=int, default=16)
     args = parser.parse_args()
 
@@ -52,7 +53,7 @@ def main() -> None:
     from flawforge.inference.transformers_backend import TransformersBackend
     from flawforge.inference.loading import load_model
     from flawforge.pipelines.pressure_study import PressureStudyParams
-    from flawforge.pressure.demo import demo_questions
+    from flawforge.pressure.demo import demo_candidates
     from flawforge.pressure.prompts import CONDITIONS, build_prompt
     from flawforge.pressure.study_runner import StudyRunner
     from flawforge.proto.pressure import PromptRecord
@@ -60,9 +61,9 @@ def main() -> None:
 
     settings = Settings(inference_device=args.device, inference_cache_dir=str(REPO / "var" / "models"))
     lm = load_model(settings)
-    records = [PromptRecord(prompt_id=f"bench-{i}", category=category, question_text=question, target_word=target,
-                            v_score=0, p0=0.0, p1=0.0, p0_bin="0.0-0.2", s_score=0)
-               for i, (category, question, target) in enumerate(demo_questions()[:args.prompts])]
+    records = [PromptRecord(prompt_id=f"bench-{i}", category=c.category, question_text=c.question_text,
+                            target_word=c.target_word, v_score=0, p0=0.0, p1=0.0, p0_bin="0.0-0.2", s_score=0)
+               for i, c in enumerate(demo_candidates(args.prompts, 42))]
     params = PressureStudyParams(demo=True, samples=args.samples, batch_prompts=args.prompts)
     prompts = [lm.tokenizer(build_prompt(c, r.question_text, r.target_word))["input_ids"]
                for r in records for c in CONDITIONS]

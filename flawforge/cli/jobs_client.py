@@ -60,18 +60,23 @@ def _keep_or_cancel(job: str, cancel_on_exit: bool | None, cancel) -> str:
 
 
 def run_embedded(pipeline_name: str, params: dict, out: Path, settings) -> JobStatus:
+    from pydantic import ValidationError
+
     from flawforge.jobs.pipeline import pipelines
-    from flawforge.jobs.runner import submit
+    from flawforge.jobs.runner import invalid_params, submit
     from flawforge.jobs.store import JobStore
-    from flawforge.runtime.embedded import EmbeddedStack
+    from flawforge.assembly import EMBEDDED_SERVICES, embedded_stack
 
     pipeline = pipelines()[pipeline_name]
-    services = EmbeddedStack.DEFAULT_SERVICES
+    services = EMBEDDED_SERVICES
     if pipeline.owner not in services:  # a pipeline owned by a heavy service (the inference-server) brings it
         services += (pipeline.owner,)
-    with EmbeddedStack(settings, services) as stack:
+    with embedded_stack(settings, services) as stack:
         jobs = JobStore(stack.platform.store)
-        status = submit(stack.platform, pipeline, params)
+        try:
+            status = submit(stack.platform, pipeline, params)
+        except ValidationError as exc:
+            raise invalid_params(exc) from None
         try:
             status = _follow(lambda: jobs.get(status.job_id), 0.1, pipeline_name)
         except KeyboardInterrupt:

@@ -8,13 +8,14 @@
   lens over the target's first tokens, and the attention / MLP decomposition of the last layers.
 - `patch_effects`: activation patching baseline -> negative per layer at the last position, for the
   residual stream, the attention output, the key/value vectors of the question tokens, and the
-  instruction tokens; each patched run is read out and continued greedily for the flip test.
+  instruction tokens; each patched run is read out and continued greedily for the flip test. The
+  patched rows share the target's unpatched prefix (run once, its cache repeated).
 
 Layers are block indices 0..L-1; block l's output is Hugging Face's hidden_states[l + 1].
 """
 from __future__ import annotations
 
-from contextlib import ExitStack, contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import Sequence
@@ -45,10 +46,10 @@ def _step_inputs(padded: Padded, generated: int, next_ids: torch.Tensor) -> dict
 
 
 def generate(lm: LoadedModel, prompts: Sequence[Sequence[int]], max_new_tokens: int,
-             sampling: Sampling | None = None, first_pass=None) -> list[list[int]]:
+             sampling: Sampling | None = None) -> list[list[int]]:
     """Completion token ids (end of sequence excluded) of every prompt: one greedy completion each, or
-    `sampling.n` samples each (prompt-major). `first_pass`, a context manager, wraps the prompt pass only.
-    Each prompt runs once; its key/value cache is repeated for its samples."""
+    `sampling.n` samples each (prompt-major). Each prompt runs once; its key/value cache is repeated for
+    its samples."""
     n = sampling.n if sampling else 1
     eos = lm.eos_ids
     padded = left_pad([list(p) for p in prompts], pad_id(lm), lm.device)
@@ -56,8 +57,7 @@ def generate(lm: LoadedModel, prompts: Sequence[Sequence[int]], max_new_tokens: 
     out_ids: list[list[int]] = [[] for _ in range(len(prompts) * n)]
     done = [False] * len(out_ids)
     with lm.lock, torch.inference_mode():
-        with first_pass if first_pass is not None else nullcontext():
-            out = lm.model(**padded.inputs(), use_cache=True, logits_to_keep=1)
+        out = lm.model(**padded.inputs(), use_cache=True, logits_to_keep=1)
         cache = out.past_key_values
         logits = out.logits[:, -1].float().cpu()
         if n > 1:
@@ -127,7 +127,8 @@ def trace_at(lm: LoadedModel, prefixes: Sequence[Sequence[int]], prompt_lengths:
             results.append({
                 "input_ids": torch.tensor(list(prefixes[row])),
                 "prompt_tokens": int(prompt_lengths[row]),
-                "hidden_states": hidden[row].float().cpu(),
+                # clone: a row of the batch's tensor would carry the whole batch's storage into torch.save
+                "hidden_states": hidden[row].float().cpu().clone(),
                 "attentions": torch.stack([a[row, :, -1, start:start + prompt_lengths[row]] for a in out.attentions])
                 .float().cpu(),
                 "lens": lens[row][:, ids].sum(-1).float().cpu(),
@@ -153,46 +154,70 @@ class PatchPlan:
     target_instruction: list[int]
 
 
-def _columns(padded: Padded, row: int, positions: Sequence[int]) -> torch.Tensor:
-    return torch.tensor([padded.column(row, p) for p in positions], device=padded.input_ids.device)
+def _captured_source(lm: LoadedModel, kind: str, source: list[int]) -> tuple[dict[int, torch.Tensor], torch.Tensor]:
+    """The source prompt's activations each patch kind copies, per layer and position (batch of one), and its
+    next-token probabilities."""
+    anat = anatomy(lm.model)
+    captured: dict[int, torch.Tensor] = {}
+    handles = []
+    for layer, block in enumerate(anat.layers):
+        if kind == "residual":
+            handles.append(block.register_forward_hook(partial(_capture_output, captured, layer)))
+        elif kind == "attn_out":
+            handles.append(block.self_attn.register_forward_hook(partial(_capture_output, captured, layer)))
+        elif kind == "kv_question":
+            for key, proj in (((layer, "k"), block.self_attn.k_proj), ((layer, "v"), block.self_attn.v_proj)):
+                handles.append(proj.register_forward_hook(partial(_capture_output, captured, key)))
+    try:
+        logits = lm.model(input_ids=torch.tensor([source], device=lm.device), logits_to_keep=1).logits[0, -1]
+    finally:
+        for handle in handles:
+            handle.remove()
+    return captured, torch.softmax(logits.float(), -1).cpu()
 
 
 @contextmanager
-def _patch_hooks(lm: LoadedModel, kind: str, plan: PatchPlan, padded: Padded, layer_rows: dict[int, int]):
-    """Hooks that patch, in the row `layer_rows[l]`, layer l from row 0 (the source); row 1 is the unpatched target."""
+def _patch_hooks(lm: LoadedModel, kind: str, plan: PatchPlan, captured: dict, rows: list[set[int]], start: int):
+    """Hooks for the target's run from position `start` on, one batch row per entry of `rows`, row r patched at
+    the layers rows[r] with the source's captured activations."""
     anat = anatomy(lm.model)
-    src_last, tgt_last = padded.column(0, -1), padded.column(1, -1)
     handles = []
+    patched = {layer: [r for r, layers in enumerate(rows) if layer in layers] for layer in range(anat.num_layers)}
+    target_q = [p - start for p in plan.target_question]
 
-    def copy_at(layer: int, src_cols, tgt_cols, module, args, output):
+    def write(layer, key, columns, source_columns, module, args, output):
         tensor = output[0] if isinstance(output, tuple) else output
-        row = layer_rows[layer]
         tensor = tensor.clone()
-        tensor[row, tgt_cols] = tensor[0, src_cols]
+        index = torch.tensor(patched[layer], dtype=torch.long, device=tensor.device)
+        tensor[index[:, None], torch.tensor(columns, dtype=torch.long, device=tensor.device)[None, :]] = \
+            captured[key][0, source_columns].to(tensor.dtype)
         return (tensor, *output[1:]) if isinstance(output, tuple) else tensor
 
-    def knock_out(layer: int, module, args, kwargs):
+    def knock_out(layer, module, args, kwargs):
         mask = kwargs.get("attention_mask")
-        if mask is None:
-            raise RuntimeError("instruction knockout needs an explicit attention mask")
-        mask = mask.clone()
-        cols = _columns(padded, 1, plan.target_instruction)
+        queries = kwargs["hidden_states"].shape[1] if "hidden_states" in kwargs else args[0].shape[1]
+        keys = start + queries
+        if mask is None:  # no padding and one query: the model passes none; make the additive one
+            mask = torch.zeros((len(rows), 1, queries, keys), dtype=lm.model.dtype, device=lm.device)
+        mask = mask.expand(len(rows), *mask.shape[1:]).clone()
         blocked = False if mask.dtype == torch.bool else torch.finfo(mask.dtype).min
-        mask[layer_rows[layer], :, -1, cols] = blocked
+        index = torch.tensor(patched[layer], dtype=torch.long, device=mask.device)
+        hidden = torch.tensor(plan.target_instruction, dtype=torch.long, device=mask.device)
+        mask[index[:, None], 0, -1, hidden[None, :]] = blocked
         kwargs["attention_mask"] = mask
         return args, kwargs
 
     for layer, block in enumerate(anat.layers):
-        if layer not in layer_rows:
+        if not patched[layer]:
             continue
         if kind == "residual":
-            handles.append(block.register_forward_hook(partial(copy_at, layer, src_last, tgt_last)))
+            handles.append(block.register_forward_hook(partial(write, layer, layer, [-1], [-1])))
         elif kind == "attn_out":
-            handles.append(block.self_attn.register_forward_hook(partial(copy_at, layer, src_last, tgt_last)))
+            handles.append(block.self_attn.register_forward_hook(partial(write, layer, layer, [-1], [-1])))
         elif kind == "kv_question":
-            src, tgt = _columns(padded, 0, plan.source_question), _columns(padded, 1, plan.target_question)
-            for proj in (block.self_attn.k_proj, block.self_attn.v_proj):
-                handles.append(proj.register_forward_hook(partial(copy_at, layer, src, tgt)))
+            for key, proj in (("k", block.self_attn.k_proj), ("v", block.self_attn.v_proj)):
+                handles.append(proj.register_forward_hook(
+                    partial(write, layer, (layer, key), target_q, plan.source_question)))
         elif kind == "instruction":
             handles.append(block.self_attn.register_forward_pre_hook(partial(knock_out, layer), with_kwargs=True))
         else:
@@ -204,36 +229,59 @@ def _patch_hooks(lm: LoadedModel, kind: str, plan: PatchPlan, padded: Padded, la
             handle.remove()
 
 
+def patched_runs(lm: LoadedModel, plan: PatchPlan, kind: str, rows: list[set[int]],
+                 max_new_tokens: int) -> tuple[torch.Tensor, torch.Tensor, list[list[int]]]:
+    """The target prompt run once per entry of `rows`, patched at those layers with the source's activations.
+
+    The rows share the target's tokens before the first patched position (the last token, or the first
+    question token for kv_question): that prefix runs once and its cache is repeated, so a row costs the
+    patched tokens only. Returns the source's next-token probabilities, each row's, and each row's greedy
+    continuation (the patch stays in the cache)."""
+    start = plan.target_question[0] if kind == "kv_question" else len(plan.target) - 1
+    count = len(rows)
+    with lm.lock, torch.inference_mode():
+        captured, source_probs = _captured_source(lm, kind, plan.source)
+        prefix = lm.model(input_ids=torch.tensor([plan.target[:start]], device=lm.device), use_cache=True)
+        cache = prefix.past_key_values
+        cache.batch_repeat_interleave(count)
+        tail = torch.tensor([plan.target[start:]], device=lm.device).expand(count, -1)
+        positions = torch.arange(start, len(plan.target), device=lm.device)[None].expand(count, -1)
+        with _patch_hooks(lm, kind, plan, captured, rows, start):
+            out = lm.model(input_ids=tail, position_ids=positions, past_key_values=cache, use_cache=True,
+                           logits_to_keep=1)
+        probs = torch.softmax(out.logits[:, -1].float(), -1).cpu()
+        eos, continuations, done = lm.eos_ids, [[] for _ in rows], [False] * count
+        chosen = probs.argmax(-1)
+        for step in range(max_new_tokens):
+            for row, token in enumerate(chosen.tolist()):
+                if not done[row]:
+                    done[row] = token in eos
+                    if not done[row]:
+                        continuations[row].append(token)
+            if all(done) or step == max_new_tokens - 1:
+                break
+            position = torch.full((count, 1), len(plan.target) + step, device=lm.device)
+            out = lm.model(input_ids=chosen[:, None].to(lm.device), position_ids=position, past_key_values=cache,
+                           use_cache=True)
+            chosen = out.logits[:, -1].float().argmax(-1).cpu()
+    return source_probs, probs, continuations
+
+
 def patch_effects(lm: LoadedModel, plan: PatchPlan, kind: str, first_ids: Sequence[int],
                   rest: dict[int, float], max_new_tokens: int) -> dict:
-    """Patch each layer in turn (one row per layer, one batch) and read the patched target out.
+    """Patch each layer in turn (one row per layer) and read the patched target out.
 
     Returns `p_first_orig`, `p_orig` (P = sum over first tokens t of p(t) * rest[t], rest[t] the unpatched
     target's probability of completing some sequence of S(X) after t), per layer `p_first` and `p` of the
-    patched run, and the greedy continuations (`completion_orig`, per layer `completions`).
+    patched run, `p_first_source`, and the greedy continuations (`completion_orig`, per layer `completions`).
     """
     layers = anatomy(lm.model).num_layers
-    rows = [plan.source, plan.target] + [plan.target] * layers
-    padded = left_pad(rows, pad_id(lm), lm.device)
-    layer_rows = {layer: 2 + layer for layer in range(layers)}
-    readout: dict[str, torch.Tensor] = {}
-
-    @contextmanager
-    def patched_pass():
-        with _patch_hooks(lm, kind, plan, padded, layer_rows):
-            handle = lm.model.get_output_embeddings().register_forward_hook(
-                lambda module, args, output: readout.__setitem__("logits", output[:, -1].float().cpu()))
-            try:
-                yield
-            finally:
-                handle.remove()
-
-    completions = generate(lm, rows, max_new_tokens, None, patched_pass())
-    probs = torch.softmax(readout["logits"], -1)
-    p_first = probs[:, torch.tensor(list(first_ids), dtype=torch.long)].sum(-1)
+    source_probs, probs, completions = patched_runs(lm, plan, kind, [set()] + [{layer} for layer in range(layers)],
+                                                    max_new_tokens)
+    ids = torch.tensor(list(first_ids), dtype=torch.long)
+    p_first = probs[:, ids].sum(-1)
     starts = torch.tensor(list(rest), dtype=torch.long)
     p = (probs[:, starts] * torch.tensor(list(rest.values()))).sum(-1).clamp(max=1.0)
-    return {"p_first_source": float(p_first[0]), "p_first_orig": float(p_first[1]), "p_orig": float(p[1]),
-            "p_first": p_first[2:].tolist(),
-            "p": p[2:].tolist(), "completion_orig": completions[1], "completions": completions[2:]}
-
+    return {"p_first_source": float(source_probs[ids].sum()), "p_first_orig": float(p_first[0]),
+            "p_orig": float(p[0]), "p_first": p_first[1:].tolist(), "p": p[1:].tolist(),
+            "completion_orig": completions[0], "completions": completions[1:]}

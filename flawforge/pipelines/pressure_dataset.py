@@ -46,12 +46,12 @@ class PressureDatasetParams(BaseModel):
     categories: list[Category] = Field(list(CATEGORIES), min_length=1, description="Categories to build, in the "
                                                                                   "order A-E whatever the order "
                                                                                   "given.")
-    model: Optional[str] = Field(None, description="The studied model, whose P0 and P1 are measured, as the "
+    model: Optional[str] = Field(None, max_length=200, description="The studied model, whose P0 and P1 are measured, as the "
                                                    "llm-gateway's providers serve it; default: the first "
                                                    "provider's first model.")
-    validator_model: Optional[str] = Field(None, description="The model that fills source gaps and validates "
+    validator_model: Optional[str] = Field(None, max_length=200, description="The model that fills source gaps and validates "
                                                              "(the seed's GPT-5.2); default: the studied model.")
-    seed: int = Field(42, description="Seed of every sample drawn from the sources and of the model requests.")
+    seed: int = Field(42, ge=0, lt=1 << 63, description="Seed of every sample drawn from the sources and of the model requests.")
     fallback_max_tokens: int = Field(96, ge=16, le=4096, description="Reply length limit of a fallback request.")
     validator_max_tokens: int = Field(96, ge=16, le=4096, description="Reply length limit of a validation.")
     max_repairs: int = Field(0, ge=0, le=5, description="Repair requests per reply that is not the JSON asked "

@@ -13,13 +13,13 @@ inputs and blob store skips what is done: nothing is computed twice.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import time
 
 from pydantic import BaseModel, Field
 
 from flawforge.errors import FlawforgeError
+from flawforge.inputs import InputFile, read_input
 from flawforge.jobs.context import JobContext
 from flawforge.jobs.pipeline import Pipeline, register
 from flawforge.proto.pressure import PromptRecord
@@ -29,22 +29,23 @@ RUN_PREFIX = "pressure/runs"
 
 class PressureStudyParams(BaseModel):
     model_config = {"extra": "forbid"}
-    prompts: str | None = Field(None, description="Path of prompts.jsonl (one PromptRecord a line), as the worker "
-                                                  "sees it; None with demo.")
-    demo: bool = Field(False, description="Build a small prompt set from the built-in demo questions instead.")
+    prompts: InputFile | None = Field(None, description="Path of prompts.jsonl (one PromptRecord a line), as the "
+                                                        "worker sees it, under the data roots; None with demo.")
+    demo: bool = Field(False, description="Build a small prompt set with the dataset stage's offline generators "
+                                          "instead.")
     demo_prompts: int = Field(40, ge=4, le=200, description="Prompts the demo builds.")
     samples: int = Field(16, ge=1, le=64, description="Samples per prompt and condition.")
     temperature: float = Field(1.0, gt=0, le=2)
     top_p: float = Field(0.9, gt=0, le=1)
-    seed: int = Field(42, description="Sampling and bootstrap seed.")
+    seed: int = Field(42, ge=0, lt=1 << 63, description="Sampling and bootstrap seed.")
     greedy_tokens: int = Field(8, ge=1, le=64)
     sample_tokens: int = Field(10, ge=1, le=64)
     batch_prompts: int = Field(8, ge=1, le=256, description="Prompts per batch of the greedy, trace and sampling "
                                                             "passes (the unit a resumed run skips).")
-    decompose_layers: int = Field(4, ge=0, description="Last blocks whose attention / MLP contributions are read.")
-    patch_subset: int | None = Field(None, ge=0, description="Most prompts patched; None: the whole balanced subset.")
-    bootstrap_resamples: int = Field(1000, ge=10)
-    stop_after_batches: int | None = Field(None, ge=0, description="Stop (fail) after this many new batches: "
+    decompose_layers: int = Field(4, ge=0, le=1024, description="Last blocks whose attention / MLP contributions are read.")
+    patch_subset: int | None = Field(None, ge=0, le=1_000_000, description="Most prompts patched; None: the whole balanced subset.")
+    bootstrap_resamples: int = Field(1000, ge=10, le=100_000)
+    stop_after_batches: int | None = Field(None, ge=0, le=1_000_000, description="Stop (fail) after this many new batches: "
                                                                    "for testing resumption.")
 
 
@@ -53,9 +54,11 @@ def read_prompts(path: str) -> list[PromptRecord]:
     from pydantic import ValidationError
 
     try:
-        lines = open(path, encoding="utf-8").read().splitlines()
+        lines = read_input(path).decode("utf-8").splitlines()  # a regular file, bounded, opened without blocking
     except OSError as exc:
         raise FlawforgeError(f"cannot read prompts file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise FlawforgeError(f"cannot read prompts file {path}: {exc}") from None
     records, seen = [], set()
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -91,10 +94,7 @@ def run(ctx: JobContext, params: PressureStudyParams) -> None:
     backend = host.wait()
     lm = host.research_model()
     if params.demo:
-        from flawforge.pressure.demo import build_demo_prompts
-
-        ctx.progress(0, None, "scoring the demo prompts", force=True)
-        records = build_demo_prompts(lm, params.demo_prompts)
+        records = demo_records(ctx, lm, params)
     elif params.prompts:
         records = read_prompts(params.prompts)
     else:
@@ -110,7 +110,23 @@ def run(ctx: JobContext, params: PressureStudyParams) -> None:
         ctx.put_artifact(name, data)
 
 
+def demo_records(ctx: JobContext, lm, params: PressureStudyParams) -> list[PromptRecord]:
+    """The demo's prompts, scored once and kept in the store: a resumed demo run finds them again."""
+    from flawforge.proto.base import jsonl
+    from flawforge.pressure.demo import build_demo_prompts
+
+    name = hashlib.sha256(f"{lm.name}:{params.demo_prompts}:{params.seed}".encode()).hexdigest()[:16]
+    key = f"{RUN_PREFIX}/demo/{name}.jsonl"
+    store = ctx.platform.store
+    if store.exists(key):
+        return [PromptRecord.model_validate_json(line) for line in store.get(key).decode().splitlines()]
+    ctx.progress(0, None, "scoring the demo prompts", force=True)
+    records = build_demo_prompts(lm, params.demo_prompts, params.seed)
+    store.put(key, jsonl(records))
+    return records
+
+
 PIPELINE = register(Pipeline(
     name="pressure-study", description="Semantic-pressure study: violations, traces, logit lens, patching, "
                                        "statistics, figures and tables.",
-    params=PressureStudyParams, owner="inference-server", run=run))
+    params=PressureStudyParams, owner="inference-server", run=run, resumable=True))

@@ -179,6 +179,7 @@ def check_distributed(settings: Settings, where: str, *, broker: tuple[str, int]
     owners = parse_api_tokens(settings.api_tokens)
     assert owners, f"{where}: FLAWFORGE_API_TOKENS is empty (a service refuses to start)"
     assert settings.token in owners, f"{where}: FLAWFORGE_TOKEN is not one of FLAWFORGE_API_TOKENS"
+    assert settings.data_roots == DATA_PATH, f"{where}: FLAWFORGE_DATA_ROOTS must be the data folder {DATA_PATH}"
     # A loopback address would point each container at itself (a default left in place).
     for field, value in settings.model_dump(exclude={"http_host"}).items():
         assert not any(lo in str(value) for lo in LOOPBACK), f"{where}: {env_name(field)}={value!r} is a loopback address"

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.model
 BASELINE = "Answer with exactly one English word.\nQuestion: {q}\nAnswer:"
 NEGATIVE = ('Answer with exactly one English word.\nDo not use the word "{x}" anywhere in your answer.\n'
             "Question: {q}\nAnswer:")
-# Targets of one and of several tokens, rare and common words, mixed case; each writes 24-36 forms whose
+# Targets of one and of several tokens, rare and common words, mixed case; each writes up to 24 forms whose
 # sequences share prefixes (" Paris", " Paris.", " Paris. ").
 PAIRS = [
     ("Fill the blank with one word: The capital of France is ____.", "Paris"),

@@ -41,3 +41,22 @@ def test_spans_cover_the_named_text():
         else:
             assert found["instr"] == 'Do not use the word "Paris" anywhere in your answer.'
             assert found["neg"] == "Do not use" and found["tgt"] == "Paris"
+
+
+def test_prompts_file_errors_name_the_line(tmp_path):
+    from flawforge.errors import FlawforgeError
+    from flawforge.pipelines.pressure_study import read_prompts
+
+    good = PromptRecord(prompt_id="a", category="facts", question_text="q?", target_word="Paris", v_score=1, p0=0.5,
+                        p1=0.1, p0_bin="0.4-0.6", s_score=51).model_dump_json()
+    path = tmp_path / "prompts.jsonl"
+    path.write_text(good + "\n" + good.replace('"p0":0.5', '"p0":1.5') + "\n")
+    with pytest.raises(FlawforgeError, match=r"prompts.jsonl:2: p0: Input should be less than or equal to 1"):
+        read_prompts(str(path))
+    path.write_text(good + "\n\n" + good + "\n")
+    with pytest.raises(FlawforgeError, match=r":3: prompt_id 'a' appears twice"):
+        read_prompts(str(path))
+    with pytest.raises(FlawforgeError, match="cannot read prompts file"):
+        read_prompts(str(tmp_path / "missing.jsonl"))
+    path.write_text(good + "\n")
+    assert [r.prompt_id for r in read_prompts(str(path))] == ["a"]

@@ -7,7 +7,7 @@ import torch
 
 from flawforge.blobstore.local import LocalBlobStore
 from flawforge.inference import study
-from flawforge.inference.research import anatomy, eager_attention, left_pad, pad_id
+from flawforge.inference.research import anatomy, eager_attention
 from flawforge.pipelines.pressure_study import PressureStudyParams
 from flawforge.pressure.prompts import build_prompt
 from flawforge.pressure.study_runner import StopRequested, StudyRunner
@@ -29,6 +29,8 @@ def runner(lm, backend, root, **changes):
 
 def test_trace_blob_matches_a_direct_forward_pass_and_resume_matches_an_uninterrupted_run(study_lm, study_host,
                                                                                           tmp_path):
+    # A run stopped after its first batch stands for a killed one: a batch's result is one blob written
+    # atomically (beside, then renamed), so a kill leaves a batch either stored whole or not at all.
     backend = study_host.wait()
     whole = runner(study_lm, backend, tmp_path / "whole").run_batches(RECORDS, lambda *a: None, lambda: None)
 
@@ -43,7 +45,9 @@ def test_trace_blob_matches_a_direct_forward_pass_and_resume_matches_an_uninterr
 
     # The negative prompt's blob against one unbatched forward pass with transformers' own outputs.
     record, result = RECORDS[0], whole[0]["conditions"]["negative"]
-    blob = torch.load(io.BytesIO(resumed.store.get(resumed.trace_key("p0", "negative"))))
+    data = resumed.store.get(resumed.trace_key("p0", "negative"))
+    assert len(data) < 150_000  # what the metrics read at step T (about 110 KB), not the batch's storage
+    blob = torch.load(io.BytesIO(data))
     prompt = study_lm.tokenizer(build_prompt("negative", record.question_text, record.target_word))["input_ids"]
     prefix = prompt + result["greedy_ids"][:result["T"]]
     assert blob["input_ids"].tolist() == prefix and blob["prompt_tokens"] == len(prompt) and blob["T"] == result["T"]
@@ -68,21 +72,32 @@ def plan_for(lm, source_condition: str):
 
 def test_patching_identical_source_and_target_changes_nothing(study_lm):
     paris = study_lm.tokenizer(" Paris", add_special_tokens=False)["input_ids"]
-    for kind in ("residual", "attn_out"):
-        effect = study.patch_effects(study_lm, plan_for(study_lm, "negative"), kind, paris, {paris[0]: 1.0}, 3)
-        assert effect["p_first"] == pytest.approx([effect["p_first_orig"]] * len(effect["p_first"]), abs=1e-6)
+    plan = plan_for(study_lm, "negative")
+    # Source and target are the same prompt, so any aligned tokens serve as "the question".
+    question = list(range(len(plan.target) - 12, len(plan.target) - 3))
+    plan = study.PatchPlan(plan.source, plan.target, question, question, [])
+    for kind in ("residual", "attn_out", "kv_question", "instruction"):  # instruction: no tokens hidden
+        effect = study.patch_effects(study_lm, plan, kind, paris, {paris[0]: 1.0}, 3)
+        # Equal up to float rounding: the source runs whole, the patched rows after a shared prefix.
+        assert effect["p_first"] == pytest.approx([effect["p_first_orig"]] * len(effect["p_first"]), abs=1e-5)
         assert effect["completions"] == [effect["completion_orig"]] * len(effect["completions"])
 
 
 def test_patching_every_layer_residual_reproduces_the_source_distribution(study_lm):
     plan = plan_for(study_lm, "baseline")
     layers = anatomy(study_lm.model).num_layers
-    padded = left_pad([plan.source, plan.target, plan.target], pad_id(study_lm), study_lm.device)
-    with torch.inference_mode(), study._patch_hooks(study_lm, "residual", plan, padded, dict.fromkeys(range(layers), 2)):
-        logits = study_lm.model(**padded.inputs(), logits_to_keep=1).logits[:, -1].float()
-    probs = torch.softmax(logits, -1)
-    assert torch.allclose(probs[2], probs[0], atol=1e-6)
-    assert not torch.allclose(probs[1], probs[0], atol=1e-3)  # the unpatched negative prompt differs
+    source, probs, _ = study.patched_runs(study_lm, plan, "residual", [set(), set(range(layers))], 1)
+    assert torch.allclose(probs[1], source, atol=1e-6)
+    assert not torch.allclose(probs[0], source, atol=1e-3)  # the unpatched negative prompt differs
     paris = study_lm.tokenizer(" Paris", add_special_tokens=False)["input_ids"]
     last = study.patch_effects(study_lm, plan, "residual", paris, {paris[0]: 1.0}, 1)
     assert last["p_first"][-1] == pytest.approx(last["p_first_source"], abs=1e-6)
+    # Hiding the prohibition line from the last position at every layer moves the prediction.
+    prohibition = list(range(9, 20))
+    knocked = study.PatchPlan(plan.source, plan.target, [], [], prohibition)
+    _, hidden, _ = study.patched_runs(study_lm, knocked, "instruction", [set(), set(range(layers))], 1)
+    assert torch.allclose(hidden[0], probs[0], atol=1e-5) and not torch.allclose(hidden[1], probs[0], atol=1e-3)
+    # The unpatched row equals the negative prompt run alone.
+    with torch.inference_mode():
+        alone = study_lm.model(input_ids=torch.tensor([plan.target])).logits[0, -1].float().softmax(-1)
+    assert torch.allclose(probs[0], alone, atol=1e-5)
