@@ -69,3 +69,7 @@ class Unauthorized(FlawforgeError):
 
     http_status = 401
     code = "unauthorized"
+
+
+class Interrupted(FlawforgeError):
+    """The user pressed Ctrl-C; the message says what became of the work (exit status 130)."""

@@ -5,7 +5,6 @@ k8s manifests in step with this class.
 """
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Literal
 
 from pydantic import Field
@@ -22,6 +21,13 @@ class Settings(BaseSettings):
     max_attempts: int = Field(3, ge=1, description="Attempts per message before it goes to the dead-letter queue.")
     retry_delays_ms: list[int] = Field([200, 1000, 5000], description="Delay before each retry, milliseconds; the last repeats.")
     delivery_limit: int = Field(5, ge=1, description="Broker-side redeliveries (crashes) before a message is dead-lettered.")
+    queue_prefix: str = Field("", pattern=r"^[A-Za-z0-9_.-]*$",
+                              description="Prefix of every queue on the broker: stacks with different prefixes share "
+                                          "one RabbitMQ without seeing each other's messages.")
+    consumer_timeout_s: float = Field(30.0, gt=0, description="Seconds a job waits for a consumer of a queue it needs "
+                                                              "before it fails, naming the missing service.")
+    job_retention_days: float = Field(7.0, ge=0, description="Days a finished job and its blobs are kept before they "
+                                                             "are deleted; 0 keeps them until deleted through the API.")
 
     blob_backend: Literal["local", "s3"] = Field("local", description="Blob store backend.")
     blob_dir: str = Field("var/blobs", description="Folder of the local blob store.")
@@ -44,6 +50,10 @@ class Settings(BaseSettings):
                                         "--stack; the llm-gateway's default local provider).")
     max_request_bytes: int = Field(16 << 20, ge=1024, description="Largest request body a service reads, bytes; "
                                                                    "a larger one is refused (413) before it is read whole.")
+    data_roots: str = Field("../shared/data", description="Comma-separated folders job parameters may name files "
+                                                          "in (relative ones: from the working directory); "
+                                                          "anything else is a 422. Embedded runs add the job's "
+                                                          "output folder.")
     auth: Literal["required", "disabled"] = Field(
         "required", description="`disabled` serves without authentication (a request without a token passes); "
                                 "else a service with no FLAWFORGE_API_TOKENS refuses to start.")
@@ -76,6 +86,7 @@ class Settings(BaseSettings):
     inference_dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field("auto", description="Weights dtype; auto: bfloat16 on GPU, float32 on CPU.")
     inference_backend: Literal["auto", "transformers", "vllm"] = Field("auto", description="Sampling and scoring backend; auto: vllm when importable and a GPU is present.")
     inference_batch_tokens: int = Field(2048, ge=64, description="Padded tokens per forward pass of the research endpoints (score, trace, logit lens, patch).")
+    inference_trace_max_mb: int = Field(512, ge=1, description="Largest trace blob /v1/research/trace writes (MiB); a request for more is refused with the size it would take.")
     inference_default_max_tokens: int = Field(512, ge=1, description="max_tokens of a chat completion that sets none.")
     inference_threads: int = Field(0, ge=0, description="CPU threads of the inference-server's torch; 0: one per core. "
                                                         "Set it to the CPU limit where cores are shared.")
@@ -94,9 +105,6 @@ class Settings(BaseSettings):
     llm_backoff_s: float = Field(0.5, gt=0, description="First retry backoff of model requests, seconds; doubles.")
     llm_max_repairs: int = Field(2, ge=0, description="Repair requests after a reply that is not valid JSON "
                                                       "for its schema.")
+    llm_chat_max_requests_per_hour: int = Field(0, ge=0, description="Budget of the llm-gateway's /llm/chat route: model requests per hour (cache hits are free); 0: no limit.")
+    llm_chat_max_tokens_per_hour: int = Field(0, ge=0, description="Budget of the llm-gateway's /llm/chat route: tokens per hour; 0: no limit.")
     llm_batch_poll_s: float = Field(2.0, gt=0, description="Seconds between polls of a provider batch.")
-
-
-@lru_cache
-def get_settings() -> Settings:
-    return Settings()

@@ -21,4 +21,4 @@ def open_bus(settings, blob_store=None, extra_middleware=()) -> Bus:
 
     return RabbitMQBus(settings.amqp_url, middleware=middleware, heartbeat=settings.amqp_heartbeat_s,
                        prefetch=settings.prefetch, delivery_limit=settings.delivery_limit,
-                       retry_delays_ms=settings.retry_delays_ms)
+                       retry_delays_ms=settings.retry_delays_ms, prefix=settings.queue_prefix)

@@ -5,7 +5,7 @@ import heapq
 import itertools
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 
 from flawforge.bus.base import Bus, Delivery, Handler, dead_letter_headers, retry_headers
 from flawforge.errors import BusUnavailable
@@ -25,6 +25,7 @@ class MemoryBus(Bus):
         self._delayed: list[tuple[float, int, Delivery]] = []  # (due, tiebreak, delivery)
         self._seq = itertools.count()
         self._closed = False
+        self._consumers: Counter[str] = Counter()
 
     def declare(self, queue: str) -> None:
         with self._lock:
@@ -62,18 +63,28 @@ class MemoryBus(Bus):
 
     def consume(self, queue: str, handler: Handler, stop: threading.Event) -> None:
         self.declare(queue)
-        while True:
-            delivery = self._take(queue, stop)
-            if delivery is None:
-                return
-            try:
-                self.process(delivery, handler)
-            except BaseException:
-                # Not acknowledged: put it back, as a broker would for a dead consumer.
-                with self._lock:
-                    self._queues[queue].appendleft(delivery)
-                    self._ready[queue].notify()
-                raise
+        with self._lock:
+            self._consumers[queue] += 1
+        try:
+            while True:
+                delivery = self._take(queue, stop)
+                if delivery is None:
+                    return
+                try:
+                    self.process(delivery, handler)
+                except BaseException:
+                    # Not acknowledged: put it back, as a broker would for a dead consumer.
+                    with self._lock:
+                        self._queues[queue].appendleft(delivery)
+                        self._ready[queue].notify()
+                    raise
+        finally:
+            with self._lock:
+                self._consumers[queue] -= 1
+
+    def consumer_count(self, queue: str) -> int:
+        with self._lock:
+            return self._consumers[queue]
 
     def retry_later(self, delivery: Delivery, delay_ms: int, reason: str) -> None:
         retry = Delivery(delivery.queue, delivery.message_id, delivery.body, retry_headers(delivery, reason))

@@ -9,6 +9,8 @@ Publishing uses publisher confirms with `mandatory` (pipelined, see
 rabbitmq_publisher), so an unroutable or refused message raises instead of vanishing. Handlers run on worker threads while the
 connection thread keeps serving heartbeats; acks go back through
 `add_callback_threadsafe`, only after the work (or its retry copy) is stored.
+Every name on the broker carries the bus's prefix (FLAWFORGE_QUEUE_PREFIX), so stacks with
+different prefixes share one broker; callers and deliveries use the names without it.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pika
-from pika.exceptions import AMQPError
+from pika.exceptions import AMQPError, ChannelClosedByBroker
 
 from flawforge.bus.base import ATTEMPT_HEADER, KIND_HEADER, Bus, Delivery, Handler, dead_letter_headers, retry_headers
 from flawforge.bus.rabbitmq_publisher import ConfirmingPublisher
@@ -40,8 +42,9 @@ def _all_queues(queue: str, retry_count: int) -> list[str]:
 
 class RabbitMQBus(Bus):
     def __init__(self, url: str, middleware=None, *, heartbeat: int = 30, prefetch: int = 4,
-                 delivery_limit: int = 5, retry_delays_ms=(200, 1000, 5000)):
+                 delivery_limit: int = 5, retry_delays_ms=(200, 1000, 5000), prefix: str = ""):
         super().__init__(middleware)
+        self.prefix = prefix
         self.params = pika.URLParameters(url)
         self.params.heartbeat = heartbeat
         self.params.blocked_connection_timeout = 30
@@ -93,21 +96,22 @@ class RabbitMQBus(Bus):
     def declare(self, queue: str) -> None:
         if queue in self._declared:
             return
+        name = self.prefix + queue
 
         def declare_all(ch):
-            ch.queue_declare(_dlq(queue), durable=True, arguments={"x-queue-type": "quorum"})
-            ch.queue_declare(queue, durable=True, arguments={
+            ch.queue_declare(_dlq(name), durable=True, arguments={"x-queue-type": "quorum"})
+            ch.queue_declare(name, durable=True, arguments={
                 "x-queue-type": "quorum",
                 "x-delivery-limit": self.delivery_limit,
                 "x-dead-letter-exchange": "",
-                "x-dead-letter-routing-key": _dlq(queue),
+                "x-dead-letter-routing-key": _dlq(name),
             })
             for i, delay in enumerate(self.retry_delays_ms):
-                ch.queue_declare(_retry_queue(queue, i), durable=True, arguments={
+                ch.queue_declare(_retry_queue(name, i), durable=True, arguments={
                     "x-queue-type": "quorum",
                     "x-message-ttl": int(delay),
                     "x-dead-letter-exchange": "",
-                    "x-dead-letter-routing-key": queue,
+                    "x-dead-letter-routing-key": name,
                 })
 
         self._with_channel(declare_all)
@@ -120,12 +124,12 @@ class RabbitMQBus(Bus):
                                     headers=headers, content_type="application/json")
 
     def publish_raw(self, queue: str, body: bytes, message_id: str, headers: dict) -> None:
-        self._publisher.publish_batch([(queue, body, self._properties(message_id, headers))])
+        self._publisher.publish_batch([(self.prefix + queue, body, self._properties(message_id, headers))])
 
     def publish_many(self, queue: str, messages) -> None:
         # One batch: the broker's confirms overlap instead of costing a round trip each.
         self._publisher.publish_batch([
-            (queue, m.model_dump_json().encode(),
+            (self.prefix + queue, m.model_dump_json().encode(),
              self._properties(m.message_id, {KIND_HEADER: m.kind, ATTEMPT_HEADER: 1}))
             for m in messages])
 
@@ -168,7 +172,7 @@ class RabbitMQBus(Bus):
             delivery = Delivery(queue, props.message_id or "", body, headers)
             pool.submit(work, delivery, method.delivery_tag)
 
-        ch.basic_consume(queue, on_message, auto_ack=False)
+        ch.basic_consume(self.prefix + queue, on_message, auto_ack=False)
         try:
             while not stop.is_set():
                 conn.process_data_events(time_limit=0.1)
@@ -187,7 +191,7 @@ class RabbitMQBus(Bus):
         def drain(ch):
             out = []
             while True:
-                method, props, body = ch.basic_get(_dlq(queue), auto_ack=True)
+                method, props, body = ch.basic_get(self.prefix + _dlq(queue), auto_ack=True)
                 if method is None:
                     return out
                 headers = dict(props.headers or {})
@@ -199,11 +203,23 @@ class RabbitMQBus(Bus):
         return self._with_channel(drain)
 
     def depth(self, queue: str) -> int:
-        return self._with_channel(lambda ch: ch.queue_declare(queue, passive=True).method.message_count)
+        return self._with_channel(lambda ch: ch.queue_declare(self.prefix + queue, passive=True).method.message_count)
+
+    def consumer_count(self, queue: str) -> int:
+        def count(ch) -> int:
+            try:
+                return ch.queue_declare(self.prefix + queue, passive=True).method.consumer_count
+            except ChannelClosedByBroker as exc:
+                if exc.reply_code != 404:
+                    raise
+                self._local.channel = None  # the broker closed it: a queue nobody declared has no consumer
+                return 0
+
+        return self._with_channel(count)
 
     def purge(self, queue: str) -> None:
         def purge_all(ch):
-            for name in _all_queues(queue, len(self.retry_delays_ms)):
+            for name in _all_queues(self.prefix + queue, len(self.retry_delays_ms)):
                 ch.queue_purge(name)
 
         self._with_channel(purge_all)
@@ -211,7 +227,7 @@ class RabbitMQBus(Bus):
     def delete(self, queue: str) -> None:
         """Removes the queue and its companions (tests and tear-down)."""
         def delete_all(ch):
-            for name in _all_queues(queue, len(self.retry_delays_ms)):
+            for name in _all_queues(self.prefix + queue, len(self.retry_delays_ms)):
                 ch.queue_delete(name)
 
         self._with_channel(delete_all)

@@ -1,6 +1,7 @@
 """Runs a job embedded or on a running stack, shows progress, and writes its artifacts to a folder."""
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -8,7 +9,10 @@ import httpx
 from tqdm import tqdm
 
 from flawforge.blobstore.base import sha256_hex
-from flawforge.errors import FlawforgeError
+from flawforge.errors import FlawforgeError, Interrupted
+
+# After Ctrl-C the embedded job is cancelled; its threads get this long to notice before the process ends.
+INTERRUPTED_STOP_S = 1.0
 from flawforge.proto.jobs import Artifact, JobState, JobStatus
 
 
@@ -36,20 +40,50 @@ def _finish(status: JobStatus) -> None:
         raise FlawforgeError(f"job {status.job_id} was cancelled")
 
 
+def _keep_or_cancel(job: str, cancel_on_exit: bool | None, cancel) -> str:
+    """After Ctrl-C: cancels the job when told to, or when asked and the user says so; says what became of it.
+
+    Without --cancel-on-exit/--keep-on-exit the user is asked at a terminal; elsewhere (scripts, CI) the job is
+    cancelled, since nobody is left to follow it.
+    """
+    if cancel_on_exit is None:
+        cancel_on_exit = True
+        if sys.stdin.isatty():
+            try:
+                cancel_on_exit = input(f"\ncancel {job}? [y/N] ").strip().lower() in ("y", "yes")
+            except (EOFError, KeyboardInterrupt):
+                cancel_on_exit = False
+    if cancel_on_exit:
+        cancel()
+        return f"interrupted: {job} cancelled"
+    return f"interrupted: {job} keeps running"
+
+
 def run_embedded(pipeline_name: str, params: dict, out: Path, settings) -> JobStatus:
+    from pydantic import ValidationError
+
     from flawforge.jobs.pipeline import pipelines
-    from flawforge.jobs.runner import submit
+    from flawforge.jobs.runner import invalid_params, submit
     from flawforge.jobs.store import JobStore
-    from flawforge.runtime.embedded import EmbeddedStack
+    from flawforge.assembly import EMBEDDED_SERVICES, embedded_stack
 
     pipeline = pipelines()[pipeline_name]
-    services = EmbeddedStack.DEFAULT_SERVICES
+    services = EMBEDDED_SERVICES
     if pipeline.owner not in services:  # a pipeline owned by a heavy service (the inference-server) brings it
         services += (pipeline.owner,)
-    with EmbeddedStack(settings, services) as stack:
+    with embedded_stack(settings, services) as stack:
         jobs = JobStore(stack.platform.store)
-        status = submit(stack.platform, pipeline, params)
-        status = _follow(lambda: jobs.get(status.job_id), 0.1, pipeline_name)
+        try:
+            status = submit(stack.platform, pipeline, params)
+        except ValidationError as exc:
+            raise invalid_params(exc) from None
+        try:
+            status = _follow(lambda: jobs.get(status.job_id), 0.1, pipeline_name)
+        except KeyboardInterrupt:
+            # The job dies with this process: cancel it so its threads stop at once.
+            jobs.request_cancel(status.job_id)
+            stack.stop_timeout_s = INTERRUPTED_STOP_S
+            raise Interrupted(f"interrupted: job {status.job_id} cancelled; nothing written to {out}") from None
         _finish(status)
         out.mkdir(parents=True, exist_ok=True)
         for name in jobs.artifact_names(status.job_id):
@@ -57,7 +91,8 @@ def run_embedded(pipeline_name: str, params: dict, out: Path, settings) -> JobSt
     return status
 
 
-def run_on_stack(url: str, pipeline_name: str, params: dict, out: Path, token: str | None = None) -> JobStatus:
+def run_on_stack(url: str, pipeline_name: str, params: dict, out: Path, token: str | None = None,
+                 cancel_on_exit: bool | None = None) -> JobStatus:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     with httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=30) as client:
         try:
@@ -72,8 +107,13 @@ def run_on_stack(url: str, pipeline_name: str, params: dict, out: Path, token: s
             raise FlawforgeError(f"the stack refused the job: {details}")
         response.raise_for_status()
         job_id = response.json()["job_id"]
-        status = _follow(lambda: JobStatus.model_validate(client.get(f"/jobs/{job_id}").raise_for_status().json()),
-                         0.5, pipeline_name)
+        try:
+            status = _follow(lambda: JobStatus.model_validate(client.get(f"/jobs/{job_id}").raise_for_status().json()),
+                             0.5, pipeline_name)
+        except KeyboardInterrupt:
+            where = f"job {job_id} on {url}"
+            raise Interrupted(_keep_or_cancel(
+                where, cancel_on_exit, lambda: client.post(f"/jobs/{job_id}/cancel").raise_for_status())) from None
         _finish(status)
         out.mkdir(parents=True, exist_ok=True)
         for item in client.get(f"/jobs/{job_id}/artifacts").raise_for_status().json():

@@ -1,4 +1,4 @@
-"""The jobs HTTP API, mounted on every service: submit, read, list artifacts, cancel."""
+"""The jobs HTTP API, mounted on every service: submit, read, list artifacts, cancel, delete."""
 from __future__ import annotations
 
 from fastapi import APIRouter, Response, status
@@ -6,9 +6,10 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from flawforge.jobs.pipeline import pipelines
-from flawforge.jobs.runner import submit
+from flawforge.jobs.runner import fail_if_unclaimed, submit
+from flawforge.errors import Conflict
 from flawforge.jobs.store import JobStore
-from flawforge.proto.jobs import Artifact, JobStatus, JobSubmit
+from flawforge.proto.jobs import Artifact, JobState, JobStatus, JobSubmit
 from flawforge.runtime.platform import Platform
 
 
@@ -39,7 +40,18 @@ def jobs_router(platform: Platform) -> APIRouter:
 
     @router.get("/{job_id}")
     def get_job(job_id: str) -> JobStatus:
-        return store.get(job_id)
+        return fail_if_unclaimed(platform, store.get(job_id))
+
+    @router.delete("/{job_id}", status_code=status.HTTP_204_NO_CONTENT)
+    def delete_job(job_id: str) -> Response:
+        """Removes the job and its blobs; a queued job is cancelled first, a running one must be cancelled."""
+        job = store.get(job_id)
+        if job.state == JobState.queued:
+            job = store.request_cancel(job_id)
+        if not job.state.finished:
+            raise Conflict(f"job {job_id} is {job.state.value}: cancel it first (POST /jobs/{job_id}/cancel)")
+        store.delete(job_id)
+        return Response(status_code=status.HTTP_204_NO_CONTENT)
 
     @router.get("/{job_id}/artifacts")
     def list_artifacts(job_id: str) -> list[Artifact]:

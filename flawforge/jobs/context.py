@@ -3,13 +3,19 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from typing import Iterable, Iterator
 
+from flawforge.bus import Bus
 from flawforge.errors import Conflict, FlawforgeError
 from flawforge.jobs.dead_letters import dead_item_prefix
 from flawforge.jobs.store import JobStore
 from flawforge.proto.jobs import Artifact
 from flawforge.runtime.platform import Platform
+
+
+# How often a job whose work items stopped landing asks the broker whether anything consumes them.
+CONSUMER_CHECK_S = 5.0
 
 
 class JobCancelled(Conflict):
@@ -21,9 +27,30 @@ def item_key(job_id: str, name: str) -> str:
     return f"jobs/{job_id}/items/{name}"
 
 
+class JobBus:
+    """The bus as a job sees it: remembers the queues the job publishes to, so a job waiting for its work items
+    can tell when nothing consumes them."""
+
+    def __init__(self, bus: Bus):
+        self._bus = bus
+        self.queues: set[str] = set()
+
+    def publish(self, queue: str, message) -> None:
+        self.queues.add(queue)
+        self._bus.publish(queue, message)
+
+    def publish_many(self, queue: str, messages) -> None:
+        self.queues.add(queue)
+        self._bus.publish_many(queue, messages)
+
+    def __getattr__(self, name: str):
+        return getattr(self._bus, name)
+
+
 class JobContext:
     def __init__(self, platform: Platform, job_id: str):
-        self.platform = platform
+        self.bus = JobBus(platform.bus)
+        self.platform = replace(platform, bus=self.bus)
         self.job_id = job_id
         self.jobs = JobStore(platform.store)
         self._last_progress = 0.0
@@ -34,6 +61,13 @@ class JobContext:
         if force or now - self._last_progress >= 0.5 or (total is not None and done >= total):
             self._last_progress = now
             self.jobs.set_progress(self.job_id, done, total, message)
+
+    def _require_consumers(self, waited_s: float) -> None:
+        from flawforge.services import missing_consumer
+
+        for queue in sorted(self.bus.queues):
+            if self.bus.consumer_count(queue) == 0:
+                raise FlawforgeError(missing_consumer(queue, waited_s))
 
     def check_cancelled(self) -> None:
         if self.jobs.get(self.job_id).cancel_requested:
@@ -67,6 +101,7 @@ class JobContext:
         pending = {self.item_key(name): name for name in names}
         done = 0
         deadline = time.monotonic() + timeout_s
+        last_landed = next_consumer_check = time.monotonic()
         store = self.platform.store
         items_prefix = self.item_key("")
         while pending:
@@ -74,6 +109,7 @@ class JobContext:
             for key in store.list(items_prefix):
                 if key in pending:
                     done += 1
+                    last_landed = time.monotonic()
                     yield pending.pop(key), store.get(key)
             self.progress(done, total if total is not None else len(names), message)
             if not pending:
@@ -84,6 +120,10 @@ class JobContext:
                 raise FlawforgeError(f"a work item of job {self.job_id} failed for good on queue "
                                      f"{record['queue']}: {record['reason']}")
             self.check_cancelled()
+            now = time.monotonic()
+            if now - last_landed >= self.platform.settings.consumer_timeout_s and now >= next_consumer_check:
+                next_consumer_check = now + CONSUMER_CHECK_S
+                self._require_consumers(now - last_landed)
             if time.monotonic() > deadline:
                 raise FlawforgeError(f"timed out waiting for {len(pending)} work items of job {self.job_id}")
             time.sleep(poll_s)

@@ -2,29 +2,60 @@
 from __future__ import annotations
 
 import logging
+from datetime import datetime, timezone
 
+from pydantic import BaseModel, ValidationError
+
+from flawforge.errors import FlawforgeError, InvalidInput
+from flawforge.inputs import MUST_EXIST_CONTEXT, ROOTS_CONTEXT, data_roots
 from flawforge.jobs.context import JobCancelled, JobContext
-from flawforge.jobs.pipeline import Pipeline
-from flawforge.proto.jobs import JobRequested, JobState
+from flawforge.jobs.pipeline import Pipeline, pipelines
+from flawforge.jobs.store import JobNotFound, JobStore
+from flawforge.proto.jobs import JobRequested, JobState, JobStatus
 from flawforge.runtime.platform import Platform
 from flawforge.runtime.service import Consumer
 
 log = logging.getLogger(__name__)
 
 
+def validated_params(platform: Platform, pipeline: Pipeline, params: dict, *, inputs_must_exist: bool = True
+                     ) -> BaseModel:
+    """The pipeline's parameters, their paths checked against the data roots (ValidationError naming each)."""
+    context = {ROOTS_CONTEXT: data_roots(platform.settings.data_roots), MUST_EXIST_CONTEXT: inputs_must_exist}
+    return pipeline.params.model_validate(params, context=context)
+
+
+def invalid_params(exc: ValidationError) -> InvalidInput:
+    """The first problem with a job's parameters, in one line naming the parameter."""
+    err = exc.errors(include_url=False)[0]
+    return InvalidInput(f"invalid {'.'.join(map(str, err['loc']))}: {err['msg']}")
+
+
 def run_job(platform: Platform, pipeline: Pipeline, job_id: str) -> None:
     ctx = JobContext(platform, job_id)
-    status = ctx.jobs.get(job_id)
+    try:
+        status = ctx.jobs.get(job_id)
+    except JobNotFound:
+        return  # deleted while it waited in the queue
     if status.state.finished:
         return  # a redelivered request for a job already settled
     ctx.jobs.update(job_id, state=JobState.running, error=None)
     try:
-        pipeline.run(ctx, pipeline.params.model_validate(status.params))
+        # Checked again where the files are read, before any is opened: the service that took the job may not
+        # see them, and they may have changed since.
+        try:
+            params = validated_params(platform, pipeline, status.params)
+        except ValidationError as exc:
+            raise invalid_params(exc) from None
+        pipeline.run(ctx, params)
     except JobCancelled:
         ctx.jobs.update(job_id, state=JobState.cancelled)
     except Exception as exc:
-        log.exception("job %s failed", job_id)
-        ctx.jobs.update(job_id, state=JobState.failed, error=f"{type(exc).__name__}: {exc}")
+        error = str(exc) if isinstance(exc, FlawforgeError) else f"{type(exc).__name__}: {exc}"
+        # One line with the reason; the traceback only for whoever debugs.
+        log.error("job %s (%s) failed: %s", job_id, pipeline.name, error)
+        log.debug("job %s failed", job_id, exc_info=True)
+        ctx.jobs.update(job_id, state=JobState.failed, error=error)
     else:
         ctx.jobs.update(job_id, state=JobState.succeeded)
 
@@ -39,11 +70,25 @@ def job_consumer(pipeline: Pipeline) -> Consumer:
     return Consumer(queue=pipeline.queue, make_handler=make_handler)
 
 
+def fail_if_unclaimed(platform: Platform, status: JobStatus) -> JobStatus:
+    """A job still queued after the consumer timeout, whose queue nothing consumes, fails naming the service
+    that should (without this it would wait at 0 done for ever)."""
+    from flawforge.services import missing_consumer
+
+    waited_s = (datetime.now(timezone.utc) - status.created_at).total_seconds()
+    if status.state != JobState.queued or waited_s < platform.settings.consumer_timeout_s:
+        return status
+    queue = pipelines()[status.pipeline].queue
+    if platform.bus.consumer_count(queue) > 0:
+        return status
+    return JobStore(platform.store).update(status.job_id, state=JobState.failed, error=missing_consumer(queue, waited_s))
+
+
 def submit(platform: Platform, pipeline: Pipeline, params: dict):
     """Records a job and asks its owner service to run it."""
-    from flawforge.jobs.store import JobStore
-
-    validated = pipeline.params.model_validate(params)
+    # A service that does not run this pipeline may not see its files: it checks only that they are under the roots.
+    owner = platform.settings.service in ("", pipeline.owner)
+    validated = validated_params(platform, pipeline, params, inputs_must_exist=owner)
     status = JobStore(platform.store).create(pipeline.name, validated.model_dump(mode="json"))
     platform.bus.declare(pipeline.queue)
     platform.bus.publish(pipeline.queue, JobRequested(job_id=status.job_id, pipeline=pipeline.name))

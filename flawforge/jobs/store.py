@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Iterable
 
 from flawforge.blobstore import BlobStore
@@ -72,6 +72,22 @@ class JobStore:
         if status.state == JobState.queued:
             return self.update(job_id, cancel_requested=True, state=JobState.cancelled)
         return self.update(job_id, cancel_requested=True)
+
+    def delete(self, job_id: str) -> None:
+        """Removes the job and every blob under it; its status goes last, so a deletion cut short is seen (and
+        finished by the retention sweep or another DELETE)."""
+        status_key = self._status_key(self.get(job_id).job_id)
+        for key in list(self.store.list(f"jobs/{job_id}/")):
+            if key != status_key:
+                self.store.delete(key)
+        self.store.delete(status_key)
+
+    def expired(self, retention_days: float, now: datetime | None = None) -> list[str]:
+        """Finished jobs last changed more than the retention period ago (none when it is 0: keep forever)."""
+        if retention_days <= 0:
+            return []
+        cutoff = (now or _now()) - timedelta(days=retention_days)
+        return [status.job_id for status in self.list() if status.state.finished and status.updated_at < cutoff]
 
     def _artifact_key(self, job_id: str, name: str) -> str:
         if "/" in name or name.startswith("."):

@@ -193,9 +193,6 @@ class Program:
                         grew = True
         return frozenset(group)
 
-    def assignment_of(self, variable: str) -> Assignment | None:
-        return next((a for a in reversed(self.assignments) if a.target == variable), None)
-
     def with_value(self, assignment: Assignment, expression: ast.expr) -> str:
         """The source with one assignment's right-hand side replaced; every other line keeps its number."""
         value = assignment.value

@@ -19,6 +19,7 @@ import time
 from pydantic import BaseModel, Field
 
 from flawforge.errors import FlawforgeError
+from flawforge.inputs import InputFile, read_input
 from flawforge.jobs.context import JobContext
 from flawforge.jobs.pipeline import Pipeline, register
 from flawforge.proto.pressure import PromptRecord
@@ -28,23 +29,23 @@ RUN_PREFIX = "pressure/runs"
 
 class PressureStudyParams(BaseModel):
     model_config = {"extra": "forbid"}
-    prompts: str | None = Field(None, description="Path of prompts.jsonl (one PromptRecord a line), as the worker "
-                                                  "sees it; None with demo.")
+    prompts: InputFile | None = Field(None, description="Path of prompts.jsonl (one PromptRecord a line), as the "
+                                                        "worker sees it, under the data roots; None with demo.")
     demo: bool = Field(False, description="Build a small prompt set with the dataset stage's offline generators "
                                           "instead.")
     demo_prompts: int = Field(40, ge=4, le=200, description="Prompts the demo builds.")
     samples: int = Field(16, ge=1, le=64, description="Samples per prompt and condition.")
     temperature: float = Field(1.0, gt=0, le=2)
     top_p: float = Field(0.9, gt=0, le=1)
-    seed: int = Field(42, description="Sampling and bootstrap seed.")
+    seed: int = Field(42, ge=0, lt=1 << 63, description="Sampling and bootstrap seed.")
     greedy_tokens: int = Field(8, ge=1, le=64)
     sample_tokens: int = Field(10, ge=1, le=64)
     batch_prompts: int = Field(8, ge=1, le=256, description="Prompts per batch of the greedy, trace and sampling "
                                                             "passes (the unit a resumed run skips).")
-    decompose_layers: int = Field(4, ge=0, description="Last blocks whose attention / MLP contributions are read.")
-    patch_subset: int | None = Field(None, ge=0, description="Most prompts patched; None: the whole balanced subset.")
-    bootstrap_resamples: int = Field(1000, ge=10)
-    stop_after_batches: int | None = Field(None, ge=0, description="Stop (fail) after this many new batches: "
+    decompose_layers: int = Field(4, ge=0, le=1024, description="Last blocks whose attention / MLP contributions are read.")
+    patch_subset: int | None = Field(None, ge=0, le=1_000_000, description="Most prompts patched; None: the whole balanced subset.")
+    bootstrap_resamples: int = Field(1000, ge=10, le=100_000)
+    stop_after_batches: int | None = Field(None, ge=0, le=1_000_000, description="Stop (fail) after this many new batches: "
                                                                    "for testing resumption.")
 
 
@@ -53,9 +54,11 @@ def read_prompts(path: str) -> list[PromptRecord]:
     from pydantic import ValidationError
 
     try:
-        lines = open(path, encoding="utf-8").read().splitlines()
+        lines = read_input(path).decode("utf-8").splitlines()  # a regular file, bounded, opened without blocking
     except OSError as exc:
         raise FlawforgeError(f"cannot read prompts file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise FlawforgeError(f"cannot read prompts file {path}: {exc}") from None
     records, seen = [], set()
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -126,4 +129,4 @@ def demo_records(ctx: JobContext, lm, params: PressureStudyParams) -> list[Promp
 PIPELINE = register(Pipeline(
     name="pressure-study", description="Semantic-pressure study: violations, traces, logit lens, patching, "
                                        "statistics, figures and tables.",
-    params=PressureStudyParams, owner="inference-server", run=run))
+    params=PressureStudyParams, owner="inference-server", run=run, resumable=True))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import signal
 import threading
 from multiprocessing.reduction import ForkingPickler
 from typing import Any, Callable, Sequence
@@ -29,6 +30,8 @@ class WorkerProcessDied(FlawforgeError):
 
 def _serve(connection, initializer: Callable[[], None] | None) -> None:
     """A worker process's loop: calls in, (succeeded, result or exception) out, until the pipe closes."""
+    # Ctrl-C at a terminal reaches the whole process group: the service decides, and closes the pipe.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if initializer is not None:
         initializer()
     while True:

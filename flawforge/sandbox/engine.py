@@ -107,6 +107,18 @@ class SandboxUnavailable(Unavailable):
     code = "sandbox_unavailable"
 
 
+ADDR_NO_RANDOMIZE = 0x0040000
+
+
+def _no_randomisation():
+    """What the child runs before exec: no address-space randomisation for the program it becomes. The C
+    function is looked up here, in the parent: a forked child of a threaded process must not load libraries."""
+    import ctypes
+
+    personality = ctypes.CDLL(None, use_errno=True).personality
+    return lambda: personality(personality(0xFFFFFFFF) | ADDR_NO_RANDOMIZE)
+
+
 class _Zygote:
     """One running fork server and the thread that reads its replies."""
 
@@ -114,10 +126,15 @@ class _Zygote:
         service_end, zygote_end = None, None
         try:  # out of processes or descriptors: the platform's failure, like a server that never answers
             service_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            # A fixed hash seed can only come from the environment, which -I (-E) ignores: then -s -P, the rest
+            # of -I, and an environment holding that one variable. Hashes of some objects (None's, in Python
+            # 3.11) are their addresses: the same in every run only without address-space randomisation.
+            seed = config.get("hash_seed")
+            isolated, env = (["-I"], {}) if seed is None else (["-s", "-P"], {"PYTHONHASHSEED": str(seed)})
             self.process = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", BOOTSTRAP, str(zygote_end.fileno())],
-                env={}, cwd="/", stdin=subprocess.DEVNULL, pass_fds=(zygote_end.fileno(),), close_fds=True,
-                start_new_session=True)
+                [sys.executable, *isolated, "-S", "-c", BOOTSTRAP, str(zygote_end.fileno())],
+                env=env, cwd="/", stdin=subprocess.DEVNULL, pass_fds=(zygote_end.fileno(),), close_fds=True,
+                start_new_session=True, preexec_fn=None if seed is None else _no_randomisation())
         except OSError as exc:
             for end in (service_end, zygote_end):
                 if end is not None:
@@ -248,7 +265,7 @@ class Sandbox:
             "read_paths": csv_setting(settings.sandbox_read_paths),
             "audit": settings.sandbox_audit,
         }
-        unknown = sorted(set(overrides) - set(arguments) - {"namespaces"})
+        unknown = sorted(set(overrides) - set(arguments) - {"namespaces", "hash_seed"})
         if unknown:
             raise TypeError(f"unknown sandbox argument(s): {', '.join(unknown)}")
         arguments.update(overrides)
@@ -261,7 +278,7 @@ class Sandbox:
 
     def __init__(self, limits: SandboxLimits | None = None, *, workers: int | None = None,
                  required_layers: tuple[str, ...] | list[str] = (), read_paths: tuple[str, ...] | list[str] = (),
-                 audit: bool = True, namespaces: bool = True):
+                 audit: bool = True, namespaces: bool = True, hash_seed: int | None = None):
         unknown = sorted(set(required_layers) - set(LAYERS))
         if unknown:
             raise SandboxUnavailable(f"unknown isolation layer(s) {', '.join(unknown)}; known: {', '.join(LAYERS)}")
@@ -271,7 +288,7 @@ class Sandbox:
         uid_base = random.choice(UID_BLOCKS)
         self.unit_uids = range(uid_base, uid_base + self.workers)
         self._config = {"slots": self.workers, "uid_base": uid_base, "audit": audit, "namespaces": namespaces,
-                        "read_paths": [os.path.abspath(p) for p in read_paths]}
+                        "read_paths": [os.path.abspath(p) for p in read_paths], "hash_seed": hash_seed}
         self._free_slots = self.workers
         self._slot_freed = threading.Condition()  # guards _free_slots and _waiting
         self._waiting: dict[tuple, list[_Waiting]] = {}  # single programs, by (call, trace, limits)
@@ -430,15 +447,17 @@ class Sandbox:
                     limits: SandboxLimits | None = None, parallel: bool = True) -> list[ExecutionResult]:
         """trace_call on the original and each variant; results in order, original first.
 
-        The programs share batch units, split over the workers when there are many and `parallel`
-        (a caller whose cores are busy anyway passes False: one unit, the fewest forks); what
-        `trace_call` would give each of them is what it gets."""
+        The programs share batch units, split over the free slots when there are many and `parallel`
+        (a caller whose cores are busy anyway passes False, and a sandbox whose slots are all taken by
+        other callers gets no more: one unit, the fewest forks); what `trace_call` would give each of
+        them is what it gets."""
         limits = limits or self.limits
         if not variants:
             return [self.trace_call(original, func, limits=limits)]
         call = {"call": func, "trace": True}
         sources = [original, *variants]
-        units = min(self.workers, max(1, len(sources) // MIN_PROGRAMS_PER_UNIT)) if parallel else 1
+        units = min(self._free_slots, len(sources) // MIN_PROGRAMS_PER_UNIT) if parallel else 1
+        units = max(1, units)
         size = -(-len(sources) // units)
         parts = [range(start, min(start + size, len(sources))) for start in range(0, len(sources), size)]
         futures = [self._submit({**call, "unit": wire.BATCH, "sources": sources[part.start:part.stop]}, limits)

@@ -103,9 +103,9 @@ class Report:
             self.tests[name] = TestCaseResult(name=name, outcome=frame[2], message=_text(frame[3]))
             self.running_test = None
         elif tag == "ce":
-            self.collection_errors[str(frame[1])] = str(frame[2])
+            self.collection_errors[_text(frame[1])] = _text(frame[2])
         elif tag == "cv":
-            self.coverage[str(frame[1])] = [str(key) for key in frame[2]]
+            self.coverage[_text(frame[1])] = [_text(key) for key in frame[2]]
         elif tag == "d":
             self.done = True
         else:
@@ -142,7 +142,7 @@ def classify(header: dict, report: Report, limits) -> tuple[str, str]:
         return "forbidden", f"attempted to {report.forbidden}"
     if signal_number == signal.SIGSYS:
         return "forbidden", ("made a system call the seccomp filter denies (namespaces, mounts, keyrings, ptrace, "
-                             "sockets, ...): killed by SIGSYS")
+                             "kernel interfaces, ...): killed by SIGSYS")
     if header.get("timed_out"):
         return "timeout", f"wall-clock limit of {limits.timeout_s:g} s reached"
     if signal_number in CPU_SIGNALS or (signal_number == signal.SIGKILL

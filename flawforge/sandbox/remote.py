@@ -7,12 +7,14 @@ The service splits a batch over its own slots, so `parallel` is the service's bu
 """
 from __future__ import annotations
 
+import base64
+
 import httpx
 from pydantic import BaseModel
 
-from flawforge.errors import FlawforgeError
+from flawforge.errors import InvalidInput
 from flawforge.proto.sandbox import (BatchRequest, BatchResult, ExecRequest, ExecutionResult, LayerReport,
-                                     SandboxLimits, TestRunRequest, TestRunResult)
+                                     SandboxLimits, SuiteExecRequest, SuiteRunResult, TestRunRequest, TestRunResult)
 from flawforge.sandbox.engine import SandboxUnavailable
 
 # Besides the units' own time: the request's transfer and a wait for a free slot on a busy service.
@@ -56,7 +58,7 @@ class RemoteSandbox:
         except httpx.HTTPError as exc:
             raise SandboxUnavailable(f"the sandbox at {self.url} did not answer: {exc}") from None
         if response.status_code == 422:
-            raise FlawforgeError(f"the sandbox at {self.url} refused the request: {_detail(response)}")
+            raise InvalidInput(f"the sandbox at {self.url} refused the request: {_detail(response)}")
         if response.status_code != 200:
             raise SandboxUnavailable(f"the sandbox at {self.url} answered {response.status_code}: "
                                      f"{_detail(response)}")
@@ -89,6 +91,16 @@ class RemoteSandbox:
                                                                    test_source=test_source, module_name=module_name,
                                                                    limits=limits),
                           TestRunResult, limits.timeout_s + MARGIN_S)
+
+    def run_suite(self, archive: bytes, overlay: dict[str, str] | None = None, *, source_roots: list[str] = ("",),
+                  args: list[str] = (), coverage_files: list[str] | None = None,
+                  limits: SandboxLimits | None = None) -> SuiteRunResult:
+        limits = limits or self.limits
+        request = SuiteExecRequest(archive=base64.b64encode(archive), overlay=overlay or {},
+                                   source_roots=list(source_roots), args=list(args),
+                                   coverage=coverage_files is not None, coverage_files=coverage_files or [],
+                                   limits=limits)
+        return self._call("POST", "/sandbox/suite", request, SuiteRunResult, limits.timeout_s + MARGIN_S)
 
     def close(self) -> None:
         self._client.close()

@@ -16,7 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel
 
 from flawforge.proto.sandbox import (BatchRequest, BatchResult, ExecRequest, ExecutionResult, LayerReport,
-                                     TestRunRequest, TestRunResult, UnitKind)
+                                     SuiteExecRequest, SuiteRunResult, TestRunRequest, TestRunResult, UnitKind)
 from flawforge.runtime.platform import Platform
 from flawforge.sandbox import SandboxUnavailable
 from flawforge.sandbox.engine import MAX_COALESCED, usable_cpus
@@ -62,6 +62,12 @@ def sandbox_router(platform: Platform) -> APIRouter:
     async def tests(body: TestRunRequest) -> Response:
         """Imports the module as `module_name` and runs the unittest tests; each test's outcome and failure text."""
         return await answer(UnitKind.TESTS, body)
+
+    @router.post("/suite", response_model=SuiteRunResult)
+    async def suite(body: SuiteExecRequest) -> Response:
+        """Runs the pytest suite of the project in `archive_base64` with `overlay` written over it; each test's
+        outcome by node id (and, with `coverage_files`, the project functions each executed)."""
+        return await answer(UnitKind.SUITE, body)
 
     @router.get("/layers")
     def layers() -> LayerReport:

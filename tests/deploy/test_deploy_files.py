@@ -179,6 +179,7 @@ def check_distributed(settings: Settings, where: str, *, broker: tuple[str, int]
     owners = parse_api_tokens(settings.api_tokens)
     assert owners, f"{where}: FLAWFORGE_API_TOKENS is empty (a service refuses to start)"
     assert settings.token in owners, f"{where}: FLAWFORGE_TOKEN is not one of FLAWFORGE_API_TOKENS"
+    assert settings.data_roots == DATA_PATH, f"{where}: FLAWFORGE_DATA_ROOTS must be the data folder {DATA_PATH}"
     # A loopback address would point each container at itself (a default left in place).
     for field, value in settings.model_dump(exclude={"http_host"}).items():
         assert not any(lo in str(value) for lo in LOOPBACK), f"{where}: {env_name(field)}={value!r} is a loopback address"
@@ -497,6 +498,8 @@ def test_inference_server_runs_on_a_gpu_node_and_waits_for_its_model(k8s, specs)
     assert any(t["key"] == "nvidia.com/gpu" and t["effect"] == "NoSchedule" for t in pod["tolerations"])
     startup = cont["startupProbe"]
     assert startup["periodSeconds"] * startup["failureThreshold"] >= 300, "the model gets under 5 minutes to load"
+    # /healthz answers before the model is loaded: a startup probe on it would let liveness start too early.
+    assert startup["httpGet"]["path"] == "/readyz", "the startup probe passes before the model is loaded"
     assert cont["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert specs["inference-server"].readiness_checks, "inference-server /readyz has no model-loaded check"
     settings = settings_from(k8s_env(k8s, deployment))

@@ -5,7 +5,9 @@ validation and the mutator's mutant runs go to it, with the service token.
 """
 from __future__ import annotations
 
+import io
 import json
+import tarfile
 import threading
 import time
 from fractions import Fraction
@@ -14,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from auth_support import API_TOKENS, TOKEN
-from flawforge.errors import FlawforgeError
+from flawforge.assembly import platform_for, service_app
+from flawforge.errors import InvalidInput
 from flawforge.math.gsm8k import read_gsm8k
 from flawforge.math.templates import TemplateFolder, problem_template
 from flawforge.proto.math import ProblemWorkItem, ValidatedTemplate
 from flawforge.proto.sandbox import SandboxLimits
-from flawforge.runtime.platform import Platform
 from flawforge.sandbox import Sandbox, SandboxUnavailable
 from flawforge.sandbox.remote import RemoteSandbox
 from flawforge.services.trace_executor.sandbox import sandbox_for
@@ -37,14 +39,12 @@ class ServedTraceExecutor:
     def __init__(self, blob_dir, **settings):
         import uvicorn
 
-        from flawforge.runtime.app import create_app
-        from flawforge.services import load_service
 
         self.settings = Settings(bus="memory", blob_backend="local", blob_dir=str(blob_dir), service="trace-executor",
                                  api_tokens=API_TOKENS, run_worker=False, sandbox_workers=2, **settings)
-        self.platform = Platform.from_settings(self.settings)
+        self.platform = platform_for(self.settings)
         self.url = f"http://127.0.0.1:{free_port()}"
-        self.server = uvicorn.Server(uvicorn.Config(create_app(load_service("trace-executor"), self.platform),
+        self.server = uvicorn.Server(uvicorn.Config(service_app("trace-executor", self.platform),
                                                     host="127.0.0.1", port=int(self.url.rsplit(":", 1)[1]),
                                                     log_level="warning"))
         self.thread = threading.Thread(target=self.server.run, name="trace-executor", daemon=True)
@@ -95,8 +95,33 @@ def test_the_factory_makes_a_remote_sandbox_that_gives_what_the_service_would(se
         assert forbidden.outcome == "forbidden"
         assert served.sandbox.counts["exec"] - before["exec"] >= 2 and served.sandbox.counts["batch"] > before["batch"]
         canary.check(remote)
-        with pytest.raises(FlawforgeError, match="FLAWFORGE_SANDBOX_MAX_TIMEOUT_S"):
+        with pytest.raises(InvalidInput, match="FLAWFORGE_SANDBOX_MAX_TIMEOUT_S"):
             remote.execute("x = 1", limits=SandboxLimits(timeout_s=31))
+
+
+def project_archive(files: dict[str, str]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"project-1.0/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def test_a_projects_suite_runs_in_the_trace_executor(served, tmp_path):
+    archive = project_archive({"mod.py": "def double(x):\n    return 2 * x\n",
+                               "test_mod.py": "from mod import double\n\ndef test_ok():\n    assert double(2) == 4\n\n"
+                                              "def test_bad():\n    assert double(2) == 5\n"})
+    with Sandbox.from_settings(served.client_settings(tmp_path)) as remote:
+        before = served.sandbox.counts["suite"]
+        run = remote.run_suite(archive, args=["test_mod.py"])
+        fixed = remote.run_suite(archive, {"mod.py": "def double(x):\n    return x + x\n"}, args=["test_mod.py"],
+                                 coverage_files=["mod.py"])
+    assert {t.name: t.outcome for t in run.tests} == {"test_mod.py::test_ok": "passed", "test_mod.py::test_bad": "failed"}
+    assert fixed.passed == 1 and fixed.failed == 1 and served.sandbox.counts["suite"] == before + 2
+    assert fixed.coverage["test_mod.py::test_ok"] == ["mod.py::double"]
 
 
 def test_a_remote_sandbox_that_cannot_be_used_is_unavailable(served, tmp_path):
@@ -114,9 +139,6 @@ def test_a_remote_sandbox_that_cannot_be_used_is_unavailable(served, tmp_path):
 def test_template_validation_runs_in_the_trace_executor(served, tmp_path, shared_data):
     from fastapi.testclient import TestClient
 
-    from flawforge.runtime.app import create_app
-    from flawforge.services import load_service
-
     folder = shared_data / "formalization-templates" / "tier1" / "4"
     body = {"problem_index": 4, "template_model": "google_gemini-2.5-flash",
             "gsm8k_answer": read_gsm8k(shared_data / "gsm8k" / "train.jsonl")[4].answer,
@@ -124,7 +146,7 @@ def test_template_validation_runs_in_the_trace_executor(served, tmp_path, shared
             "logical_steps": json.loads((folder / "google_gemini-2.5-flash.json").read_text())}
     settings = served.client_settings(tmp_path, api_tokens=API_TOKENS)
     before = served.sandbox.counts["batch"] + served.sandbox.counts["exec"]
-    with TestClient(create_app(load_service("template-loader"), Platform.from_settings(settings),
+    with TestClient(service_app("template-loader", platform_for(settings),
                                run_worker=False)) as loader:
         verdict = loader.post("/templates/validate", json=body, headers={"Authorization": f"Bearer {TOKEN}"}).json()
     assert verdict["valid"] and verdict["answer_check_status"] == "pass"
@@ -136,7 +158,7 @@ def test_mutants_run_in_the_trace_executor(served, tmp_path, shared_data):
     from flawforge.services.mutator import worker
 
     settings = served.client_settings(tmp_path)
-    platform = Platform.from_settings(settings)
+    platform = platform_for(settings)
     folder = TemplateFolder(shared_data / "formalization-templates")
     problem = read_gsm8k(shared_data / "gsm8k" / "train.jsonl")[177]
     tier = folder.tiers_of(177)[0]

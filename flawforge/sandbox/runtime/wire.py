@@ -28,7 +28,8 @@ from fractions import Fraction
 from math import isfinite
 
 HEADER = struct.Struct(">I")
-# What a unit is asked to run (a request's "unit"): one program, a batch of programs, a module and its tests.
+# What a unit is asked to run (a request's "unit"): one program, a batch of programs, a module and its tests,
+# a project's pytest suite.
 EXEC, BATCH, TESTS, SUITE = "exec", "batch", "tests", "suite"
 RUNNER_FAILED = 121  # exit status of a unit whose runner failed (e.g. out of memory while reporting)
 # Starts each program's section. JSON escapes every quote inside a string, so these bytes

@@ -1,0 +1,69 @@
+"""Jobs leave the blob store: DELETE /jobs/{id}, and the retention sweep of finished jobs."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from auth_support import API_TOKENS, AUTHORIZATION
+from fastapi.testclient import TestClient
+
+from flawforge.jobs.retention import sweep_expired
+from flawforge.jobs.store import JobStore
+from flawforge.proto.jobs import JobState
+from flawforge.assembly import platform_for, service_app
+from flawforge.runtime.platform import Platform
+from flawforge.settings import Settings
+
+
+def platform_in(tmp_path, **settings) -> Platform:
+    return platform_for(Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path / "blobs"),
+                                           api_tokens=API_TOKENS, **settings))
+
+
+def job_with_blobs(jobs: JobStore, state: JobState, age_days: float = 0) -> str:
+    job_id = jobs.create("smoke", {}).job_id
+    jobs.put_artifact(job_id, "digests.json", b"{}")
+    jobs.store.put(f"jobs/{job_id}/items/0.json", b"{}")
+    status = jobs.update(job_id, state=state)
+    if age_days:  # save() stamps the time: write the aged status directly
+        status.updated_at = datetime.now(timezone.utc) - timedelta(days=age_days)
+        jobs.store.put(f"jobs/{job_id}/status.json", status.model_dump_json().encode())
+    return job_id
+
+
+def test_delete_removes_a_finished_job_and_every_blob_and_refuses_a_running_one(tmp_path):
+    platform = platform_in(tmp_path)
+    jobs = JobStore(platform.store)
+    done, running = job_with_blobs(jobs, JobState.succeeded), job_with_blobs(jobs, JobState.running)
+    queued = jobs.create("smoke", {}).job_id
+    with TestClient(service_app("metrics", platform, run_worker=False), headers=AUTHORIZATION) as client:
+        assert client.delete(f"/jobs/{done}").status_code == 204
+        assert client.get(f"/jobs/{done}").status_code == 404
+        assert list(platform.store.list(f"jobs/{done}/")) == []
+        refused = client.delete(f"/jobs/{running}")
+        assert refused.status_code == 409 and "cancel it first" in refused.text
+        assert len(list(platform.store.list(f"jobs/{running}/"))) == 3
+        assert client.delete(f"/jobs/{queued}").status_code == 204  # cancelled, then deleted
+        assert client.delete(f"/jobs/{queued}").status_code == 404
+
+
+def test_the_sweep_deletes_finished_jobs_past_the_retention_period_only(tmp_path):
+    platform = platform_in(tmp_path, job_retention_days=7)
+    jobs = JobStore(platform.store)
+    old = job_with_blobs(jobs, JobState.failed, age_days=8)
+    recent = job_with_blobs(jobs, JobState.succeeded, age_days=6)
+    old_but_running = job_with_blobs(jobs, JobState.running, age_days=30)
+    assert sweep_expired(platform) == [old]
+    assert list(platform.store.list(f"jobs/{old}/")) == []
+    assert {s.job_id for s in jobs.list()} == {recent, old_but_running}
+    keep_forever = platform_in(tmp_path, job_retention_days=0)
+    assert sweep_expired(keep_forever) == []
+
+
+def test_a_queued_job_whose_queue_nothing_consumes_fails_naming_the_owner(tmp_path):
+    platform = platform_in(tmp_path, consumer_timeout_s=0.01)
+    with TestClient(service_app("template-loader", platform, run_worker=False),
+                    headers=AUTHORIZATION) as client:
+        job = client.post("/jobs", json={"pipeline": "smoke", "params": {"count": 1}}).json()
+        status = client.get(f"/jobs/{job['job_id']}").json()
+    assert status["state"] == "failed"
+    assert status["error"].startswith("nothing consumes queue 'jobs.smoke' after 0 s: start the metrics service")
