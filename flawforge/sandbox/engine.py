@@ -29,6 +29,7 @@ from itertools import count
 from flawforge.errors import Unavailable
 from flawforge.proto.sandbox import (LAYERS, ExecutionResult, LayerReport, SandboxLimits, SuiteRunResult,
                                      TestRunResult)
+from flawforge.runtime.metrics import SANDBOX_OUTCOMES
 from flawforge.sandbox import outcome
 from flawforge.sandbox.runtime import MODULES, wire
 from flawforge.settings import Settings
@@ -335,7 +336,7 @@ class Sandbox:
         """Runs a module, then calls `call` if given; with `trace`, records its assignments."""
         limits = limits or self.limits
         future = self._submit({"unit": "exec", "source": source, "call": call, "trace": trace}, limits)
-        return outcome.execution_result(*self._wait(future, limits), limits)
+        return _counted(outcome.execution_result(*self._wait(future, limits), limits))
 
     def trace_call(self, source: str, func: str = "solve", *, limits: SandboxLimits | None = None) -> ExecutionResult:
         """Calls `func` of the module in `source` and records every assignment it makes."""
@@ -367,6 +368,8 @@ class Sandbox:
             self.counts["alone"] += len(alone)
         for index, future in alone.items():
             results[index] = outcome.execution_result(*self._wait(future, limits), limits)
+        for result in results:
+            _counted(result)
         return results
 
     def run_tests(self, module_source: str, test_source: str, module_name: str, *,
@@ -375,7 +378,7 @@ class Sandbox:
         limits = limits or self.limits
         future = self._submit({"unit": "tests", "module_source": module_source, "test_source": test_source,
                                "module_name": module_name}, limits)
-        return outcome.suite_result(*self._wait(future, limits), limits)
+        return _counted(outcome.suite_result(*self._wait(future, limits), limits))
 
     def run_suite(self, archive: bytes, overlay: dict[str, str] | None = None, *, source_roots: list[str] = ("",),
                   args: list[str] = (), coverage_files: list[str] | None = None,
@@ -388,7 +391,13 @@ class Sandbox:
                                "overlay": overlay or {}, "source_roots": list(source_roots), "args": list(args),
                                "coverage": coverage_files is not None, "coverage_files": coverage_files or [],
                                "python_path": [pytest_path()]}, limits)
-        return outcome.project_suite_result(*self._wait(future, limits), limits)
+        return _counted(outcome.project_suite_result(*self._wait(future, limits), limits))
+
+
+def _counted(result):
+    """Every result the sandbox hands out passes here: counted by outcome (flawforge_sandbox_units_total)."""
+    SANDBOX_OUTCOMES.labels(result.outcome).inc()
+    return result
 
 
 def pytest_path() -> str:
