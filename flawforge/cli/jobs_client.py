@@ -1,8 +1,10 @@
 """Runs a job embedded or on a running stack, shows progress, and writes its artifacts to a folder."""
 from __future__ import annotations
 
+import logging
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -17,7 +19,8 @@ from flawforge.proto.jobs import Artifact, JobState, JobStatus
 
 
 def _follow(read_status, poll_s: float, label: str) -> JobStatus:
-    bar = tqdm(desc=label, unit="item", dynamic_ncols=True, leave=False)
+    # At a terminal only: piped into a log, a progress bar is noise.
+    bar = tqdm(desc=label, unit="item", dynamic_ncols=True, leave=False, disable=None)
     try:
         while True:
             status = read_status()
@@ -59,6 +62,16 @@ def _keep_or_cancel(job: str, cancel_on_exit: bool | None, cancel) -> str:
     return f"interrupted: {job} keeps running"
 
 
+@contextmanager
+def _quieted(logger: logging.Logger):
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def run_embedded(pipeline_name: str, params: dict, out: Path, settings) -> JobStatus:
     from flawforge.jobs.pipeline import pipelines
     from flawforge.jobs.runner import submit
@@ -66,7 +79,9 @@ def run_embedded(pipeline_name: str, params: dict, out: Path, settings) -> JobSt
     from flawforge.runtime.embedded import EmbeddedStack
 
     pipeline = pipelines()[pipeline_name]
-    with EmbeddedStack(settings) as stack:
+    # The command reports the job's outcome itself, in one line: the runner's own log line would repeat it.
+    runner_log = logging.getLogger("flawforge.jobs.runner")
+    with EmbeddedStack(settings) as stack, _quieted(runner_log):
         jobs = JobStore(stack.platform.store)
         status = submit(stack.platform, pipeline, params)
         try:

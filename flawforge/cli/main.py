@@ -5,7 +5,7 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import typer
 
@@ -48,8 +48,10 @@ def check_stack_url(url: str) -> None:
 
 
 def run_pipeline(pipeline: str, params: dict, out: Path, stack: Optional[str], token: Optional[str] = None,
-                 settings_overrides: Optional[dict] = None, cancel_on_exit: Optional[bool] = None) -> None:
-    """Shared by every `run` subcommand: validate, run, write artifacts, report."""
+                 settings_overrides: Optional[dict] = None, cancel_on_exit: Optional[bool] = None,
+                 nothing_done: Optional[Callable[[Path], Optional[str]]] = None) -> None:
+    """Shared by every `run` subcommand: validate, run, write artifacts, report. `nothing_done` reads the
+    artifacts and says why the job, though it succeeded, produced nothing (the command then exits 1)."""
     from flawforge.cli.jobs_client import run_embedded, run_on_stack
     from flawforge.jobs.pipeline import pipelines
     from flawforge.settings import Settings
@@ -70,6 +72,9 @@ def run_pipeline(pipeline: str, params: dict, out: Path, stack: Optional[str], t
             settings = Settings(bus="memory", blob_backend="local", blob_dir=str(out / ".blobs"),
                                 **(settings_overrides or {}))
             status = run_embedded(pipeline, params, out, settings)
+    why = nothing_done(out) if nothing_done else None
+    if why:
+        raise NothingDone(f"{pipeline}: job {status.job_id} produced nothing: {why}; artifacts in {out}")
     typer.echo(f"{pipeline}: job {status.job_id} {status.state.value}; artifacts in {out}", err=True)
 
 
@@ -105,15 +110,17 @@ def run_templates(gsm8k: Path = typer.Option(..., "--gsm8k", help="GSM8K jsonl f
               "templates": str(templates.resolve()) if templates else None, "max_tokens": max_tokens,
               "mode": mode, "concurrency": concurrency, "max_repairs": max_repairs, "budget_requests": budget_requests,
               "budget_tokens": budget_tokens}
-    run_pipeline("templates", params, out, stack, token, cancel_on_exit=cancel_on_exit)
+    def no_reply(out: Path) -> Optional[str]:
+        report = json.loads((out / "report.json").read_text())
+        if report["attempted"] and not report["model_calls"] and not report["cache_hits"]:
+            reasons = ", ".join(f"{reason} ({n})" for reason, n in report["rejects_by_reason"].items())
+            return f"no model reply for any of the {report['attempted']} problems ({reasons})"
+        return None
+
+    run_pipeline("templates", params, out, stack, token, cancel_on_exit=cancel_on_exit, nothing_done=no_reply)
     report = out / "report.json"
     if report.exists():
         typer.echo(report.read_text())
-        done = json.loads(report.read_text())
-        if done["attempted"] and not done["model_calls"] and not done["cache_hits"]:
-            reasons = ", ".join(f"{reason} ({n})" for reason, n in done["rejects_by_reason"].items())
-            raise NothingDone(f"no model reply for any of the {done['attempted']} problems: {reasons}; "
-                              f"details in {out / 'rejects.jsonl'}")
 
 
 @run_app.command("math-errors")
@@ -140,13 +147,14 @@ def run_math_errors(gsm8k: Path = typer.Option(..., "--gsm8k", help="GSM8K jsonl
         params["model_preference"] = [m.strip() for m in models.split(",") if m.strip()]
     if caps is not None:
         params["caps"] = caps_of(caps)
-    run_pipeline("math-errors", params, out, stack, token, cancel_on_exit=cancel_on_exit)
-    summary = (out / "summary.json").read_text()
-    typer.echo(summary)
-    if json.loads(summary)["problems_with_template"] == 0:
-        raise NothingDone(f"no problem of {indices or 'the folder'} has a template of "
-                          f"{models or 'the default models'} in {templates}: nothing to mutate; reasons in "
-                          f"{out / 'rejects.jsonl'}")
+    def no_template(out: Path) -> Optional[str]:
+        if json.loads((out / "summary.json").read_text())["problems_with_template"]:
+            return None
+        return (f"no problem of {indices or 'the folder'} has a template of {models or 'the default models'} in "
+                f"{templates} (reasons in rejects.jsonl)")
+
+    run_pipeline("math-errors", params, out, stack, token, cancel_on_exit=cancel_on_exit, nothing_done=no_template)
+    typer.echo((out / "summary.json").read_text())
 
 
 @run_app.command("debug-conversations")

@@ -18,7 +18,15 @@ from flawforge.errors import FlawforgeError
 review_app = typer.Typer(help="Human review of conceptual candidates: shortlist, import, agreement, export.",
                          no_args_is_help=True)
 
-RoundOption = typer.Option(..., "--round", help="Review round name (letters, digits, '_', '.', '-').")
+def _round_name(value: str) -> str:
+    """--round is checked before any work (a round is created only after its shortlist is drawn)."""
+    from flawforge.review.store import check_name
+
+    return check_name("round name", value)
+
+
+RoundOption = typer.Option(..., "--round", help="Review round name (letters, digits, '_', '.', '-').",
+                           callback=_round_name)
 Gsm8kOption = typer.Option(..., "--gsm8k", help="GSM8K train jsonl (row N is problem N).")
 
 
