@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import logging
+import signal
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -72,6 +74,25 @@ def _quieted(logger: logging.Logger):
         logger.setLevel(level)
 
 
+@contextmanager
+def _quiet_after_ctrl_c():
+    """Ctrl-C at a terminal reaches the job's worker and sandbox processes too: from that moment, what the
+    winding-down stack logs about them dying is no news to the user, who gets one line."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupted(signum, frame):
+        logging.disable(logging.WARNING)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, interrupted)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def run_embedded(pipeline_name: str, params: dict, out: Path, settings) -> JobStatus:
     from flawforge.jobs.pipeline import pipelines
     from flawforge.jobs.runner import submit
@@ -85,7 +106,8 @@ def run_embedded(pipeline_name: str, params: dict, out: Path, settings) -> JobSt
         jobs = JobStore(stack.platform.store)
         status = submit(stack.platform, pipeline, params)
         try:
-            status = _follow(lambda: jobs.get(status.job_id), 0.1, pipeline_name)
+            with _quiet_after_ctrl_c():
+                status = _follow(lambda: jobs.get(status.job_id), 0.1, pipeline_name)
         except KeyboardInterrupt:
             # The job dies with this process: cancel it so its threads stop at once.
             jobs.request_cancel(status.job_id)

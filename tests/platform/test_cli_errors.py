@@ -6,8 +6,11 @@ Each case runs the real command in its own process, as a user would, several at 
 from __future__ import annotations
 
 import os
+import re
+import signal
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -156,3 +159,26 @@ def test_every_command_answers_mistakes_with_one_line(shared_data, tmp_path):
         if problems:
             failures.append(f"{case.id}: {'; '.join(problems)}\n    stderr: {result.stderr[-600:]!r}")
     assert not failures, "\n".join(failures)
+
+
+def test_ctrl_c_ends_an_embedded_run_promptly_with_one_line_and_no_output(shared_data, tmp_path):
+    """Ctrl-C at a terminal signals the whole process group: the command, its worker and sandbox processes."""
+    out = tmp_path / "out"
+    command = subprocess.Popen([*FLAWFORGE, "run", "math-errors", "--gsm8k", str(shared_data / "gsm8k" / "train.jsonl"),
+                                "--templates", str(shared_data / "formalization-templates"), "--indices", "0-1999",
+                                "--out", str(out)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 60
+
+    # Mid-job: the generation processes have answered for their first problems.
+    while not list(out.glob(".blobs/jobs/*/items/*")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert command.poll() is None, command.communicate()
+    interrupted = time.monotonic()
+    os.killpg(command.pid, signal.SIGINT)
+    _, stderr = command.communicate(timeout=30)
+    assert time.monotonic() - interrupted < 10
+    assert command.returncode == 130
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and re.match(r"flawforge: interrupted: job \w+ cancelled; nothing written to ", lines[0]), stderr
+    assert not out.exists()
