@@ -105,7 +105,7 @@ def load_flawforge() -> None:
     import flawforge.jobs.runner  # noqa: F401
     import flawforge.jobs.store  # noqa: F401
     import flawforge.math.generate  # noqa: F401
-    import flawforge.runtime.embedded  # noqa: F401
+    import flawforge.assembly  # noqa: F401
     from flawforge.jobs.pipeline import pipelines
 
     pipelines()

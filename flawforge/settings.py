@@ -5,7 +5,6 @@ k8s manifests in step with this class.
 """
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Literal
 
 from pydantic import Field
@@ -51,6 +50,10 @@ class Settings(BaseSettings):
                                         "--stack; the llm-gateway's default local provider).")
     max_request_bytes: int = Field(16 << 20, ge=1024, description="Largest request body a service reads, bytes; "
                                                                    "a larger one is refused (413) before it is read whole.")
+    data_roots: str = Field("../shared/data", description="Comma-separated folders job parameters may name files "
+                                                          "in (relative ones: from the working directory); "
+                                                          "anything else is a 422. Embedded runs add the job's "
+                                                          "output folder.")
     auth: Literal["required", "disabled"] = Field(
         "required", description="`disabled` serves without authentication (a request without a token passes); "
                                 "else a service with no FLAWFORGE_API_TOKENS refuses to start.")
@@ -67,6 +70,9 @@ class Settings(BaseSettings):
     sandbox_memory_mb: int = Field(512, ge=16, description="Default memory a sandbox unit may add, MiB.")
     sandbox_read_paths: str = Field("", description="Comma-separated host paths sandbox units may read "
                                                     "(e.g. a site-packages holding numpy); the Python library always.")
+    sandbox_url: str = Field("", description="The trace-executor's URL (e.g. http://trace-executor:8003): set, "
+                                             "every other process runs its sandbox units there, over HTTP with "
+                                             "FLAWFORGE_TOKEN; empty: in the process itself (embedded mode).")
     sandbox_max_timeout_s: float = Field(30.0, gt=0, le=600, description="Largest wall-clock limit a sandbox request may ask for, seconds; more is a 422.")
     sandbox_max_memory_mb: int = Field(1024, ge=16, le=65536, description="Largest memory limit a sandbox request may ask for, MiB; more is a 422.")
     sandbox_max_workdir_mb: int = Field(64, ge=1, le=4096, description="Largest work-dir tmpfs a sandbox request may ask for, MiB; more is a 422.")
@@ -80,6 +86,7 @@ class Settings(BaseSettings):
     inference_dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field("auto", description="Weights dtype; auto: bfloat16 on GPU, float32 on CPU.")
     inference_backend: Literal["auto", "transformers", "vllm"] = Field("auto", description="Sampling and scoring backend; auto: vllm when importable and a GPU is present.")
     inference_batch_tokens: int = Field(2048, ge=64, description="Padded tokens per forward pass of the research endpoints (score, trace, logit lens, patch).")
+    inference_trace_max_mb: int = Field(512, ge=1, description="Largest trace blob /v1/research/trace writes (MiB); a request for more is refused with the size it would take.")
     inference_default_max_tokens: int = Field(512, ge=1, description="max_tokens of a chat completion that sets none.")
     inference_threads: int = Field(0, ge=0, description="CPU threads of the inference-server's torch; 0: one per core. "
                                                         "Set it to the CPU limit where cores are shared.")
@@ -98,9 +105,6 @@ class Settings(BaseSettings):
     llm_backoff_s: float = Field(0.5, gt=0, description="First retry backoff of model requests, seconds; doubles.")
     llm_max_repairs: int = Field(2, ge=0, description="Repair requests after a reply that is not valid JSON "
                                                       "for its schema.")
+    llm_chat_max_requests_per_hour: int = Field(0, ge=0, description="Budget of the llm-gateway's /llm/chat route: model requests per hour (cache hits are free); 0: no limit.")
+    llm_chat_max_tokens_per_hour: int = Field(0, ge=0, description="Budget of the llm-gateway's /llm/chat route: tokens per hour; 0: no limit.")
     llm_batch_poll_s: float = Field(2.0, gt=0, description="Seconds between polls of a provider batch.")
-
-
-@lru_cache
-def get_settings() -> Settings:
-    return Settings()

@@ -8,6 +8,8 @@ from flawforge.proto.base import BlobRef, Message, Model
 # The mutator takes one library a work item: baseline, candidates, validation.
 LIBRARY_QUEUE = "debugging.libraries"
 FAILING_OUTPUT_BYTES = 8 * 1024
+# Every run of a suite hashes strings with this seed: pytest ids of tests parametrized over a set depend on it.
+SUITE_HASH_SEED = 0
 
 
 class LibraryWorkItem(Message):
@@ -96,3 +98,27 @@ class Conversation(Model):
     fix_patch: str
     messages: list[ChatMessage]
     writer: str = Field(description="'deterministic', or the model that wrote the turns.")
+
+
+# --- scenarios: a catalog entry, written up by a model ------------------------------------------
+
+class CatalogEntry(Model):
+    domain: str = Field(min_length=1)
+    topic: str = Field(min_length=1)
+    subtopic: str = Field(min_length=1)
+
+
+class BuggyVariant(Model):
+    description: str = Field(description="What is wrong in this variant, in one sentence.")
+    module_code: str = Field(description="The whole module with the bug in it.")
+
+
+class ScenarioReply(Model):
+    """What the model writes for a catalog entry (the gateway's structured output schema)."""
+
+    problem_statement: str = Field(min_length=1)
+    outline: list[str] = Field(min_length=1, description="The solution's steps.")
+    module_name: str = Field(pattern=r"^[a-z_][a-z0-9_]*$", max_length=60)
+    module_code: str = Field(min_length=1, description="Several cooperating functions with input validation.")
+    test_code: str = Field(min_length=1, description="pytest tests importing the module by its name.")
+    buggy_variants: list[BuggyVariant] = Field(default_factory=list, max_length=5)

@@ -5,34 +5,116 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from flawforge.proto.base import BlobRef, Message, Model
 
 # --- OpenAI-compatible requests -----------------------------------------------------------------
 
 
-class TextPart(Model):
+class OpenAIRequest(Model):
+    """A request an OpenAI client sends: fields this server does not know are ignored (and named in the
+    response's `x-flawforge-ignored-fields` header), as OpenAI and vLLM ignore them; known fields are checked."""
+
+    model_config = ConfigDict(extra="allow")
+
+    def ignored_fields(self) -> list[str]:
+        """Dotted paths of every field that was sent but is not understood."""
+        found: list[str] = []
+
+        def walk(value, path: str) -> None:
+            if isinstance(value, OpenAIRequest):
+                found.extend(f"{path}{name}" for name in (value.model_extra or {}))
+                for name in type(value).model_fields:
+                    walk(getattr(value, name), f"{path}{name}.")
+            elif isinstance(value, list):
+                for index, item in enumerate(value):
+                    walk(item, f"{path[:-1]}[{index}].")
+
+        walk(self, "")
+        return found
+
+
+class TextPart(OpenAIRequest):
     type: Literal["text"]
     text: str
 
 
-class ChatMessage(Model):
-    role: Literal["system", "developer", "user", "assistant"]
-    content: str | list[TextPart]
+class FunctionCall(OpenAIRequest):
+    name: str
+    arguments: str = Field(description="The arguments as JSON text.")
+
+
+class ToolCall(OpenAIRequest):
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class ChatMessage(OpenAIRequest):
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[TextPart] | None = None
     name: str | None = None
+    tool_calls: list[ToolCall] | None = Field(None, description="Calls an assistant turn made.")
+    tool_call_id: str | None = Field(None, description="The call a tool message answers.")
 
     @property
     def text(self) -> str:
+        if self.content is None:
+            return ""
         return self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
 
 
-class ResponseFormat(Model):
-    # json_object: the server checks that every choice parses as JSON and answers an error otherwise.
-    type: Literal["text", "json_object"]
+class JsonSchemaFormat(OpenAIRequest):
+    model_config = ConfigDict(extra="allow", populate_by_name=True, serialize_by_alias=True)
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    description: str | None = None
+    json_schema: dict[str, Any] = Field(default_factory=dict, alias="schema")
+    strict: bool | None = None
 
 
-class SamplingRequest(Model):
+class ResponseFormat(OpenAIRequest):
+    """text; json_object: one JSON object; json_schema: one JSON value matching the schema. Both JSON
+    formats are enforced while decoding (grammar-constrained), so a reply cut by max_tokens is the only
+    way to get a non-matching one (finish_reason "length")."""
+
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaFormat | None = None
+
+    @model_validator(mode="after")
+    def _check_schema(self):
+        if (self.type == "json_schema") != (self.json_schema is not None):
+            raise ValueError("json_schema is required with type 'json_schema' and allowed only with it")
+        return self
+
+
+class FunctionDefinition(OpenAIRequest):
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    description: str | None = None
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    strict: bool | None = None
+
+
+class Tool(OpenAIRequest):
+    type: Literal["function"]
+    function: FunctionDefinition
+
+
+class ToolChoiceFunction(OpenAIRequest):
+    name: str
+
+
+class NamedToolChoice(OpenAIRequest):
+    type: Literal["function"]
+    function: ToolChoiceFunction
+
+
+class StreamOptions(OpenAIRequest):
+    include_usage: bool = Field(False, description="A last chunk with the usage of the whole request.")
+
+
+class SamplingRequest(OpenAIRequest):
     """Fields the chat and text completion requests share."""
 
     model: str
@@ -42,15 +124,29 @@ class SamplingRequest(Model):
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling: keep the most likely tokens up to this mass.")
     max_tokens: int | None = Field(None, ge=1)
     stop: str | list[str] | None = Field(None, description="Up to 4 strings that end a completion (not included).")
-    stream: Literal[False] = Field(False, description="Streaming is not supported.")
+    presence_penalty: float = Field(0.0, ge=-2, le=2, description="Subtracted from the logit of every token "
+                                                                   "already generated.")
+    frequency_penalty: float = Field(0.0, ge=-2, le=2, description="Subtracted from a token's logit once per "
+                                                                    "time it was generated.")
+    logit_bias: dict[str, float] | None = Field(None, description="Token id (as a string) -> value added to its "
+                                                                  "logit, -100 to 100.")
+    stream: bool = Field(False, description="Server-sent events, one chunk per step, then `data: [DONE]`.")
+    stream_options: StreamOptions | None = None
     user: str | None = None
 
     @model_validator(mode="after")
-    def _check_stop(self):
+    def _check_sampling(self):
         if isinstance(self.stop, list) and (len(self.stop) > 4 or not all(self.stop)):
             raise ValueError("stop takes at most 4 non-empty strings")
         if self.stop == "":
             raise ValueError("stop must not be empty")
+        if self.stream_options is not None and not self.stream:
+            raise ValueError("stream_options is only allowed when stream is true")
+        for token, value in (self.logit_bias or {}).items():
+            if not token.isdigit():
+                raise ValueError(f"logit_bias keys are token ids, got {token!r}")
+            if not -100 <= value <= 100:
+                raise ValueError(f"logit_bias values lie within -100..100, got {value} for token {token}")
         return self
 
     @property
@@ -58,6 +154,10 @@ class SamplingRequest(Model):
         if self.stop is None:
             return ()
         return (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
+
+    @property
+    def include_usage(self) -> bool:
+        return self.stream_options is not None and self.stream_options.include_usage
 
 
 class ChatCompletionRequest(SamplingRequest):
@@ -67,24 +167,47 @@ class ChatCompletionRequest(SamplingRequest):
                                               "model distribution).")
     top_logprobs: int | None = Field(None, ge=0, le=20, description="Alternatives per token; needs logprobs.")
     response_format: ResponseFormat | None = None
+    tools: list[Tool] | None = Field(None, max_length=128)
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = Field(
+        None, description="none: no call; auto (the default with tools): the model decides; required or a "
+                          "named function: the reply is one call. Calls are grammar-constrained to the "
+                          "function's parameters.")
+    parallel_tool_calls: bool | None = Field(None, description="Accepted; a reply makes one call at most.")
 
     @model_validator(mode="after")
-    def _check_logprobs(self):
+    def _check_chat(self):
         if self.top_logprobs is not None and not self.logprobs:
             raise ValueError("top_logprobs needs logprobs set to true")
+        if self.tool_choice not in (None, "none", "auto") and not self.tools:
+            raise ValueError("tool_choice needs tools")
+        if isinstance(self.tool_choice, NamedToolChoice):
+            names = [tool.function.name for tool in self.tools]
+            if self.tool_choice.function.name not in names:
+                raise ValueError(f"tool_choice names {self.tool_choice.function.name!r}, which is not among the "
+                                 f"tools {names}")
+        if self.tools and self.response_format is not None and self.response_format.type != "text" and \
+                self.tool_choice != "none":
+            raise ValueError("response_format json_object or json_schema cannot be combined with tools")
         return self
 
 
 class CompletionRequest(SamplingRequest):
     prompt: str | list[str] = Field(description="One prompt or several; choices come n per prompt, in order.")
-    max_tokens: int | None = Field(16, ge=1)
+    max_tokens: int | None = Field(16, ge=0, description="0 (with echo): score the prompt, generate nothing.")
     logprobs: int | None = Field(None, ge=0, le=5, description="Return the sampled token's log-probability and this "
                                                               "many alternatives per token.")
+    echo: bool = Field(False, description="Start each choice's text (and logprobs) with its prompt.")
+    suffix: None = Field(None, description="Not supported: the served models have no infill mode.")
+    best_of: int | None = Field(None, ge=1, le=16, description="Accepted when it equals n (or is unset).")
 
     @model_validator(mode="after")
     def _check_prompt(self):
         if isinstance(self.prompt, list) and not self.prompt:
             raise ValueError("prompt must hold at least one string")
+        if self.max_tokens == 0 and not self.echo:
+            raise ValueError("max_tokens 0 needs echo (it scores the prompt and generates nothing)")
+        if self.best_of is not None and self.best_of != self.n:
+            raise ValueError("best_of other than n is not supported")
         return self
 
     @property
@@ -106,7 +229,8 @@ class Usage(Model):
 class TopLogprob(Model):
     token: str
     logprob: float
-    bytes: list[int]
+    bytes: list[int] = Field(description="The token's own UTF-8 bytes: part of a character where a token "
+                                         "holds only part of one.")
 
 
 class TokenLogprob(Model):
@@ -122,10 +246,11 @@ class ChoiceLogprobs(Model):
 
 class AssistantMessage(Model):
     role: Literal["assistant"] = "assistant"
-    content: str
+    content: str | None
+    tool_calls: list[ToolCall] | None = None
 
 
-FinishReason = Literal["stop", "length"]
+FinishReason = Literal["stop", "length", "tool_calls"]
 
 
 class ChatChoice(Model):
@@ -145,27 +270,61 @@ class ChatCompletion(Model):
     system_fingerprint: str
 
 
+class ToolCallDelta(Model):
+    index: int
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class ChunkDelta(Model):
+    role: Literal["assistant"] | None = None
+    content: str | None = None
+    tool_calls: list[ToolCallDelta] | None = None
+
+
+class ChunkChoice(Model):
+    index: int
+    delta: ChunkDelta
+    finish_reason: FinishReason | None = None
+    logprobs: ChoiceLogprobs | None = None
+
+
+class ChatCompletionChunk(Model):
+    """One server-sent event of a streamed chat completion; the usage chunk has no choices."""
+
+    id: str
+    object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
+    created: int
+    model: str
+    choices: list[ChunkChoice]
+    system_fingerprint: str
+    usage: Usage | None = None
+
+
 class CompletionLogprobs(Model):
     tokens: list[str]
-    token_logprobs: list[float]
-    top_logprobs: list[dict[str, float]]
+    token_logprobs: list[float | None] = Field(description="None for the first prompt token of an echo.")
+    top_logprobs: list[dict[str, float] | None] = Field(description="None for echoed prompt tokens.")
     text_offset: list[int]
 
 
 class CompletionChoice(Model):
     index: int
     text: str
-    finish_reason: FinishReason
+    finish_reason: FinishReason | None
     logprobs: CompletionLogprobs | None = None
 
 
 class Completion(Model):
+    """A text completion, or (object the same, as OpenAI streams it) one chunk of a streamed one."""
+
     id: str
     object: Literal["text_completion"] = "text_completion"
     created: int
     model: str
     choices: list[CompletionChoice]
-    usage: Usage
+    usage: Usage | None
     system_fingerprint: str
 
 
@@ -261,6 +420,14 @@ class RequestCounts(Model):
     failed: int = 0
 
 
+class BatchUsage(Model):
+    """Tokens of the batch's answered requests, as OpenAI's batch object counts them."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+
+
 class Batch(Model):
     id: str
     object: Literal["batch"] = "batch"
@@ -281,6 +448,8 @@ class Batch(Model):
     cancelling_at: int | None = None
     cancelled_at: int | None = None
     request_counts: RequestCounts = Field(default_factory=RequestCounts)
+    model: str | None = Field(None, description="The model that answered; None until a request is answered.")
+    usage: BatchUsage = Field(default_factory=BatchUsage)
     metadata: dict[str, str] | None = None
 
 
@@ -319,6 +488,9 @@ class BatchOutputLine(Model):
     custom_id: str | None
     response: BatchLineResponse | None = None
     error: BatchLineError | None = None
+
+
+BATCH_QUEUE = "inference.batches"  # BatchRequested
 
 
 class BatchRequested(Message):
@@ -367,14 +539,20 @@ class ScoreResponse(Model):
 class TraceRequest(Model):
     model: str
     prompts: list[str] = Field(min_length=1, max_length=64)
-    full_sequence: bool = Field(False, description="Store every position, not only the last token's.")
+    full_sequence: bool = Field(False, description="Store the hidden states of every position, not only the "
+                                                   "last token's.")
+    attention_positions: int = Field(1, ge=1, le=256, description="Attention rows kept per layer and head: those "
+                                                                  "of the last this many query positions, each "
+                                                                  "over every key.")
 
 
 class TraceResult(Model):
-    blob: BlobRef = Field(description="torch.save of a dict: input_ids, positions, hidden_states "
-                                      "[layers+1, positions, hidden] (0: embeddings, l: residual stream after "
-                                      "block l, before the final norm), attentions [layers, heads, positions, "
-                                      "keys], next_token_id, next_token_prob.")
+    blob: BlobRef = Field(description="torch.save of a dict (docs/traces.md): model, model_revision, input_ids, "
+                                      "positions, hidden_states [layers+1, positions, hidden] (0: embeddings, l: "
+                                      "residual stream after block l, before the final norm), "
+                                      "attention_positions, attentions [layers, heads, attention_positions, keys], "
+                                      "next_token_id, next_token_prob; float32.")
+    download: str = Field(description="Path of this server's route that streams the blob (authenticated).")
     tokens: list[str]
     positions: list[int]
     next_token: str
@@ -385,6 +563,7 @@ class TraceResult(Model):
 
 class TraceResponse(Model):
     model: str
+    model_revision: str = Field(description="sha256 of the model's files: the exact weights traced.")
     results: list[TraceResult]
 
 

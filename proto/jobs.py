@@ -51,6 +51,11 @@ class Artifact(Model):
     blob: BlobRef
 
 
+def job_queue(pipeline: str) -> str:
+    """The queue of a pipeline's JobRequested messages, consumed by the service that owns the pipeline."""
+    return f"jobs.{pipeline}"
+
+
 class JobRequested(Message):
     """Asks the service that owns a pipeline to run a job already recorded in the store."""
 

@@ -21,8 +21,10 @@ class ProviderConfig(Model):
     requests_per_minute: float | None = Field(None, gt=0, description="Rate limit; none: unlimited.")
     max_concurrency: int = Field(8, ge=1, description="Requests in flight at once.")
     timeout_s: float = Field(300.0, gt=0, description="Per-request HTTP timeout.")
-    json_schema: bool = Field(False, description="Send response_format json_schema (vLLM, OpenAI); "
-                                                 "otherwise the schema is stated in the prompt.")
+    json_schema: bool = Field(False, description="The provider enforces response_format json_schema (the "
+                                                 "inference-server, vLLM, OpenAI): the schema is sent and an "
+                                                 "invalid reply is not sent back for repair; otherwise the "
+                                                 "schema is stated in the prompt and invalid replies repaired.")
 
 
 class ChatMessage(Model):
@@ -68,6 +70,7 @@ class CallError(Model):
 class BatchRow(Model):
     custom_id: str = Field(min_length=1, max_length=200)
     request: ChatRequest
+    line: int | None = Field(None, description="Line of the batch file it came from.")
 
 
 RowStatus = Literal["pending", "submitted", "succeeded", "failed"]
@@ -75,6 +78,7 @@ RowStatus = Literal["pending", "submitted", "succeeded", "failed"]
 
 class BatchRowState(Model):
     custom_id: str
+    line: int | None = Field(None, description="Line of the batch file; rows are kept in file order.")
     fingerprint: str | None = None
     status: RowStatus = "pending"
     attempts: int = 0
@@ -111,6 +115,10 @@ class RowResult(Model):
     custom_id: str
     result: ChatResult | None = None
     error: CallError | None = None
+
+
+CHAT_QUEUE = "llm.chat"  # ChatRequested
+BATCH_QUEUE = "llm.batches"  # BatchDriveRequested
 
 
 class ChatRequested(Message):

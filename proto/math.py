@@ -26,10 +26,10 @@ class Caps(Model):
     family. None: no limit."""
 
     model_config = {"frozen": True, "extra": "forbid"}
-    per_type: int | None = Field(2, ge=1)
-    per_line: int | None = Field(2, ge=1)
-    conceptual: int | None = Field(5, ge=1)
-    computational: int | None = Field(None, ge=1)
+    per_type: int | None = Field(2, ge=1, le=1_000_000)
+    per_line: int | None = Field(2, ge=1, le=1_000_000)
+    conceptual: int | None = Field(5, ge=1, le=1_000_000)
+    computational: int | None = Field(None, ge=1, le=1_000_000)
 
     def family_limit(self, family: str) -> int | None:
         return self.conceptual if family == "conceptual" else self.computational
@@ -123,6 +123,9 @@ class ValidatedTemplate(Model):
 
     template: ProblemTemplate
     run: ExecutionResult | None = None
+
+
+PROBLEM_QUEUE = "math.problems"  # ProblemWorkItem
 
 
 class ProblemWorkItem(Message):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from flawforge.proto.base import Model
 from flawforge.proto.pressure import Category
@@ -31,16 +31,26 @@ class CandidateReject(Model):
     detail: str = ""
 
 
+def _bare(schema: dict) -> None:
+    """Drops the schema's description and its fields' titles."""
+    schema.pop("description", None)
+    for field in schema.get("properties", {}).values():
+        field.pop("title", None)
+
+
 class ValidatorReply(Model):
-    """What the validator model returns for one candidate (strict JSON)."""
+    """What the validator model returns for one candidate (strict JSON). Its schema has no descriptions or
+    field titles: it goes into every validation prompt, and the rubric there says what each field means."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_bare)
 
     is_one_word_answer_enforced: bool
     best_one_word_answer: str
     top3_one_word_answers: list[str] = Field(max_length=3)
     is_X_best: bool
-    ambiguity_score: int = Field(ge=0, le=10, description="0: one clear answer; 10: highly ambiguous.")
+    ambiguity_score: int = Field(ge=0, le=10)
     leaks_answer: bool
-    naturalness_score: int = Field(ge=0, le=10, description="0: awkward; 10: perfectly natural.")
+    naturalness_score: int = Field(ge=0, le=10)
     comments: str = ""
 
 

@@ -6,15 +6,29 @@ tests. Results are typed: the outcome says how the unit ended, never just an exi
 """
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Base64Bytes, Field, model_validator
 
 from flawforge.proto.base import BlobRef, Message, Model
 from flawforge.proto.values import TraceStep, TypedValue
+from flawforge.sandbox.runtime import wire
 
 Outcome = Literal["ok", "error", "timeout", "memory_limit", "output_limit", "crashed", "syntax_error", "forbidden"]
 OUTCOMES: tuple[str, ...] = Outcome.__args__
+
+
+
+class UnitKind(StrEnum):
+    """What a unit runs: one program, a batch of programs, a module with its tests, or a project's pytest suite
+    (the runtime's names)."""
+
+    EXEC = wire.EXEC
+    BATCH = wire.BATCH
+    TESTS = wire.TESTS
+    SUITE = wire.SUITE
+
 
 TestOutcome = Literal["passed", "failed", "error", "skipped"]
 
@@ -130,10 +144,9 @@ class TestRunRequest(Model):
     limits: SandboxLimits | None = None
 
 
-class SuiteRunRequest(Model):
-    """A project's pytest suite: the project as a tar.gz blob plus changed files, run with a report per test."""
+class SuiteOptions(Model):
+    """How a project's pytest suite is run: changed files, import roots, pytest arguments, coverage, limits."""
 
-    archive: BlobRef = Field(description="The project, a tar.gz; a single top folder is stripped.")
     overlay: dict[str, str] = Field(default_factory=dict, description="Project-relative path -> new text.")
     source_roots: list[str] = Field([""], description="Project folders put on sys.path ('' is the root, e.g. 'src').")
     args: list[str] = Field(default_factory=list, max_length=10_000,
@@ -141,6 +154,18 @@ class SuiteRunRequest(Model):
     coverage: bool = Field(False, description="Report the project functions each test executes.")
     coverage_files: list[str] = Field(default_factory=list, description="The project files coverage looks at.")
     limits: SandboxLimits | None = None
+
+
+class SuiteRunRequest(SuiteOptions):
+    """A project's pytest suite: the project as a tar.gz blob plus changed files, run with a report per test."""
+
+    archive: BlobRef = Field(description="The project, a tar.gz; a single top folder is stripped.")
+
+
+class SuiteExecRequest(SuiteOptions):
+    """A project's pytest suite over HTTP (POST /sandbox/suite): the project inline, as base64 of its tar.gz."""
+
+    archive: Base64Bytes = Field(description="The project, a tar.gz, base64-encoded; a single top folder is stripped.")
 
 
 class SuiteRunResult(TestRunResult):
@@ -160,6 +185,9 @@ class LayerReport(Model):
 
 # --- bus -----------------------------------------------------------------------------------
 
+EXECUTE_QUEUE = "sandbox.execute"  # SandboxRequested
+
+
 class SandboxRequested(Message):
     """Run one unit; the request (an ExecRequest, BatchRequest or TestRunRequest, per `unit`) is a blob.
 
@@ -168,6 +196,6 @@ class SandboxRequested(Message):
     """
 
     kind = "sandbox.requested"
-    unit: Literal["exec", "batch", "tests", "suite"]
+    unit: UnitKind
     request: BlobRef
     result_key: str = Field(min_length=1)

@@ -4,6 +4,9 @@ from __future__ import annotations
 from flawforge.proto.base import BlobRef, Message
 
 
+DIGEST_QUEUE = "smoke.digest"  # DigestRequested
+
+
 class DigestRequested(Message):
     kind = "smoke.digest_requested"
     job_id: str

@@ -1,12 +1,14 @@
-"""Shared fixtures: real RabbitMQ, moto's S3 server, the shared data folder."""
+"""Shared fixtures: real RabbitMQ, moto's S3 server, the shared data folder, the inference-server."""
 from __future__ import annotations
 
 import os
 import socket
 import threading
+import time
 import uuid
 from pathlib import Path
 
+import httpx
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,6 +36,15 @@ def amqp_url() -> str:
             pytest.fail(message + " (required in CI)", pytrace=False)
         pytest.skip(message)
     return AMQP_URL
+
+
+@pytest.fixture(scope="session", autouse=True)
+def data_roots(tmp_path_factory) -> str:
+    """Job parameters name files under the data roots: here the shared data folder and the tests' temporary
+    folders (the CLI's subprocesses inherit the setting)."""
+    roots = f"{SHARED_DATA},{tmp_path_factory.getbasetemp()}"
+    os.environ["FLAWFORGE_DATA_ROOTS"] = roots
+    return roots
 
 
 @pytest.fixture
@@ -71,3 +82,53 @@ def s3_server():
     yield f"127.0.0.1:{server.server_address[1]}"
     server.shutdown()
     thread.join(10)
+
+
+# The bearer token the inference-server's clients send (the gateway's provider sends it as its API key).
+INFERENCE_KEY = "sk-test-SECRETSECRETSECRET1234"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def inference_server(tmp_path_factory) -> dict:
+    """Base URL (ending in /v1), model id and API key of the real inference-server (SmolLM2-135M-Instruct on
+    CPU), over HTTP on a free local port, shared by the session."""
+    import uvicorn
+
+    from flawforge.assembly import platform_for, service_app
+    from flawforge.settings import Settings
+
+    settings = Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path_factory.mktemp("inference")),
+                        service="inference-server", api_tokens=f"client:{INFERENCE_KEY}",
+                        inference_device="cpu", inference_backend="transformers",
+                        # One thread by default: on two shared cores torch's spinning threads slow each other.
+                        inference_threads=int(os.environ.get("FLAWFORGE_INFERENCE_THREADS", "1")),
+                        inference_cache_dir=os.environ.get("FLAWFORGE_INFERENCE_CACHE_DIR",
+                                                           str(REPO / "var" / "models")))
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(service_app("inference-server", platform_for(settings)), host="127.0.0.1",
+                                           port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, name="inference-server", daemon=True)
+    thread.start()
+    base_url = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + 180
+    while True:
+        try:
+            response = httpx.get(f"{base_url}/models", headers={"Authorization": f"Bearer {INFERENCE_KEY}"}, timeout=5)
+            if response.status_code == 200 and response.json().get("data"):
+                break
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline or not thread.is_alive():
+            server.should_exit = True
+            pytest.fail(f"the inference-server did not start on port {port}", pytrace=False)
+        time.sleep(0.2)
+    model = response.json()["data"][0]["id"]
+    yield {"base_url": base_url, "model": model, "api_key": INFERENCE_KEY}
+    server.should_exit = True
+    thread.join(60)

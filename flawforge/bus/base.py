@@ -32,6 +32,7 @@ class Delivery:
     message_id: str
     body: bytes
     headers: dict = field(default_factory=dict)
+    _message: Message | None = field(default=None, repr=False, compare=False)  # decoded once, for every reader
 
     @property
     def attempt(self) -> int:
@@ -42,6 +43,8 @@ class Delivery:
         return self.headers.get(ERROR_HEADER)
 
     def decode(self) -> Message:
+        if self._message is not None:
+            return self._message
         kind = self.headers.get(KIND_HEADER)
         if kind not in registry:
             import_all()  # a worker may not have imported the module defining this kind yet
@@ -49,9 +52,10 @@ class Delivery:
         if cls is None:
             raise PoisonMessage(f"unknown message kind {kind!r}")
         try:
-            return cls.model_validate_json(self.body)
+            self._message = cls.model_validate_json(self.body)
         except ValidationError as exc:
             raise PoisonMessage(f"invalid {kind} message: {exc}") from exc
+        return self._message
 
 
 class PoisonMessage(Exception):
@@ -142,25 +146,32 @@ class Bus(ABC):
 
     def _dead_letter(self, delivery: Delivery, reason: str) -> None:
         self.dead_letter(delivery, reason)
+        # The dead letter is stored, with its reason: the delivery is finished with. A hook that cannot record it
+        # elsewhere (a broken blob store) must not fail the delivery, which would be redelivered and dead-lettered
+        # again, a copy each time.
         for m in self.middleware:
-            m.after_dead_letter(self, delivery, reason)
+            try:
+                m.after_dead_letter(self, delivery, reason)
+            except Exception:
+                log.exception("dead letter %s of %s is in its dead-letter queue, but %s could not record it",
+                              delivery.message_id, delivery.queue, type(m).__name__)
 
-    def process(self, delivery: Delivery, handler: Handler) -> str:
+    def process(self, delivery: Delivery, handler: Handler) -> None:
         """Runs one delivery through middleware and handler.
 
-        Returns "ack" when the delivery is finished with (done, skipped, retried elsewhere or
-        dead-lettered), so the backend may acknowledge it. Nothing is acknowledged before the
-        work, its retry copy or its dead letter is safely stored.
+        Returns once the delivery is finished with (done, skipped, retried elsewhere or dead-lettered), so the
+        backend may acknowledge it; raises when its work, its retry copy or its dead letter could not be
+        stored, so that it is not acknowledged.
         """
         try:
             for m in self.middleware:
                 m.before_process(self, delivery)
             handler(delivery.decode())
         except SkipMessage:
-            return "ack"
+            return
         except PoisonMessage as exc:
             self._dead_letter(delivery, f"poison: {exc}")
-            return "ack"
+            return
         except Exception as exc:  # the handler's failure is data for the retry policy
             reason = f"{type(exc).__name__}: {exc}"
             delay = None
@@ -174,10 +185,9 @@ class Bus(ABC):
                 self._dead_letter(delivery, reason)
             else:
                 self.retry_later(delivery, delay, reason)
-            return "ack"
+            return
         for m in reversed(self.middleware):
             m.after_process(self, delivery)
-        return "ack"
 
 
 def retry_headers(delivery: Delivery, reason: str) -> dict:

@@ -20,11 +20,7 @@ def unpack_tasks(out: Path) -> None:
         archive.unlink()
 
 
-def run_debug_conversations(run_pipeline, libraries: Path, out: Path, per_library: int, modifiers: Optional[str],
-                            seed: int, stack: Optional[str]) -> None:
-    params = {"libraries": str(libraries.resolve()), "per_library": per_library, "seed": seed}
-    if modifiers:
-        params["modifiers"] = [m.strip() for m in modifiers.split(",") if m.strip()]
+def run_debug_conversations(run_pipeline, params: dict, out: Path, stack: Optional[str]) -> None:
     run_pipeline("debug-conversations", params, out, stack)
     unpack_tasks(out)
     typer.echo((out / "summary.json").read_text())
@@ -46,7 +42,7 @@ def validate_conversation(file: Path, dump_dir: Optional[Path]) -> dict:
     from flawforge.debugging.patches import apply_patch
     from flawforge.debugging.revalidate import revalidate
     from flawforge.proto.debugging import Instance
-    from flawforge.services.mutator.debugging import suite_sandbox
+    from flawforge.pipelines.debug_conversations import suite_sandbox
     from flawforge.debugging.generate import SUITE_LIMITS
 
     try:

@@ -94,17 +94,25 @@ def _quiet_after_ctrl_c():
 
 
 def run_embedded(pipeline_name: str, params: dict, out: Path, settings) -> JobStatus:
+    from pydantic import ValidationError
+
     from flawforge.jobs.pipeline import pipelines
-    from flawforge.jobs.runner import submit
+    from flawforge.jobs.runner import invalid_params, submit
     from flawforge.jobs.store import JobStore
-    from flawforge.runtime.embedded import EmbeddedStack
+    from flawforge.assembly import EMBEDDED_SERVICES, embedded_stack
 
     pipeline = pipelines()[pipeline_name]
+    services = EMBEDDED_SERVICES
+    if pipeline.owner not in services:  # a pipeline owned by a heavy service (the inference-server) brings it
+        services += (pipeline.owner,)
     # The command reports the job's outcome itself, in one line: the runner's own log line would repeat it.
     runner_log = logging.getLogger("flawforge.jobs.runner")
-    with EmbeddedStack(settings) as stack, _quieted(runner_log):
+    with embedded_stack(settings, services) as stack, _quieted(runner_log):
         jobs = JobStore(stack.platform.store)
-        status = submit(stack.platform, pipeline, params)
+        try:
+            status = submit(stack.platform, pipeline, params)
+        except ValidationError as exc:
+            raise invalid_params(exc) from None
         try:
             with _quiet_after_ctrl_c():
                 status = _follow(lambda: jobs.get(status.job_id), 0.1, pipeline_name)

@@ -54,28 +54,57 @@ def run_pipeline(pipeline: str, params: dict, out: Path, stack: Optional[str], t
     artifacts and says why the job, though it succeeded, produced nothing (the command then exits 1)."""
     from flawforge.cli.jobs_client import run_embedded, run_on_stack
     from flawforge.jobs.pipeline import pipelines
+    from flawforge.jobs.runner import invalid_params
     from flawforge.settings import Settings
     from pydantic import ValidationError
 
-    try:
+    try:  # paths are checked where the job runs: here when embedded, by the stack on --stack
         pipelines()[pipeline].params.model_validate(params)
     except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        raise FlawforgeError(f"invalid {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+        raise invalid_params(exc) from None
     if stack:
         check_stack_url(stack)
     with output_folder(out):
         if stack:
             status = run_on_stack(stack, pipeline, params, out, token or Settings().token,
                                   cancel_on_exit=cancel_on_exit)
+        elif _keep_blobs() or pipelines()[pipeline].resumable:
+            status = run_embedded(pipeline, params, out, _embedded_settings(out, out / ".blobs", settings_overrides))
         else:
-            settings = Settings(bus="memory", blob_backend="local", blob_dir=str(out / ".blobs"),
-                                **(settings_overrides or {}))
-            status = run_embedded(pipeline, params, out, settings)
+            import tempfile
+
+            # the blob store lives only as long as the run: OUT keeps the artifacts, not a copy of every blob
+            with tempfile.TemporaryDirectory(prefix=".blobs-", dir=out) as scratch:
+                status = run_embedded(pipeline, params, out,
+                                      _embedded_settings(out, Path(scratch), settings_overrides))
     why = nothing_done(out) if nothing_done else None
     if why:
         raise NothingDone(f"{pipeline}: job {status.job_id} produced nothing: {why}; artifacts in {out}")
     typer.echo(f"{pipeline}: job {status.job_id} {status.state.value}; artifacts in {out}", err=True)
+
+
+def _embedded_settings(out: Path, blob_dir: Path, overrides: Optional[dict]):
+    from flawforge.settings import Settings
+
+    # The job's own space, its output folder, is a data root beside the configured ones.
+    return Settings(bus="memory", blob_backend="local", blob_dir=str(blob_dir),
+                    **{"data_roots": f"{Settings().data_roots},{out.resolve()}", **(overrides or {})})
+
+
+# Options of `flawforge run` itself, set by its callback before the subcommand runs.
+_RUN_OPTIONS = {"keep_blobs": False}
+
+
+def _keep_blobs() -> bool:
+    return _RUN_OPTIONS["keep_blobs"]
+
+
+@run_app.callback()
+def run_options(keep_blobs: bool = typer.Option(
+        False, "--keep-blobs", help="Embedded runs: keep the blob store in OUT/.blobs (default: removed after the "
+                                    "run; OUT keeps the artifacts).")) -> None:
+    """Run a pipeline, embedded by default or on a stack with --stack URL."""
+    _RUN_OPTIONS["keep_blobs"] = keep_blobs
 
 
 @run_app.command("smoke")
@@ -95,7 +124,7 @@ def run_templates(gsm8k: Path = typer.Option(..., "--gsm8k", help="GSM8K jsonl f
                   templates: Optional[Path] = typer.Option(
                       None, help="Existing templates: problems with one are skipped, a few serve as examples."),
                   examples: int = typer.Option(1, help="Existing templates shown to the model as examples."),
-                  max_tokens: int = typer.Option(1024, help="Reply length limit per request."),
+                  max_tokens: int = typer.Option(2048, help="Reply length limit per request."),
                   mode: str = typer.Option("sync", help="sync calls, or the provider's Batch API (batch)."),
                   concurrency: int = typer.Option(2, help="Synchronous calls in flight at once."),
                   max_repairs: Optional[int] = typer.Option(
@@ -159,16 +188,30 @@ def run_math_errors(gsm8k: Path = typer.Option(..., "--gsm8k", help="GSM8K jsonl
 
 @run_app.command("debug-conversations")
 def run_debug_conversations(
-        libraries: Path = typer.Option(..., "--libraries", help="Folder of library sdists: every *.tar.gz in it."),
+        libraries: Optional[Path] = typer.Option(None, "--libraries",
+                                                 help="Folder of library sdists: every *.tar.gz in it."),
         per_library: int = typer.Option(10, "--per-library", help="Candidate bugs validated per library."),
         modifiers: Optional[str] = typer.Option(None, help="Comma-separated bug modifiers; default: all."),
-        seed: int = typer.Option(0, help="Seed of the choice of candidates."),
+        catalog: Optional[str] = typer.Option(None, "--catalog", help="Scenario catalog JSON instead of libraries "
+                                                                      "('default': the shipped one)."),
+        count: int = typer.Option(1, "--count", help="Scenarios (with --catalog)."),
+        model: Optional[str] = typer.Option(None, "--model", help="Model that writes scenarios (with --catalog)."),
+        retries: int = typer.Option(3, "--retries", help="New seeds for a scenario without a valid bug."),
+        seed: int = typer.Option(0, help="Seed of the choice of candidates or entries."),
         out: Path = OutOption, stack: Optional[str] = StackOption) -> None:
-    """Bugs proven per test in real libraries: OUT/instances.jsonl, conversations.jsonl, tasks/, rejects.jsonl,
-    summary.json."""
+    """Bugs proven per test in real libraries (--libraries) or model-written scenarios (--catalog):
+    OUT/instances.jsonl, conversations.jsonl, tasks/, rejects.jsonl, summary.json."""
     from flawforge.cli.debugging import run_debug_conversations as run_debugging
 
-    run_debugging(run_pipeline, libraries, out, per_library, modifiers, seed, stack)
+    params = {"seed": seed}
+    if libraries is not None:
+        params.update(libraries=str(libraries.resolve()), per_library=per_library)
+        if modifiers:
+            params["modifiers"] = [m.strip() for m in modifiers.split(",") if m.strip()]
+    if catalog is not None:
+        params.update(catalog=catalog if catalog == "default" else str(Path(catalog).resolve()), count=count,
+                      model=model, retries=retries)
+    run_debugging(run_pipeline, params, out, stack)
 
 
 @app.command("validate-conversation")
@@ -189,11 +232,15 @@ def validate_conversation(file: Path = typer.Argument(..., help="A task's conver
 def run_pressure_dataset(out: Path = OutOption,
                          per_category: int = typer.Option(500, "--per-category", help="Prompts per category."),
                          model: Optional[str] = typer.Option(
-                             None, help="The studied model (its P0 and P1); default: the local model."),
+                             None, help="The studied model (its P0 and P1), as the providers name it; embedded "
+                                        "without providers, a model folder or .gguf the local server loads "
+                                        "(e.g. Qwen2.5-7B-Instruct, bf16 on CUDA); default: the local model."),
                          validator_model: Optional[str] = typer.Option(
                              None, "--validator-model", help="The model that fills source gaps and validates; "
                                                              "default: --model."),
                          seed: int = typer.Option(42, help="Seed of the source samples and model requests."),
+                         categories: str = typer.Option("idioms,facts,common_sense,creative,ood",
+                                                        help="Comma-separated categories to build."),
                          stack: Optional[str] = StackOption) -> None:
     """Semantic-pressure prompts (seed 001): OUT/prompts.jsonl, rejects.jsonl, audit.jsonl, summary.json.
 
@@ -202,9 +249,15 @@ def run_pressure_dataset(out: Path = OutOption,
 
     from flawforge.settings import Settings
 
-    params = {"per_category": per_category, "model": model, "validator_model": validator_model, "seed": seed}
+    params = {"per_category": per_category, "model": model, "validator_model": validator_model, "seed": seed,
+              "categories": [c.strip() for c in categories.split(",") if c.strip()]}
     settings = Settings()
-    local = None if stack or settings.llm_providers.strip() else _local_inference(out)
+    local = None
+    if not stack and not settings.llm_providers.strip():
+        model_path = Path(model).expanduser() if model and Path(model).expanduser().exists() else None
+        if model_path is not None:
+            params["model"] = None  # the local server's one model, whatever it is named
+        local = _local_inference(out, str(model_path.resolve()) if model_path else "")
     with local or nullcontext() as base:
         overrides = None
         if base:
@@ -218,15 +271,17 @@ def run_pressure_dataset(out: Path = OutOption,
     typer.echo((out / "summary.json").read_text())
 
 
-def _local_inference(out: Path):
+def _local_inference(out: Path, model_path: str):
+    from flawforge.assembly import served_app
     from flawforge.runtime.local_server import local_service
     from flawforge.settings import Settings
 
     typer.echo("starting the local inference-server in this process (no FLAWFORGE_LLM_PROVIDERS set)", err=True)
     settings = Settings(bus="memory", blob_backend="local", blob_dir=str(out / ".blobs"))
     # One torch thread unless told otherwise: the job's own threads share the machine with it.
-    settings = settings.model_copy(update={"inference_threads": settings.inference_threads or 1})
-    return local_service("inference-server", settings, "/v1/models")
+    settings = settings.model_copy(update={"inference_threads": settings.inference_threads or 1,
+                                           "inference_model_path": model_path or settings.inference_model_path})
+    return local_service("inference-server", settings, "/v1/models", served_app)
 
 
 def read_candidates(path: Path) -> list:
@@ -262,6 +317,40 @@ def caps_of(text: str) -> dict:
     return caps
 
 
+DEMO_PATCHED_PROMPTS = 6  # patching costs some 30 forward passes a kind per prompt: the demo keeps to minutes
+
+
+@run_app.command("pressure-study")
+def run_pressure_study(prompts: Optional[Path] = typer.Option(None, "--prompts", help="prompts.jsonl of the dataset "
+                                                                                       "stage (one record a line)."),
+                       demo: bool = typer.Option(False, "--demo", help="Build a small prompt set from built-in "
+                                                                       "questions and run the whole study on it."),
+                       demo_prompts: int = typer.Option(24, "--demo-prompts", help="Prompts the demo builds."),
+                       model: Optional[Path] = typer.Option(None, "--model", help="Model folder or .gguf (embedded "
+                                                                                  "runs); default: the configured one."),
+                       samples: int = typer.Option(16, help="Samples per prompt and condition."),
+                       patch_subset: Optional[int] = typer.Option(None, "--patch-subset",
+                                                                  help="Most prompts patched; default: the whole "
+                                                                       "balanced high-P0 subset (6 with --demo)."),
+                       batch_prompts: int = typer.Option(8, help="Prompts per batch (the unit a rerun resumes at)."),
+                       out: Path = OutOption, stack: Optional[str] = StackOption,
+                       token: Optional[str] = TokenOption) -> None:
+    """Semantic-pressure study: completions, traces, logit lens, patching, statistics, figures, tables.json and
+    report.md in OUT. Run again with the same inputs and OUT to resume a stopped run."""
+    if demo == (prompts is not None):
+        raise FlawforgeError("give either --prompts FILE or --demo")
+    if model is not None and stack:
+        raise FlawforgeError("--model applies to embedded runs; a stack serves its own model")
+    if demo and patch_subset is None:
+        patch_subset = DEMO_PATCHED_PROMPTS
+    params = {"prompts": str(prompts.resolve()) if prompts else None, "demo": demo, "demo_prompts": demo_prompts,
+              "samples": samples,
+              "patch_subset": patch_subset, "batch_prompts": batch_prompts}
+    overrides = {"inference_model_path": str(model.resolve())} if model is not None else {}
+    run_pipeline("pressure-study", params, out, stack, token, settings_overrides=overrides)
+    typer.echo((out / "report.md").read_text())
+
+
 @app.command("recall")
 def recall_report(candidates: Path = typer.Option(..., "--candidates", help="candidates.jsonl of a math-errors run."),
                   human_review: Path = typer.Option(..., "--human-review",
@@ -292,9 +381,29 @@ def recall_report(candidates: Path = typer.Option(..., "--candidates", help="can
               "rejected_reproduced": report.rejected_produced, "rejected_recall": round(report.rejected_recall, 4),
               "accepted_by_error_type": {t: {"accepted": n, "reproduced": report.produced_by_type[t]}
                                          for t, n in sorted(report.accepted_by_type.items())}}
+    result["ranker"] = ranker_report(decisions, found)
     if missed:
         result["missed"] = [decision.__dict__ for decision in report.missed]
     typer.echo(json.dumps(result, indent=1))
+
+
+def ranker_report(decisions: list, candidates: list) -> dict:
+    """The plausibility ranker's ROC AUC between the accepted and rejected decisions the candidates reproduce:
+    cross-validated (refitted per fold, folds grouped by problem) and with the shipped weights."""
+    from flawforge.math.ranking import candidate_features, cross_validated_auc, roc_auc, shipped_ranker
+    from flawforge.math.ranking_fit import L2
+    from flawforge.math.recall import labelled
+
+    pairs = labelled(decisions, candidates)
+    rows = [candidate_features(candidate) for _, candidate in pairs]
+    labels = [int(decision.status == "accepted") for decision, _ in pairs]
+    groups = [decision.problem_index for decision, _ in pairs]
+    ranker = shipped_ranker()
+    if len(set(labels)) < 2:
+        return {"decisions_scored": len(pairs), "note": "needs accepted and rejected decisions the candidates reproduce"}
+    return {"decisions_scored": len(pairs), "accepted_scored": sum(labels),
+            "cross_validated_auc": round(cross_validated_auc(rows, labels, groups, l2=L2), 4),
+            "shipped_weights_auc": round(roc_auc([ranker.score(row) for row in rows], labels), 4)}
 
 
 @app.command("export")
@@ -324,6 +433,7 @@ def serve(service: str = typer.Argument(..., help="Service name, e.g. trace-exec
           skip: Optional[str] = typer.Option(None, help="With 'all': services to leave out, comma-separated."),
           port_offset: int = typer.Option(0, help="With 'all': added to every service's own port.")) -> None:
     """Run one service: its HTTP API and its queue workers; or every service (`serve all`)."""
+    from flawforge.assembly import platform_for, service_app, service_ports
     from flawforge.services import SERVICE_NAMES, load_service
     from flawforge.settings import Settings
 
@@ -336,23 +446,20 @@ def serve(service: str = typer.Argument(..., help="Service name, e.g. trace-exec
             raise FlawforgeError(f"--skip: unknown service(s) {', '.join(unknown)}; known: {', '.join(SERVICE_NAMES)}")
         if port is not None:
             raise FlawforgeError("--port names one service's port; with 'all' use --port-offset")
-        serve_all([s for s in SERVICE_NAMES if s not in skipped], port_offset, host or Settings().http_host)
+        serve_all([s for s in SERVICE_NAMES if s not in skipped], service_ports(), port_offset,
+                  host or Settings().http_host)
         return
     if skip is not None or port_offset:
         raise FlawforgeError("--skip and --port-offset apply to 'serve all' only")
     import uvicorn
-
-    from flawforge.runtime.app import create_app
-    from flawforge.runtime.platform import Platform
 
     try:
         spec = load_service(service)
     except KeyError as exc:
         raise FlawforgeError(exc.args[0]) from None
     settings = Settings(service=service)
-    platform = Platform.from_settings(settings)
-    uvicorn.run(create_app(spec, platform), host=host or settings.http_host, port=port or settings.http_port or spec.port,
-                log_level="info")
+    uvicorn.run(service_app(spec, platform_for(settings)), host=host or settings.http_host,
+                port=port or settings.http_port or spec.port, log_level="info")
 
 
 def settings_error(exc) -> str:

@@ -1,7 +1,8 @@
 """Candidate bugs of a project: every modifier at every site, deduplicated, then a seeded choice.
 
 A candidate is one module of the project with one bug in it. Two modifiers that make the same
-change make one candidate (the first in modifier order keeps it). The choice is a function of
+change make one candidate: the first in registry order keeps it (the procedural modifiers, then
+the broader inversion table and numeric perturbation). The choice is a function of
 the seed, the project and the candidates alone: round robin over the modifiers, each
 modifier's candidates in a seeded order, so every modifier is tried when there is room.
 """
@@ -11,7 +12,7 @@ import ast
 import hashlib
 import random
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Callable, Iterable
 
 from flawforge.debugging.modifiers import REGISTRY, apply_edits, sites_of
 from flawforge.debugging.patches import unified_diff
@@ -24,12 +25,15 @@ class Candidate:
     qualname: str        # the function or class the bug is in
     description: str
     buggy_source: str
-    patch: str           # unified diff, clean -> buggy
     digest: str          # sha256 of the change's content (path and buggy module)
 
     @property
     def hash8(self) -> str:
         return self.digest[:8]
+
+    def patch(self, clean: str) -> str:
+        """The bug as a unified diff from the clean module."""
+        return unified_diff(self.path, clean, self.buggy_source)
 
 
 def digest_of(path: str, buggy_source: str) -> str:
@@ -37,15 +41,15 @@ def digest_of(path: str, buggy_source: str) -> str:
 
 
 def candidates_of(modules: dict[str, str], modifiers: Iterable[str]) -> list[Candidate]:
-    """Every bug each named modifier makes in the modules ({path: source}), in a fixed order, deduplicated by
-    content. A change that no longer parses or leaves the code as it was (up to formatting) is dropped."""
-    chosen = [REGISTRY[name] for name in sorted(set(modifiers))]
+    """Every change each named modifier makes in the modules ({path: source}), in a fixed order, deduplicated by
+    content. Whether a change still parses and changes the code is asked of the few chosen (changes_code)."""
+    wanted = set(modifiers)
+    chosen = [modifier for name, modifier in REGISTRY.items() if name in wanted]
     seen: set[str] = set()
     found: list[Candidate] = []
     for path in sorted(modules):
         source = modules[path]
         try:
-            clean_tree = ast.dump(ast.parse(source))
             sites = sites_of(path, source)
         except (SyntaxError, ValueError, RecursionError):
             continue
@@ -54,26 +58,28 @@ def candidates_of(modules: dict[str, str], modifiers: Iterable[str]) -> list[Can
                 for bug in modifier.bugs(site):
                     buggy = apply_edits(source, bug.edits)
                     digest = digest_of(path, buggy)
-                    if digest in seen:
-                        continue
-                    seen.add(digest)
-                    try:
-                        if ast.dump(ast.parse(buggy)) == clean_tree:
-                            continue
-                    except (SyntaxError, ValueError, RecursionError):
-                        continue
-                    found.append(Candidate(modifier.name, path, bug.qualname or site.qualname, bug.description, buggy,
-                                           unified_diff(path, source, buggy), digest))
+                    if digest not in seen and buggy != source:
+                        seen.add(digest)
+                        found.append(Candidate(modifier.name, path, bug.qualname or site.qualname, bug.description,
+                                               buggy, digest))
     return found
 
 
+def changes_code(candidate: Candidate, clean_tree: str) -> bool:
+    """The buggy module parses and differs from the clean one (`clean_tree`: its ast.dump) beyond formatting."""
+    try:
+        return ast.dump(ast.parse(candidate.buggy_source)) != clean_tree
+    except (SyntaxError, ValueError, RecursionError):
+        return False
+
+
 def choose(candidates: list[Candidate], count: int, seed: int, project: str,
-           eligible=lambda candidate: True) -> list[Candidate]:
-    """Up to `count` eligible candidates: round robin over modifiers (by name), each in a seeded order."""
+           eligible: Callable[[Candidate], bool] = lambda candidate: True) -> list[Candidate]:
+    """Up to `count` eligible candidates: round robin over modifiers (by name), each in a seeded order; eligibility
+    is asked only of the candidates reached."""
     by_modifier: dict[str, list[Candidate]] = {}
     for candidate in candidates:
-        if eligible(candidate):
-            by_modifier.setdefault(candidate.modifier, []).append(candidate)
+        by_modifier.setdefault(candidate.modifier, []).append(candidate)
     queues = []
     for name in sorted(by_modifier):
         pool = sorted(by_modifier[name], key=lambda c: c.digest)
@@ -82,6 +88,9 @@ def choose(candidates: list[Candidate], count: int, seed: int, project: str,
     picked: list[Candidate] = []
     while len(picked) < count and any(queues):
         for queue in queues:
-            if queue and len(picked) < count:
-                picked.append(queue.pop(0))
+            while queue and len(picked) < count:
+                candidate = queue.pop(0)
+                if eligible(candidate):
+                    picked.append(candidate)
+                    break
     return picked

@@ -12,7 +12,7 @@ import tarfile
 
 from flawforge.debugging.modifiers import REGISTRY
 from flawforge.debugging.patches import apply_patch, changed_lines
-from flawforge.proto.debugging import ChatMessage, Conversation, Instance
+from flawforge.proto.debugging import SUITE_HASH_SEED, ChatMessage, Conversation, Instance
 
 WRITER = "deterministic"
 SYSTEM = ("You are a careful Python developer. You debug by reading the failing tests' output, finding the code "
@@ -79,7 +79,7 @@ if __name__ == "__main__":
     with open(os.path.join(HERE, "tests.txt")) as listed:
         tests = [line.strip() for line in listed if line.strip()]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(os.path.join(HERE, r) for r in SOURCE_ROOTS),
-               PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONDONTWRITEBYTECODE="1")
+               PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONDONTWRITEBYTECODE="1", PYTHONHASHSEED="{hash_seed}")
     sys.exit(subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
                               "--rootdir", HERE, *tests], cwd=HERE, env=env))
 '''
@@ -91,7 +91,8 @@ def task_files(instance: Instance, project: dict[str, bytes], conversation: Conv
     files = dict(project)
     files[instance.path] = apply_patch(project[instance.path].decode("utf-8"), instance.patch).encode("utf-8")
     files["tests.txt"] = "".join(t + "\n" for t in instance.FAIL_TO_PASS + instance.PASS_TO_PASS).encode()
-    files["run_tests.py"] = RUN_TESTS.format(roots=[r or "." for r in instance.source_roots]).encode()
+    files["run_tests.py"] = RUN_TESTS.format(roots=[r or "." for r in instance.source_roots],
+                                             hash_seed=SUITE_HASH_SEED).encode()
     record = {"instance": instance.model_dump(mode="json"), "conversation": conversation.model_dump(mode="json")}
     files["conversation.json"] = (json.dumps(record, indent=1, sort_keys=True) + "\n").encode()
     return files

@@ -9,10 +9,11 @@ so the output does not depend on which finished first.
 """
 from __future__ import annotations
 
+import ast
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
-from flawforge.debugging.candidates import Candidate, candidates_of, choose
+from flawforge.debugging.candidates import Candidate, candidates_of, changes_code, choose
 from flawforge.debugging.layout import ProjectLayout, layout_of, name_and_version, read_archive
 from flawforge.debugging.patches import instance_id, unified_diff
 from flawforge.debugging.verdict import covered, judge, tests_to_run
@@ -49,7 +50,7 @@ def instance_of(layout: ProjectLayout, candidate: Candidate, clean: str, verdict
     return Instance(
         instance_id=instance_id(layout.name, layout.version, candidate.modifier, candidate.hash8),
         source=layout.name, version=layout.version, modifier=candidate.modifier, path=candidate.path,
-        qualname=candidate.qualname, description=candidate.description, patch=candidate.patch,
+        qualname=candidate.qualname, description=candidate.description, patch=candidate.patch(clean),
         fix_patch=unified_diff(candidate.path, candidate.buggy_source, clean),
         FAIL_TO_PASS=verdict.fail_to_pass, PASS_TO_PASS=verdict.pass_to_pass, failing_output=verdict.failing_output,
         source_roots=list(layout.source_roots), test_paths=list(layout.test_paths))
@@ -75,8 +76,9 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
     candidates = candidates_of(modules, modifiers)
     result.candidates_total = len(candidates)
     coverage = first.coverage
-    eligible = [c for c in candidates if covered(coverage, c.path, c.qualname)]
-    chosen = choose(eligible, per_library, seed, f"{name}-{version}")
+    trees = {path: _tree(source) for path, source in modules.items()}
+    chosen = choose(candidates, per_library, seed, f"{name}-{version}",
+                    lambda c: covered(coverage, c.path, c.qualname) and changes_code(c, trees[c.path]))
     if not chosen:
         result.rejects.append(BugReject(source=name, version=version, reason="no_candidates",
                                         detail=f"{len(candidates)} candidates, none in code the tests execute"))
@@ -107,7 +109,43 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
     return result
 
 
+def _tree(source: str) -> str | None:
+    try:
+        return ast.dump(ast.parse(source))
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+
+
 def _class_names(source: str) -> set[str]:
     from flawforge.debugging.modifiers import sites_of
 
     return {site.qualname for site in sites_of("", source) if site.is_class}
+
+
+def validate_scenario(runner: SuiteRunner, archive: bytes, source: str, module_path: str,
+                      candidates: list[Candidate]) -> tuple[Instance | None, list[BugReject], dict[str, int]]:
+    """A scenario's clean suite twice, then its candidates in order until the first valid one."""
+    layout = ProjectLayout(source, "1", ("",), ("tests",), (module_path,))
+    first = runner.run_suite(archive, args=layout.test_paths, limits=SUITE_LIMITS)
+    second = runner.run_suite(archive, args=layout.test_paths, limits=SUITE_LIMITS)
+    baseline = baseline_of(first, second)
+    rejects: list[BugReject] = []
+    tried: dict[str, int] = {}
+    if not baseline.passing or baseline.collection_errors or first.failed or first.errors:
+        detail = (f"the clean module does not pass its own tests ({first.passed} passed, {first.failed} failed, "
+                  f"{first.errors} errors, collection errors: {baseline.collection_errors}; {first.detail})")
+        return None, [BugReject(source=source, version=layout.version, reason="clean_code_fails", detail=detail)], tried
+    clean = read_archive(archive)[module_path].decode("utf-8")
+    limits = SUITE_LIMITS.model_copy(update={"timeout_s": max(MIN_TIMEOUT_S, TIMEOUT_FACTOR * first.usage.wall_s)})
+    for candidate in candidates:
+        tried[candidate.modifier] = tried.get(candidate.modifier, 0) + 1
+        run = runner.run_suite(archive, {candidate.path: candidate.buggy_source}, args=layout.test_paths,
+                               limits=limits)
+        verdict = judge(baseline.passing, run, list(layout.test_paths), list(layout.test_paths),
+                        baseline.collection_errors)
+        if verdict.valid:
+            return instance_of(layout, candidate, clean, verdict), rejects, tried
+        rejects.append(BugReject(source=source, version=layout.version, modifier=candidate.modifier,
+                                 path=candidate.path, qualname=candidate.qualname, hash8=candidate.hash8,
+                                 reason=verdict.reason, detail=verdict.detail))
+    return None, rejects, tried

@@ -22,7 +22,7 @@ from flawforge.errors import BlobNotFound
 from flawforge.inference.errors import RequestError
 from flawforge.proto.inference import (
     Batch, BatchCreate, BatchError, BatchErrors, BatchLineError, BatchLineResponse, BatchOutputLine,
-    BatchRequestLine, BatchStatus, FileDeleted, FileObject, RequestCounts,
+    BatchRequestLine, BatchStatus, BatchUsage, FileDeleted, FileObject, RequestCounts,
 )
 
 log = logging.getLogger(__name__)
@@ -231,7 +231,7 @@ def run_batch(batches: BatchStore, files: FileStore, batch_id: str, execute: Exe
             if not ending:
                 batches.put_part(batch_id, index, part)
         done += part
-        batch.request_counts = _counts(len(requests) + len(rejected), done)
+        _tally(batch, len(requests) + len(rejected), done)
         batches.save(batch)
         if ending:
             break
@@ -255,6 +255,16 @@ def _counts(total: int, done: list[dict]) -> RequestCounts:
     return RequestCounts(total=total, completed=completed, failed=len(done) - completed)
 
 
+def _tally(batch: Batch, total: int, done: list[dict]) -> None:
+    """Request counts, token usage and the answering model of the lines done so far."""
+    batch.request_counts = _counts(total, done)
+    bodies = [line["record"]["response"]["body"] for line in done if line["ok"]]
+    prompt = sum(body.get("usage", {}).get("prompt_tokens", 0) for body in bodies)
+    completion = sum(body.get("usage", {}).get("completion_tokens", 0) for body in bodies)
+    batch.usage = BatchUsage(input_tokens=prompt, output_tokens=completion, total_tokens=prompt + completion)
+    batch.model = next((body["model"] for body in bodies if body.get("model")), batch.model)
+
+
 def _finalize(batches: BatchStore, files: FileStore, batch: Batch, done: list[dict], status: BatchStatus,
               clock: Callable[[], float]) -> Batch:
     if status == BatchStatus.completed:
@@ -267,7 +277,7 @@ def _finalize(batches: BatchStore, files: FileStore, batch: Batch, done: list[di
             file = files.create(f"{batch.id}_{suffix}.jsonl", "batch_output", _jsonl(lines), now,
                                 file_id=f"file-{batch.id}-{suffix}")
             setattr(batch, field, file.id)
-    batch.request_counts = _counts(batch.request_counts.total, done)
+    _tally(batch, batch.request_counts.total, done)
     batch.status = status
     setattr(batch, f"{status.value}_at", now)
     batches.save(batch)

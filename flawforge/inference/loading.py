@@ -48,6 +48,7 @@ class LoadedModel:
     tokenizer: object
     folder: Path  # the Hugging Face folder the weights came from
     context_length: int
+    revision: str  # see source_revision
     lock: threading.RLock = field(default_factory=threading.RLock)
 
     @property
@@ -79,6 +80,23 @@ def resolve_source(model_path: str, model_name: str = "") -> ModelSource:
     if path.is_file() and path.suffix != ".gguf":
         raise ConfigError(f"model file {model_path!r} is not a .gguf file")
     return ModelSource(name=model_name or (path.stem if path.is_file() else path.name), path=path)
+
+
+WEIGHT_SUFFIXES = (".gguf", ".safetensors", ".bin", ".json", ".model")
+
+
+def source_revision(source: ModelSource) -> str:
+    """`sha256:<hex>` over the model's files (the GGUF, or a folder's weights, config and tokenizer), so
+    a trace or an answer names the exact weights, not just a name that may be reused."""
+    files = [source.path] if source.path.is_file() else sorted(
+        p for p in source.path.iterdir() if p.is_file() and p.suffix in WEIGHT_SUFFIXES)
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode() + b"\0")
+        with path.open("rb") as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+    return f"sha256:{digest.hexdigest()}"
 
 
 def _cache_folder(source: ModelSource, cache_dir: Path) -> Path:
@@ -158,4 +176,4 @@ def load_model(settings: Settings) -> LoadedModel:
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, **placement).eval()
     tokenizer = load_tokenizer(folder)
     return LoadedModel(name=source.name, model=model, tokenizer=tokenizer, folder=folder,
-                       context_length=context_length(model.config, tokenizer))
+                       context_length=context_length(model.config, tokenizer), revision=source_revision(source))

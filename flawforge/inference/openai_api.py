@@ -1,22 +1,35 @@
 """OpenAI-compatible chat and text completions on a backend, shared by the HTTP endpoints and the
-Batch API worker."""
+Batch API worker: whole responses, or the chunks of a stream.
+
+Structured output and tool calls are grammar-constrained while decoding (flawforge.inference.decoding):
+`response_format` json_object / json_schema constrain the whole reply; with tools, the model is told
+how to call them and a call's arguments are constrained to the function's parameters. Tool calls
+are written `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` in the model's own text, the
+format the prompt teaches.
+"""
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import time
 import uuid
+from dataclasses import dataclass
+from typing import Callable, Iterator
 
 from pydantic import ValidationError
 
-from flawforge.inference.backend import Backend, Sample, SamplingParams
+from flawforge.inference.backend import Backend, Delta, OutputFormat, Sample, SamplingParams, TokenChoice
 from flawforge.inference.errors import RequestError
 from flawforge.proto.inference import (
-    AssistantMessage, ChatChoice, ChatCompletion, ChatCompletionRequest, ChoiceLogprobs, Completion,
-    CompletionChoice, CompletionLogprobs, CompletionRequest, SamplingRequest, TokenLogprob, TopLogprob, Usage,
+    AssistantMessage, ChatChoice, ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, ChatMessage,
+    ChoiceLogprobs, ChunkChoice, ChunkDelta, Completion, CompletionChoice, CompletionLogprobs, CompletionRequest,
+    FunctionCall, NamedToolChoice, SamplingRequest, TokenLogprob, ToolCall, ToolCallDelta, TopLogprob, Usage,
 )
 
 SEED_SPACE = 1 << 63
+TOOL_OPEN, TOOL_CLOSE = "<tool_call>", "</tool_call>"
+TOOL_CALL = re.compile(re.escape(TOOL_OPEN) + r"(.*?)" + re.escape(TOOL_CLOSE), re.S)
 
 
 def check_model(served: str, requested: str) -> None:
@@ -42,10 +55,24 @@ def _max_tokens(backend: Backend, prompt_tokens: int, requested: int | None, def
     return requested
 
 
-def _params(req: SamplingRequest, max_tokens: int, logprobs: bool, top_logprobs: int) -> SamplingParams:
+def _logit_bias(backend: Backend, req: SamplingRequest) -> tuple[tuple[int, float], ...]:
+    bias = tuple((int(token), value) for token, value in (req.logit_bias or {}).items())
+    outside = [token for token, _ in bias if token >= backend.vocab_size]
+    if outside:
+        raise RequestError(400, f"logit_bias names token ids outside the vocabulary (0..{backend.vocab_size - 1}): "
+                                f"{outside[:5]}", param="logit_bias", code="invalid_logit_bias")
+    return bias
+
+
+def _params(backend: Backend, req: SamplingRequest, max_tokens: int, logprobs: bool, top_logprobs: int,
+            output_format: OutputFormat | None = None) -> SamplingParams:
     seed = secrets.randbelow(SEED_SPACE) if req.seed is None else req.seed % SEED_SPACE
+    if output_format is not None:
+        backend.vocabulary.compile(output_format, "response_format")  # a bad schema fails before any token
     return SamplingParams(n=req.n, temperature=req.temperature, top_p=req.top_p, max_tokens=max_tokens, seed=seed,
-                          stop=req.stop_strings, logprobs=logprobs, top_logprobs=top_logprobs)
+                          stop=req.stop_strings, logprobs=logprobs, top_logprobs=top_logprobs,
+                          presence_penalty=req.presence_penalty, frequency_penalty=req.frequency_penalty,
+                          logit_bias=_logit_bias(backend, req), output_format=output_format)
 
 
 def _piece(backend: Backend, token_id: int) -> str:
@@ -53,7 +80,32 @@ def _piece(backend: Backend, token_id: int) -> str:
 
 
 def _fingerprint(backend: Backend) -> str:
-    return f"{backend.name}:{backend.model_name}"
+    return f"{backend.name}:{backend.model_name}:{backend.model_revision.removeprefix('sha256:')[:12]}"
+
+
+# --- chat: prompts, tools and formats ------------------------------------------------------------
+
+
+def _tool_note(req: ChatCompletionRequest) -> str:
+    listed = "\n".join(json.dumps({"name": t.function.name, "description": t.function.description or "",
+                                   "parameters": t.function.parameters}) for t in req.tools)
+    return ("You can call these functions:\n" + listed + "\nTo call one, reply with " + TOOL_OPEN
+            + '{"name": <function name>, "arguments": <arguments object>}' + TOOL_CLOSE + ".")
+
+
+def _turn(message: ChatMessage) -> dict:
+    """A message as the chat template takes it; tool calls and results become text in the call format."""
+    if message.role == "tool":
+        return {"role": "user", "content": f"Result of call {message.tool_call_id or ''}: {message.text}"}
+    text = message.text
+    for call in message.tool_calls or []:
+        text += f'{TOOL_OPEN}{{"name": {json.dumps(call.function.name)}, "arguments": {call.function.arguments}}}' \
+                f"{TOOL_CLOSE}"
+    return {"role": "system" if message.role == "developer" else message.role, "content": text}
+
+
+def _uses_tools(req: ChatCompletionRequest) -> bool:
+    return bool(req.tools) and req.tool_choice != "none"
 
 
 def chat_prompt(backend: Backend, req: ChatCompletionRequest) -> list[int]:
@@ -61,72 +113,241 @@ def chat_prompt(backend: Backend, req: ChatCompletionRequest) -> list[int]:
     if not getattr(tokenizer, "chat_template", None):
         raise RequestError(400, f"The model {backend.model_name!r} has no chat template; use /v1/completions.",
                            param="messages", code="no_chat_template")
-    messages = [{"role": "system" if m.role == "developer" else m.role, "content": m.text} for m in req.messages]
+    messages = [_turn(m) for m in req.messages]
+    if _uses_tools(req):
+        if messages[0]["role"] == "system":
+            messages[0] = {"role": "system", "content": messages[0]["content"] + "\n\n" + _tool_note(req)}
+        else:
+            messages.insert(0, {"role": "system", "content": _tool_note(req)})
     text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     return tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
-def chat_completion(backend: Backend, req: ChatCompletionRequest, default_max_tokens: int) -> ChatCompletion:
+def _call_schema(tools) -> dict:
+    """One call of any of `tools`: {"name": ..., "arguments": {...}}."""
+    options = [{"type": "object", "properties": {"name": {"const": t.function.name},
+                                                 "arguments": t.function.parameters},
+                "required": ["name", "arguments"], "additionalProperties": False} for t in tools]
+    return options[0] if len(options) == 1 else {"anyOf": options}
+
+
+def _output_format(req: ChatCompletionRequest) -> OutputFormat | None:
+    if _uses_tools(req):
+        if req.tool_choice in (None, "auto"):
+            return OutputFormat("structural_tag", json.dumps({"type": "structural_tag", "format": {
+                "type": "triggered_tags", "triggers": [TOOL_OPEN], "tags": [{
+                    "type": "tag", "begin": f'{TOOL_OPEN}{{"name": {json.dumps(t.function.name)}, "arguments": ',
+                    "content": {"type": "json_schema", "json_schema": t.function.parameters},
+                    "end": "}" + TOOL_CLOSE} for t in req.tools]}}))
+        chosen = ([t for t in req.tools if t.function.name == req.tool_choice.function.name]
+                  if isinstance(req.tool_choice, NamedToolChoice) else req.tools)
+        return OutputFormat.json_schema(_call_schema(chosen))
+    fmt = req.response_format
+    if fmt is None or fmt.type == "text":
+        return None
+    if fmt.type == "json_object":
+        return OutputFormat.json_schema({"type": "object"})
+    return OutputFormat.json_schema(fmt.json_schema.json_schema or {})
+
+
+def _tool_calls(req: ChatCompletionRequest, text: str) -> tuple[str | None, list[ToolCall]]:
+    """The reply's text and the calls it makes."""
+    if not _uses_tools(req):
+        return text, []
+    if req.tool_choice not in (None, "auto"):
+        bodies, rest = [text], ""
+    else:
+        bodies, rest = TOOL_CALL.findall(text), TOOL_CALL.sub("", text).strip()
+    calls = []
+    for body in bodies:
+        try:
+            call = json.loads(body)
+            calls.append(ToolCall(id=f"call_{uuid.uuid4().hex[:24]}", function=FunctionCall(
+                name=call["name"], arguments=json.dumps(call["arguments"]))))
+        except (json.JSONDecodeError, KeyError, TypeError):
+            rest = text  # cut short by max_tokens: the text is all there is
+    return (rest or None) if calls else text, calls
+
+
+@dataclass
+class PreparedChat:
+    prompt: list[int]
+    params: SamplingParams
+
+
+def prepare_chat(backend: Backend, req: ChatCompletionRequest, default_max_tokens: int) -> PreparedChat:
+    """Everything that can refuse the request, done before the first token."""
     check_model(backend.model_name, req.model)
     prompt = chat_prompt(backend, req)
     max_tokens = _max_tokens(backend, len(prompt), req.max_completion_tokens or req.max_tokens,
                              default_max_tokens, "messages")
-    samples = backend.generate(prompt, _params(req, max_tokens, req.logprobs, req.top_logprobs or 0))
-    if req.response_format is not None and req.response_format.type == "json_object":
-        for index, sample in enumerate(samples):
-            try:
-                json.loads(sample.text)
-            except json.JSONDecodeError as exc:
-                raise RequestError(422, f"The model's output for choice {index} is not valid JSON ({exc}): "
-                                        f"{sample.text[:200]!r}", param="response_format",
-                                   code="invalid_json_output") from None
+    return PreparedChat(prompt, _params(backend, req, max_tokens, req.logprobs, req.top_logprobs or 0,
+                                        _output_format(req)))
 
-    def token_logprobs(sample: Sample) -> ChoiceLogprobs:
-        def entry(token_id: int, logprob: float) -> TopLogprob:
-            piece = _piece(backend, token_id)
-            return TopLogprob(token=piece, logprob=logprob, bytes=list(piece.encode()))
 
-        return ChoiceLogprobs(content=[
-            TokenLogprob(**entry(c.token_id, c.logprob).model_dump(), top_logprobs=[entry(t, lp) for t, lp in c.top])
-            for c in sample.logprobs])
+def _token_logprobs(backend: Backend, choices: list[TokenChoice]) -> ChoiceLogprobs:
+    vocabulary = backend.vocabulary
 
-    choices = [ChatChoice(index=i, message=AssistantMessage(content=s.text), finish_reason=s.finish_reason,
-                          logprobs=token_logprobs(s) if req.logprobs else None) for i, s in enumerate(samples)]
-    completion_tokens = sum(len(s.token_ids) for s in samples)
+    def entry(token_id: int, logprob: float) -> TopLogprob:
+        return TopLogprob(token=_piece(backend, token_id), logprob=logprob,
+                          bytes=list(vocabulary.token_bytes(token_id)))
+
+    return ChoiceLogprobs(content=[
+        TokenLogprob(**entry(c.token_id, c.logprob).model_dump(), top_logprobs=[entry(t, lp) for t, lp in c.top])
+        for c in choices])
+
+
+def _usage(prompt_tokens: int, completion_tokens: int) -> Usage:
+    return Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                 total_tokens=prompt_tokens + completion_tokens)
+
+
+def chat_completion(backend: Backend, req: ChatCompletionRequest, default_max_tokens: int) -> ChatCompletion:
+    prepared = prepare_chat(backend, req, default_max_tokens)
+    samples = backend.generate(prepared.prompt, prepared.params)
+    choices = []
+    for index, sample in enumerate(samples):
+        content, calls = _tool_calls(req, sample.text)
+        choices.append(ChatChoice(index=index, message=AssistantMessage(content=content, tool_calls=calls or None),
+                                  finish_reason="tool_calls" if calls else sample.finish_reason,
+                                  logprobs=_token_logprobs(backend, sample.logprobs) if req.logprobs else None))
     return ChatCompletion(id=f"chatcmpl-{uuid.uuid4().hex}", created=int(time.time()), model=backend.model_name,
                           choices=choices, system_fingerprint=_fingerprint(backend),
-                          usage=Usage(prompt_tokens=len(prompt), completion_tokens=completion_tokens,
-                                      total_tokens=len(prompt) + completion_tokens))
+                          usage=_usage(len(prepared.prompt), sum(len(s.token_ids) for s in samples)))
+
+
+def chat_chunks(backend: Backend, req: ChatCompletionRequest, prepared: PreparedChat,
+                cancelled: Callable[[], bool]) -> Iterator[dict]:
+    """The chunks of a streamed chat completion, as JSON objects. Text streams as it is released; with
+    tools, a choice's text and calls come whole at its end, once the calls can be told from the text."""
+    head = ChatCompletionChunk(id=f"chatcmpl-{uuid.uuid4().hex}", created=int(time.time()),
+                               model=backend.model_name, choices=[], system_fingerprint=_fingerprint(backend))
+
+    def chunk(choice: ChunkChoice) -> dict:
+        return head.model_copy(update={"choices": [choice]}).model_dump(mode="json")
+
+    for index in range(req.n):
+        yield chunk(ChunkChoice(index=index, delta=ChunkDelta(role="assistant", content="")))
+    tools = _uses_tools(req)
+    held = [""] * req.n
+    completion_tokens = 0
+    for delta in backend.stream(prepared.prompt, prepared.params, cancelled):
+        completion_tokens += len(delta.token_ids)
+        logprobs = _token_logprobs(backend, delta.logprobs) if req.logprobs and delta.logprobs else None
+        if not tools:
+            if delta.text or logprobs or delta.finish_reason:
+                yield chunk(ChunkChoice(index=delta.index, delta=ChunkDelta(content=delta.text or None),
+                                        logprobs=logprobs, finish_reason=delta.finish_reason))
+            continue
+        held[delta.index] += delta.text
+        if delta.finish_reason:
+            content, calls = _tool_calls(req, held[delta.index])
+            yield chunk(ChunkChoice(index=delta.index, delta=ChunkDelta(content=content, tool_calls=[
+                ToolCallDelta(index=i, id=c.id, function=c.function) for i, c in enumerate(calls)] or None),
+                finish_reason="tool_calls" if calls else delta.finish_reason))
+    if req.include_usage:
+        yield head.model_copy(update={"usage": _usage(len(prepared.prompt), completion_tokens)}).model_dump(
+            mode="json") | {"choices": []}
+
+
+# --- text completions ----------------------------------------------------------------------------
+
+
+@dataclass
+class PreparedCompletion:
+    prompts: list[tuple[str, list[int], SamplingParams | None]]  # text, tokens, params (None: echo only)
+
+
+def prepare_completion(backend: Backend, req: CompletionRequest) -> PreparedCompletion:
+    check_model(backend.model_name, req.model)
+    want = req.logprobs is not None
+    prepared = []
+    for text in req.prompts:
+        prompt = backend.tokenizer(text)["input_ids"]
+        if req.max_tokens == 0:
+            _max_tokens(backend, len(prompt), 0, 0, "prompt")
+            prepared.append((text, prompt, None))
+            continue
+        max_tokens = _max_tokens(backend, len(prompt), req.max_tokens, req.max_tokens or 16, "prompt")
+        prepared.append((text, prompt, _params(backend, req, max_tokens, want, req.logprobs or 0)))
+    return PreparedCompletion(prepared)
+
+
+def _echo_logprobs(backend: Backend, prompt: list[int]) -> list[TokenChoice | None]:
+    """The prompt's own tokens, each scored given those before it (the first has nothing before it)."""
+    if len(prompt) < 2:
+        return [None] * len(prompt)
+    [[scores]] = backend.score([(prompt[:1], [prompt[1:]])])
+    return [None] + [TokenChoice(token_id=t, logprob=lp) for t, lp in zip(prompt[1:], scores)]
+
+
+def _legacy_logprobs(backend: Backend, entries: list[tuple[int, TokenChoice | None]],
+                     offset: int) -> CompletionLogprobs:
+    tokens, logprobs, tops, offsets = [], [], [], []
+    for token_id, choice in entries:
+        piece = _piece(backend, token_id)
+        tokens.append(piece)
+        offsets.append(offset)
+        offset += len(piece)
+        logprobs.append(None if choice is None else choice.logprob)
+        tops.append(None if choice is None else {_piece(backend, t): lp for t, lp in choice.top})
+    return CompletionLogprobs(tokens=tokens, token_logprobs=logprobs, top_logprobs=tops, text_offset=offsets)
 
 
 def completion(backend: Backend, req: CompletionRequest) -> Completion:
-    check_model(backend.model_name, req.model)
-    encoded = [backend.tokenizer(p)["input_ids"] for p in req.prompts]
+    prepared = prepare_completion(backend, req)
     want = req.logprobs is not None
     choices, prompt_tokens, completion_tokens = [], 0, 0
-    for text, prompt in zip(req.prompts, encoded):
-        max_tokens = _max_tokens(backend, len(prompt), req.max_tokens, req.max_tokens or 16, "prompt")
-        samples = backend.generate(prompt, _params(req, max_tokens, want, req.logprobs or 0))
+    for text, prompt, params in prepared.prompts:
         prompt_tokens += len(prompt)
+        echoed = _echo_logprobs(backend, prompt) if req.echo and want else []
+        samples = (backend.generate(prompt, params) if params is not None
+                   else [Sample(token_ids=[], text="", finish_reason="length")] * req.n)
         for sample in samples:
             completion_tokens += len(sample.token_ids)
-            choices.append(CompletionChoice(index=len(choices), text=sample.text, finish_reason=sample.finish_reason,
-                                            logprobs=_legacy_logprobs(backend, sample, len(text)) if want else None))
+            logprobs = None
+            if want:
+                entries = ([(c.token_id if c else t, c) for t, c in zip(prompt, echoed)] if req.echo else []) + \
+                          [(c.token_id, c) for c in sample.logprobs]
+                logprobs = _legacy_logprobs(backend, entries, 0 if req.echo else len(text))
+            choices.append(CompletionChoice(index=len(choices), text=(text if req.echo else "") + sample.text,
+                                            finish_reason=sample.finish_reason, logprobs=logprobs))
     return Completion(id=f"cmpl-{uuid.uuid4().hex}", created=int(time.time()), model=backend.model_name,
                       choices=choices, system_fingerprint=_fingerprint(backend),
-                      usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                                  total_tokens=prompt_tokens + completion_tokens))
+                      usage=_usage(prompt_tokens, completion_tokens))
 
 
-def _legacy_logprobs(backend: Backend, sample: Sample, offset: int) -> CompletionLogprobs:
-    tokens = [_piece(backend, c.token_id) for c in sample.logprobs]
-    offsets = []
-    for piece in tokens:
-        offsets.append(offset)
-        offset += len(piece)
-    return CompletionLogprobs(tokens=tokens, token_logprobs=[c.logprob for c in sample.logprobs],
-                              top_logprobs=[{_piece(backend, t): lp for t, lp in c.top} for c in sample.logprobs],
-                              text_offset=offsets)
+def completion_chunks(backend: Backend, req: CompletionRequest, prepared: PreparedCompletion,
+                      cancelled: Callable[[], bool]) -> Iterator[dict]:
+    """The chunks of a streamed text completion: choice indices run n per prompt, in prompt order."""
+    head = Completion(id=f"cmpl-{uuid.uuid4().hex}", created=int(time.time()), model=backend.model_name,
+                      choices=[], usage=None, system_fingerprint=_fingerprint(backend))
+    want = req.logprobs is not None
+    prompt_tokens = completion_tokens = 0
+    for number, (text, prompt, params) in enumerate(prepared.prompts):
+        prompt_tokens += len(prompt)
+        first = number * req.n
+        if req.echo:
+            for index in range(req.n):
+                yield head.model_copy(update={"choices": [CompletionChoice(
+                    index=first + index, text=text, finish_reason=None if params else "length")]}).model_dump(
+                    mode="json")
+        if params is None:
+            continue
+        offsets = [len(text)] * req.n
+        for delta in backend.stream(prompt, params, cancelled):
+            completion_tokens += len(delta.token_ids)
+            logprobs = (_legacy_logprobs(backend, [(c.token_id, c) for c in delta.logprobs], offsets[delta.index])
+                        if want and delta.logprobs else None)
+            offsets[delta.index] += len(delta.text)
+            yield head.model_copy(update={"choices": [CompletionChoice(
+                index=first + delta.index, text=delta.text, finish_reason=delta.finish_reason,
+                logprobs=logprobs)]}).model_dump(mode="json")
+    if req.include_usage:
+        yield head.model_copy(update={"usage": _usage(prompt_tokens, completion_tokens)}).model_dump(mode="json")
+
+
+# --- the Batch API's entry ---------------------------------------------------------------------
 
 
 def execute(backend: Backend, endpoint: str, body: dict, default_max_tokens: int) -> dict:
@@ -135,10 +356,23 @@ def execute(backend: Backend, endpoint: str, body: dict, default_max_tokens: int
     try:
         req = request_model.model_validate(body)
     except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        field = ".".join(map(str, err["loc"])) or None
-        raise RequestError(400, f"invalid {field or 'body'}: {err['msg']}", param=field,
-                           code="invalid_request") from None
+        raise invalid_request(exc.errors(include_url=False)) from None
+    if req.stream:
+        raise RequestError(400, "stream is not supported in a batch request", param="stream",
+                           code="invalid_request")
     if endpoint == "/v1/chat/completions":
         return chat_completion(backend, req, default_max_tokens).model_dump(mode="json")
     return completion(backend, req).model_dump(mode="json")
+
+
+def invalid_request(errors: list[dict]) -> RequestError:
+    """The first validation error as OpenAI words it: a 400 naming the parameter."""
+    err = errors[0]
+    if err["type"] == "json_invalid":
+        return RequestError(400, "We could not parse the JSON body of your request: it is not valid JSON.",
+                            code="invalid_json")
+    loc = [str(part) for part in err["loc"] if part != "body"]
+    field = ".".join(loc) or None
+    message = err["msg"].removeprefix("Value error, ")
+    return RequestError(400, f"Invalid value for {field}: {message}" if field else f"Invalid request: {message}",
+                        param=field, code="invalid_value" if field else "invalid_request")

@@ -206,32 +206,65 @@ def _score_group(lm: LoadedModel, items, out: list[list[list[float]]]) -> None:
 # --- trace --------------------------------------------------------------------------------------
 
 
-def trace(lm: LoadedModel, prompts: list[list[int]], full_sequence: bool, batch_tokens: int) -> list[dict]:
-    """One greedy step per prompt with the residual stream of every layer and every attention map.
+def trace_bytes(num_layers: int, heads: int, hidden: int, positions: int, attention_rows: int) -> int:
+    """Size of one trace's tensors (float32): hidden states [layers+1, positions, hidden] and attention
+    rows [layers, heads, attention_rows, positions]; linear in the prompt's length."""
+    return 4 * ((num_layers + 1) * positions * hidden + num_layers * heads * attention_rows * positions)
 
-    Each result is a dict of tensors and numbers ready for torch.save; only the last position is
-    kept unless `full_sequence`.
+
+def _attention_module(layer: nn.Module) -> nn.Module:
+    for name in ("self_attn", "attn", "attention", "self_attention"):
+        if isinstance(getattr(layer, name, None), nn.Module):
+            return getattr(layer, name)
+    raise RequestError(501, f"{type(layer).__name__}: its attention module was not found", code="unsupported_model")
+
+
+def trace(lm: LoadedModel, prompts: list[list[int]], full_sequence: bool, attention_rows: int,
+          batch_tokens: int) -> list[dict]:
+    """One greedy step per prompt with the residual stream of every layer and the last attention rows.
+
+    Each result is a dict of tensors and numbers ready for torch.save. Hidden states are kept at
+    the last position, or at every position with `full_sequence`; attention probabilities are kept
+    for the last `attention_rows` query positions (over every key), sliced as each layer computes
+    them, so neither the blob nor the memory of a pass grows with the square of the length.
     """
     anat = anatomy(lm.model)
+    attention = [_attention_module(layer) for layer in anat.layers]
     results: list[dict] = [{} for _ in prompts]
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
     with lm.lock, torch.inference_mode(), eager_attention(lm.model):
         for group in groups(order, lambda g: len(g) * max(len(prompts[i]) for i in g), batch_tokens):
             padded = left_pad([prompts[i] for i in group], pad_id(lm), lm.device)
             captured: dict[int, torch.Tensor] = {}
-            with residual_hooks(anat, lambda layer, hidden: captured.__setitem__(layer, hidden)):
-                out = lm.model(**padded.inputs(), output_attentions=True, logits_to_keep=1)
+            rows: dict[int, torch.Tensor] = {}
+
+            def keep_rows(layer: int, module, args, output) -> None:
+                weights = output[1] if isinstance(output, tuple) and len(output) > 1 else None
+                if weights is None:
+                    raise RequestError(501, "the model's attention returns no probabilities", code="unsupported_model")
+                rows[layer] = weights[:, :, -attention_rows:].float().cpu()
+
+            handles = [module.register_forward_hook(partial(keep_rows, layer)) for layer, module in enumerate(attention)]
+            try:
+                with residual_hooks(anat, lambda layer, hidden: captured.__setitem__(layer, hidden)):
+                    out = lm.model(**padded.inputs(), logits_to_keep=1)
+            finally:
+                for handle in handles:
+                    handle.remove()
             probs = torch.softmax(out.logits[:, -1].float(), -1).cpu()
             for row, index in enumerate(group):
                 start = padded.width - padded.lengths[row]
                 kept = slice(start if full_sequence else padded.width - 1, None)
+                query_rows = min(attention_rows, padded.lengths[row])
                 next_id = int(probs[row].argmax())
                 results[index] = {
                     "input_ids": torch.tensor(prompts[index]),
                     "positions": list(range(kept.start - start, padded.lengths[row])),
                     "hidden_states": torch.stack([captured[layer][row, kept] for layer in sorted(captured)])
                     .float().cpu(),
-                    "attentions": torch.stack([a[row, :, kept, start:] for a in out.attentions]).float().cpu(),
+                    "attention_positions": list(range(padded.lengths[row] - query_rows, padded.lengths[row])),
+                    "attentions": torch.stack([rows[layer][row, :, -query_rows:, start:]
+                                               for layer in range(len(attention))]),
                     "next_token_id": next_id,
                     "next_token_prob": float(probs[row, next_id]),
                 }

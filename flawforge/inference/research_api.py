@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 
 import torch
 
@@ -19,6 +20,7 @@ from flawforge.proto.inference import (
 )
 
 TRACE_PREFIX = "inference/traces"
+TRACE_NAME = re.compile(r"[0-9a-f]{64}\.pt")
 
 
 def _encode(tokenizer, text: str, *, prompt: bool) -> list[int]:
@@ -118,19 +120,36 @@ def _prompt(lm: LoadedModel, text: str, param: str) -> list[int]:
     return ids
 
 
-def trace(lm: LoadedModel, store: BlobStore, req: TraceRequest, batch_tokens: int) -> TraceResponse:
+def trace(lm: LoadedModel, store: BlobStore, req: TraceRequest, batch_tokens: int, max_bytes: int) -> TraceResponse:
     check_model(lm.name, req.model)
     prompts = [_prompt(lm, text, f"prompts.{i}") for i, text in enumerate(req.prompts)]
+    config, anat = lm.model.config, research.anatomy(lm.model)
+    for i, ids in enumerate(prompts):
+        size = research.trace_bytes(anat.num_layers, config.num_attention_heads, config.hidden_size,
+                                    len(ids) if req.full_sequence else 1, min(req.attention_positions, len(ids)))
+        if size > max_bytes:
+            raise RequestError(400, f"the trace of prompts.{i} ({len(ids)} tokens) would take {size >> 20} MiB, over "
+                                    f"the cap of {max_bytes >> 20} MiB (FLAWFORGE_INFERENCE_TRACE_MAX_MB); trace "
+                                    "fewer positions or a shorter prompt", param=f"prompts.{i}", code="trace_too_large")
     results = []
-    for ids, found in zip(prompts, research.trace(lm, prompts, req.full_sequence, batch_tokens)):
+    for ids, found in zip(prompts, research.trace(lm, prompts, req.full_sequence, req.attention_positions,
+                                                  batch_tokens)):
         buffer = io.BytesIO()
-        torch.save({**found, "model": lm.name}, buffer)
+        torch.save({**found, "model": lm.name, "model_revision": lm.revision}, buffer)
         blob = store.put_content(TRACE_PREFIX, buffer.getvalue(), ".pt")
-        results.append(TraceResult(blob=blob, tokens=_pieces(lm.tokenizer, ids), positions=found["positions"],
+        results.append(TraceResult(blob=blob, download=f"/v1/research/traces/{blob.key.rsplit('/', 1)[1]}",
+                                   tokens=_pieces(lm.tokenizer, ids), positions=found["positions"],
                                    next_token=lm.tokenizer.decode([found["next_token_id"]]),
                                    next_token_id=found["next_token_id"], next_token_prob=found["next_token_prob"],
                                    num_layers=found["attentions"].shape[0]))
-    return TraceResponse(model=lm.name, results=results)
+    return TraceResponse(model=lm.name, model_revision=lm.revision, results=results)
+
+
+def trace_key(name: str) -> str:
+    """The blob key of a trace named by its file name (`<sha256>.pt`, as `download` gives it)."""
+    if not TRACE_NAME.fullmatch(name):
+        raise RequestError(404, f"No such trace: {name!r}", param="name", code="trace_not_found")
+    return f"{TRACE_PREFIX}/{name[:2]}/{name}"
 
 
 def _readout(lm: LoadedModel, reading: research.Readings) -> Readout:

@@ -1,24 +1,15 @@
 """Sampling and scoring with Hugging Face transformers: always available, CPU or GPU."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import Callable, Iterator
 
 import torch
 
-from flawforge.inference.backend import Backend, Sample, SamplingParams, ScoreItem, TokenChoice
+from flawforge.inference.backend import Backend, Delta, SamplingParams, ScoreItem, TokenChoice
+from flawforge.inference.decoding import Constraint, LogitAdjuster, TextAssembler
 from flawforge.inference.loading import LoadedModel
 from flawforge.inference.research import score_continuations
 from flawforge.inference.sampling import choose_next
-
-
-@dataclass
-class _Growing:
-    """A sample while it is being generated."""
-
-    token_ids: list[int] = field(default_factory=list)
-    logprobs: list[TokenChoice] = field(default_factory=list)
-    text: str = ""
-    finish_reason: str | None = None
 
 
 class TransformersBackend(Backend):
@@ -28,54 +19,70 @@ class TransformersBackend(Backend):
         self.lm = lm
         self.batch_tokens = batch_tokens
         self.model_name = lm.name
+        self.model_revision = lm.revision
         self.tokenizer = lm.tokenizer
         self.context_length = lm.context_length
+        self.vocab_size = lm.model.config.vocab_size
 
-    def generate(self, prompt_ids: list[int], params: SamplingParams) -> list[Sample]:
+    def stream(self, prompt_ids: list[int], params: SamplingParams,
+               cancelled: Callable[[], bool] = lambda: False) -> Iterator[Delta]:
         lm, eos = self.lm, self.lm.eos_ids
+        constraint = (Constraint(self.vocabulary, self.vocabulary.compile(params.output_format, "response_format"),
+                                 params.n) if params.output_format else None)
+        adjuster = LogitAdjuster(params, self.vocab_size)
         # Sampling runs on the CPU from float32 logits, so a seed gives the same draws on any device.
         generator = torch.Generator().manual_seed(params.seed)
-        samples = [_Growing() for _ in range(params.n)]
+        texts = [TextAssembler(self.tokenizer, row, params.stop) for row in range(params.n)]
+        running = list(range(params.n))
         with lm.lock, torch.inference_mode():
             out = lm.model(input_ids=torch.tensor([prompt_ids], device=lm.device), use_cache=True, logits_to_keep=1)
             cache = out.past_key_values
             cache.batch_repeat_interleave(params.n)  # the prompt runs once for all n samples
             logits = out.logits[:, -1].float().cpu().expand(params.n, -1)
-            for _ in range(params.max_tokens):
+            for step in range(params.max_tokens):
+                if cancelled():
+                    return
+                raw = torch.log_softmax(logits, -1) if params.logprobs else None
+                if adjuster.active:
+                    logits = adjuster.apply(logits)
+                if constraint is not None:
+                    logits = logits.clone()
+                    constraint.mask(logits, running)
                 chosen = choose_next(logits, params.temperature, params.top_p, generator)
-                logprobs = torch.log_softmax(logits, -1) if params.logprobs else None
-                for row, sample in enumerate(samples):
-                    if sample.finish_reason is None:
-                        self._extend(sample, int(chosen[row]), None if logprobs is None else logprobs[row], params, eos)
-                if all(s.finish_reason for s in samples):
-                    break
+                for row in list(running):
+                    token_id = int(chosen[row])
+                    adjuster.chose(row, token_id)
+                    complete = constraint is not None and constraint.accept(row, token_id)
+                    if token_id in eos:
+                        running.remove(row)
+                        yield texts[row].finish("stop")
+                        continue
+                    delta = texts[row].add(token_id, self._choice(token_id, raw, row, params))
+                    if complete and not delta.finish_reason:
+                        delta = _merged(delta, texts[row].finish("stop"))
+                    elif not delta.finish_reason and step == params.max_tokens - 1:
+                        delta = _merged(delta, texts[row].finish("length"))
+                    if delta.finish_reason:
+                        running.remove(row)
+                    if delta.text or delta.token_ids or delta.finish_reason:
+                        yield delta
+                if not running:
+                    return
                 out = lm.model(input_ids=chosen[:, None].to(lm.device), past_key_values=cache, use_cache=True)
                 logits = out.logits[:, -1].float().cpu()
-        return [Sample(token_ids=s.token_ids, text=s.text, finish_reason=s.finish_reason or "length",
-                       logprobs=s.logprobs) for s in samples]
 
-    def _extend(self, sample: _Growing, token_id: int, logprobs: torch.Tensor | None, params: SamplingParams,
-                eos: set[int]) -> None:
-        if token_id in eos:
-            sample.finish_reason = "stop"
-            return
-        sample.token_ids.append(token_id)
-        if logprobs is not None:
-            top = logprobs.topk(params.top_logprobs) if params.top_logprobs else None
-            sample.logprobs.append(TokenChoice(
-                token_id=token_id, logprob=float(logprobs[token_id]),
-                top=[] if top is None else list(zip(top.indices.tolist(), top.values.tolist()))))
-        text = self.tokenizer.decode(sample.token_ids, skip_special_tokens=True)
-        cut = min((i for i in (text.find(s) for s in params.stop) if i >= 0), default=-1)
-        if cut < 0:
-            sample.text = text
-            return
-        sample.text, sample.finish_reason = text[:cut], "stop"
-        # Tokens wholly inside the stop string are not part of the answer, nor are their logprobs.
-        while sample.token_ids and len(self.tokenizer.decode(sample.token_ids[:-1], skip_special_tokens=True)) >= cut:
-            sample.token_ids.pop()
-            if sample.logprobs:
-                sample.logprobs.pop()
+    @staticmethod
+    def _choice(token_id: int, logprobs: torch.Tensor | None, row: int, params: SamplingParams) -> TokenChoice | None:
+        if logprobs is None:
+            return None
+        top = logprobs[row].topk(params.top_logprobs) if params.top_logprobs else None
+        return TokenChoice(token_id=token_id, logprob=float(logprobs[row, token_id]),
+                           top=[] if top is None else list(zip(top.indices.tolist(), top.values.tolist())))
 
     def score(self, items: list[ScoreItem]) -> list[list[list[float]]]:
         return score_continuations(self.lm, items, self.batch_tokens)
+
+
+def _merged(first: Delta, second: Delta) -> Delta:
+    return Delta(index=first.index, text=first.text + second.text, token_ids=first.token_ids + second.token_ids,
+                 logprobs=first.logprobs + second.logprobs, finish_reason=second.finish_reason)

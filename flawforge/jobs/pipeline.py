@@ -7,12 +7,15 @@ from typing import TYPE_CHECKING, Callable
 
 from pydantic import BaseModel
 
+from flawforge.proto.jobs import job_queue
+
 if TYPE_CHECKING:
     from flawforge.jobs.context import JobContext
 
 # Modules that register pipelines; imported lazily so light services stay light.
 PIPELINE_MODULES = ("flawforge.pipelines.smoke", "flawforge.pipelines.templates", "flawforge.pipelines.math_errors",
-                    "flawforge.pipelines.debug_conversations", "flawforge.pipelines.pressure_dataset")
+                    "flawforge.pipelines.debug_conversations", "flawforge.pipelines.pressure_dataset",
+                    "flawforge.pipelines.pressure_study")
 
 
 @dataclass(frozen=True)
@@ -22,10 +25,13 @@ class Pipeline:
     params: type[BaseModel]
     owner: str  # the service whose worker runs the job
     run: Callable[["JobContext", BaseModel], None]
+    # Picks up where a stopped run left off from what it keeps in the blob store: embedded runs keep that
+    # store in OUT/.blobs instead of a scratch folder.
+    resumable: bool = False
 
     @property
     def queue(self) -> str:
-        return f"jobs.{self.name}"
+        return job_queue(self.name)
 
 
 _PIPELINES: dict[str, Pipeline] = {}

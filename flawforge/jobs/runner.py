@@ -4,7 +4,10 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timezone
 
-from flawforge.errors import FlawforgeError
+from pydantic import BaseModel, ValidationError
+
+from flawforge.errors import FlawforgeError, InvalidInput
+from flawforge.inputs import MUST_EXIST_CONTEXT, ROOTS_CONTEXT, data_roots
 from flawforge.jobs.context import JobCancelled, JobContext
 from flawforge.jobs.pipeline import Pipeline, pipelines
 from flawforge.jobs.store import JobNotFound, JobStore
@@ -23,6 +26,19 @@ def enter_state(jobs: JobStore, pipeline: str, job_id: str, state: JobState, **c
     return status
 
 
+def validated_params(platform: Platform, pipeline: Pipeline, params: dict, *, inputs_must_exist: bool = True
+                     ) -> BaseModel:
+    """The pipeline's parameters, their paths checked against the data roots (ValidationError naming each)."""
+    context = {ROOTS_CONTEXT: data_roots(platform.settings.data_roots), MUST_EXIST_CONTEXT: inputs_must_exist}
+    return pipeline.params.model_validate(params, context=context)
+
+
+def invalid_params(exc: ValidationError) -> InvalidInput:
+    """The first problem with a job's parameters, in one line naming the parameter."""
+    err = exc.errors(include_url=False)[0]
+    return InvalidInput(f"invalid {'.'.join(map(str, err['loc']))}: {err['msg']}")
+
+
 def run_job(platform: Platform, pipeline: Pipeline, job_id: str) -> None:
     ctx = JobContext(platform, job_id)
     try:
@@ -35,7 +51,13 @@ def run_job(platform: Platform, pipeline: Pipeline, job_id: str) -> None:
     running = JOBS_RUNNING.labels(pipeline.name)
     running.inc()
     try:
-        pipeline.run(ctx, pipeline.params.model_validate(status.params))
+        # Checked again where the files are read, before any is opened: the service that took the job may not
+        # see them, and they may have changed since.
+        try:
+            params = validated_params(platform, pipeline, status.params)
+        except ValidationError as exc:
+            raise invalid_params(exc) from None
+        pipeline.run(ctx, params)
     except JobCancelled:
         enter_state(ctx.jobs, pipeline.name, job_id, JobState.cancelled)
     except Exception as exc:
@@ -77,7 +99,9 @@ def fail_if_unclaimed(platform: Platform, status: JobStatus) -> JobStatus:
 
 def submit(platform: Platform, pipeline: Pipeline, params: dict):
     """Records a job and asks its owner service to run it."""
-    validated = pipeline.params.model_validate(params)
+    # A service that does not run this pipeline may not see its files: it checks only that they are under the roots.
+    owner = platform.settings.service in ("", pipeline.owner)
+    validated = validated_params(platform, pipeline, params, inputs_must_exist=owner)
     status = JobStore(platform.store).create(pipeline.name, validated.model_dump(mode="json"))
     platform.bus.declare(pipeline.queue)
     platform.bus.publish(pipeline.queue, JobRequested(job_id=status.job_id, pipeline=pipeline.name))

@@ -41,6 +41,14 @@ def call_error(exc: LLMError) -> CallError:
     return CallError(code=exc.code, message=str(exc))
 
 
+def kept_reason(earlier: LLMError, later: LLMError) -> LLMError:
+    """What a request failed of, when a retry or repair was then stopped (by the job's budget, say): the
+    earlier reason, which says what was wrong, with the later one added."""
+    kept = type(earlier)(f"{earlier} (not retried: {later})")
+    kept.code = earlier.code
+    return kept
+
+
 def parse_batch_file(data: bytes) -> tuple[list[BatchRow], list[BatchRowState]]:
     """Rows of an OpenAI batch input file; each malformed line becomes a failed row naming the problem."""
     rows: list[BatchRow] = []
@@ -61,21 +69,23 @@ def parse_batch_file(data: bytes) -> tuple[list[BatchRow], list[BatchRowState]]:
                 raise MalformedBatchLine(f"line {number}: custom_id {custom_id!r} is used twice")
             if obj.get("url", CHAT_PATH).removeprefix("/v1") != CHAT_PATH:
                 raise MalformedBatchLine(f"line {number}: url must be /v1{CHAT_PATH}, not {obj.get('url')!r}")
-            rows.append(BatchRow(custom_id=custom_id, request=ChatRequest.model_validate(obj.get("body"))))
+            rows.append(BatchRow(custom_id=custom_id, request=ChatRequest.model_validate(obj.get("body")),
+                                 line=number))
             seen.add(custom_id)
         except json.JSONDecodeError as exc:
-            bad.append(_failed_row(custom_id, MalformedBatchLine(f"line {number}: not valid JSON: {exc.msg}")))
+            bad.append(_failed_row(custom_id, number,
+                                   MalformedBatchLine(f"line {number}: not valid JSON: {exc.msg}")))
         except ValidationError as exc:
             err = exc.errors(include_url=False)[0]
             where = ".".join(map(str, ("body", *err["loc"])))
-            bad.append(_failed_row(custom_id, MalformedBatchLine(f"line {number}: {where}: {err['msg']}")))
+            bad.append(_failed_row(custom_id, number, MalformedBatchLine(f"line {number}: {where}: {err['msg']}")))
         except MalformedBatchLine as exc:
-            bad.append(_failed_row(custom_id if custom_id not in seen else f"line-{number}", exc))
+            bad.append(_failed_row(custom_id if custom_id not in seen else f"line-{number}", number, exc))
     return rows, bad
 
 
-def _failed_row(custom_id: str, exc: LLMError) -> BatchRowState:
-    return BatchRowState(custom_id=custom_id, status="failed", error=call_error(exc))
+def _failed_row(custom_id: str, line: int, exc: LLMError) -> BatchRowState:
+    return BatchRowState(custom_id=custom_id, line=line, status="failed", error=call_error(exc))
 
 
 def _now() -> datetime:
@@ -128,13 +138,15 @@ class BatchManager:
             pass
         states = list(rejected)
         for row in rows:
-            state = BatchRowState(custom_id=row.custom_id, fingerprint=fps[row.custom_id])
+            state = BatchRowState(custom_id=row.custom_id, line=row.line, fingerprint=fps[row.custom_id])
             if self.gateway.cache.get(state.fingerprint) is not None:
                 state.status = "succeeded"
             elif self.gateway.replay:
                 state.status, state.error = "failed", call_error(ReplayMiss(
                     "replay mode: no cached response for this request; replay makes no model calls"))
             states.append(state)
+        if all(state.line is not None for state in states):
+            states.sort(key=lambda state: state.line)  # a file's rows, rejected or not, in the file's order
         now = _now()
         record = BatchRecord(batch_id=batch_id, state="in_progress", created_at=now, updated_at=now, rows=states)
         self.store.put(self._rows_key(batch_id), "\n".join(r.model_dump_json() for r in rows).encode())
@@ -154,7 +166,8 @@ class BatchManager:
                 provider, upstream = self.gateway.resolve(requests[row.custom_id].model, scope)
                 scope.budget.spend_request()
             except LLMError as exc:
-                row.status, row.error = "failed", call_error(exc)
+                row.status = "failed"
+                row.error = call_error(exc if row.error is None else kept_reason(error_of(row.error), exc))
                 continue
             groups[(provider.name, upstream)].append(row)
         for (provider_name, upstream), group in groups.items():
@@ -252,7 +265,7 @@ class BatchManager:
             except LLMError as exc:
                 return exc
             scope.budget.spend_tokens(result.usage.total_tokens)
-            self.gateway.cache.put(result)
+            self.gateway.cache.put(result, self.gateway.providers[batch.provider].secrets)
             return None
         if status:
             return error_from_response(status, response.get("body"))

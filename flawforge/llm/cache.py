@@ -4,8 +4,11 @@ from __future__ import annotations
 import hashlib
 import json
 
+from typing import Iterable
+
 from flawforge.blobstore import BlobStore
 from flawforge.errors import BlobNotFound
+from flawforge.llm.calllog import redact
 from flawforge.proto.llm import ChatRequest, ChatResult
 
 PREFIX = "llm/cache"
@@ -44,6 +47,9 @@ class ResponseCache:
             return None
         return ChatResult.model_validate_json(data).model_copy(update={"cached": True})
 
-    def put(self, result: ChatResult) -> None:
-        self.store.put(self.key(result.fingerprint),
-                       result.model_copy(update={"cached": False}).model_dump_json().encode(), "application/json")
+    def put(self, result: ChatResult, secrets: Iterable[str] = ()) -> ChatResult:
+        """Stores the answer redacted like the call log (a key the model echoed is not kept) and returns what
+        was stored, so a fresh answer reads as its cached copy will."""
+        stored = result.model_copy(update={"cached": False, "content": redact(result.content, secrets)})
+        self.store.put(self.key(result.fingerprint), stored.model_dump_json().encode(), "application/json")
+        return stored

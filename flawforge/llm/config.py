@@ -10,8 +10,10 @@ from pydantic import ValidationError
 from flawforge.errors import ConfigError
 from flawforge.proto.llm import ProviderConfig
 
-# The local inference-server wants a bearer token like every service: FLAWFORGE_TOKEN is the one this process sends.
-DEFAULT_PROVIDERS = {"local": {"base_url": "http://127.0.0.1:8005/v1", "api_key_env": "FLAWFORGE_TOKEN"}}
+# The local inference-server wants a bearer token like every service: FLAWFORGE_TOKEN is the one this process
+# sends. It enforces a response_format json_schema while decoding.
+DEFAULT_PROVIDERS = {"local": {"base_url": "http://127.0.0.1:8005/v1", "api_key_env": "FLAWFORGE_TOKEN",
+                               "json_schema": True}}
 
 
 def parse_providers(text: str) -> dict[str, ProviderConfig]:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 
+from typing import Annotated
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from flawforge.proto.llm import ChatMessage, ChatRequest
@@ -37,14 +39,21 @@ Reply with one JSON object with two keys, "code" and "logical_steps", and nothin
 """
 
 
+# Lists are bounded a little above the shared templates' largest (9 steps; 8 inputs is ample). Strings
+# that hold newlines and quotes carry no length bounds: with xgrammar 0.2.8 a bounded string admits
+# no escape sequence, and a maxLength of a few hundred characters takes a minute to compile
+# (docs/compatibility.md). Empty ones fail the template's validation instead.
+Identifier = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+
+
 class LogicalStep(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    line_number: str = Field(pattern=r"^L[1-9]\d*$")
-    question_inputs: list[str] = Field(default_factory=list)
-    WK_inputs: list[str] = Field(default_factory=list)
-    output_variable: str = Field(min_length=1)
-    solution_line_template: str = Field(min_length=1)
+    line_number: str = Field(pattern=r"^L[1-9][0-9]?$")
+    question_inputs: list[Identifier] = Field(default_factory=list, max_length=8)
+    WK_inputs: list[Identifier] = Field(default_factory=list, max_length=8)
+    output_variable: Identifier
+    solution_line_template: str
 
 
 class FormalizationReply(BaseModel):
@@ -52,8 +61,8 @@ class FormalizationReply(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    code: str = Field(min_length=1, description="Python source defining solve().")
-    logical_steps: list[LogicalStep] = Field(min_length=1)
+    code: str = Field(description="Python source defining solve().")
+    logical_steps: list[LogicalStep] = Field(min_length=1, max_length=12)
 
 
 def problem_message(index: int, question: str, solution: str) -> str:

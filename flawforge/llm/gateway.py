@@ -10,7 +10,7 @@ from typing import Callable, Generic, Literal, TypeVar
 from pydantic import BaseModel
 
 from flawforge.blobstore import BlobStore
-from flawforge.llm.batches import BatchManager, error_of
+from flawforge.llm.batches import BatchManager, error_of, kept_reason
 from flawforge.llm.cache import ResponseCache, fingerprint
 from flawforge.llm.calllog import CallLog
 from flawforge.llm.config import ProviderConfig, load_providers
@@ -91,8 +91,7 @@ class Gateway:
         scope.budget.spend_request()
         result = self._timed_chat(provider, request, upstream, fp, scope)
         scope.budget.spend_tokens(result.usage.total_tokens)
-        self.cache.put(result)
-        return result
+        return self.cache.put(result, provider.secrets)
 
     @staticmethod
     def _timed_chat(provider: OpenAICompatibleProvider, request: ChatRequest, upstream: str, fp: str,
@@ -135,12 +134,15 @@ class Gateway:
                         mode: Literal["sync", "batch"] = "sync", concurrency: int = 4,
                         max_repairs: int | None = None,
                         on_settled: Callable[[], None] = lambda: None) -> list[StructuredOutcome[T]]:
-        """JSON replies validated against `schema`; invalid ones are sent back for repair, a bounded number of times."""
+        """JSON replies validated against `schema`. A provider that enforces the schema while decoding gets
+        it in response_format and no repairs (a reply it cut at max_tokens would come back cut again);
+        for the others, invalid replies are sent back for repair a bounded number of times."""
         scope = scope or CallScope()
         repairs = self.max_repairs if max_repairs is None else max_repairs
         with_schema = {"response_schema": schema.model_json_schema()}
         outcomes = [StructuredOutcome[T]() for _ in requests]
         pending = {i: r.model_copy(update=with_schema) for i, r in enumerate(requests)}
+        repairs_of = {i: 0 if self._enforces_schema(r.model, scope) else repairs for i, r in enumerate(requests)}
         for round_no in range(repairs + 1):
             if not pending:
                 break
@@ -149,17 +151,26 @@ class Gateway:
             next_pending = {}
             for i, reply in zip(indices, replies):
                 if isinstance(reply, LLMError):
-                    outcomes[i].error = reply
+                    outcomes[i].error = reply if outcomes[i].error is None else kept_reason(outcomes[i].error, reply)
                     continue
                 outcomes[i].replies.append(reply)
                 try:
                     outcomes[i].value = parse_reply(reply.content, schema)
                     outcomes[i].error = None
                 except InvalidModelOutput as exc:
-                    outcomes[i].error = InvalidModelOutput(f"{exc} (after {round_no} repairs)")
-                    next_pending[i] = repair_request(pending[i], reply.content, str(exc))
+                    cut = " (the reply was cut at max_tokens)" if reply.finish_reason == "length" else ""
+                    outcomes[i].error = InvalidModelOutput(f"{exc}{cut} (after {round_no} repairs)")
+                    if round_no < repairs_of[i]:
+                        next_pending[i] = repair_request(pending[i], reply.content, str(exc))
             pending = next_pending
         return outcomes
+
+    def _enforces_schema(self, model: str, scope: CallScope) -> bool:
+        try:
+            provider, _ = self.resolve(model, scope)
+        except LLMError:
+            return False  # the call itself reports what is wrong with the model
+        return provider.config.json_schema
 
     def _run_round(self, requests: list[ChatRequest], scope: CallScope, mode: str, concurrency: int,
                    on_settled: Callable[[], None]) -> list[ChatResult | LLMError]:

@@ -69,6 +69,31 @@ class Budget:
             self.tokens += count
 
 
+class WindowBudget(Budget):
+    """An allowance renewed every `window_s` seconds: what a long-running door (the gateway's /llm/chat)
+    may spend per hour, say."""
+
+    def __init__(self, max_requests: int | None, max_tokens: int | None, window_s: float,
+                 clock: Callable[[], float] = time.monotonic):
+        super().__init__(max_requests, max_tokens)
+        self.window_s = window_s
+        self.clock = clock
+        self.window_start = clock()
+
+    def _renew(self) -> None:
+        with self.lock:
+            if self.clock() - self.window_start >= self.window_s:
+                self.window_start, self.requests, self.tokens = self.clock(), 0, 0
+
+    def spend_request(self) -> None:
+        self._renew()
+        try:
+            super().spend_request()
+        except BudgetExceeded as exc:
+            left = self.window_s - (self.clock() - self.window_start)
+            raise BudgetExceeded(f"{exc} for this window; it renews in {left:.0f} s") from None
+
+
 @dataclass
 class CallScope:
     """The job a call is made for: its budget and how to tell it was cancelled."""

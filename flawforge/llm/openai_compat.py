@@ -101,6 +101,12 @@ class OpenAICompatibleProvider:
             if self._http is not None:
                 self._http.close()
 
+    @property
+    def secrets(self) -> list[str]:
+        """What the call log and the cache must never hold: this provider's API key."""
+        secret = self._secret()
+        return [secret] if secret else []
+
     def _secret(self) -> str | None:
         return os.environ.get(self.config.api_key_env) if self.config.api_key_env else None
 

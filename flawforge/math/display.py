@@ -2,9 +2,10 @@
 
 Integers and whole floats print without a decimal point (55.0 -> '55'), fractions as 'n/d'
 (or their whole value), and other floats exactly when they have at most MAX_EXACT_DECIMALS
-decimals (0.125 -> '0.125'); only a float that needs more is rounded to
-annotations.ROUNDED_DECIMALS decimals (10/3 -> '3.33'), which the annotation checker
-knows may be a rounded number.
+decimals (0.125 -> '0.125'); only a float that needs more is rounded to ROUNDED_DECIMALS
+decimals (10/3 -> '3.33'). A reader takes a result shown rounded for what rounds to it, but an
+operand as written (flawforge.math.proofread): a solution that computes with a rounded value
+does not read as true, and is not kept.
 """
 from __future__ import annotations
 
@@ -12,9 +13,8 @@ import math
 from fractions import Fraction
 from typing import Any
 
-from flawforge.math.annotations import ROUNDED_DECIMALS
-
 MAX_EXACT_DECIMALS = 4
+ROUNDED_DECIMALS = 2
 
 
 def show(value: Any) -> str:
@@ -35,6 +35,18 @@ def show(value: Any) -> str:
     if isinstance(value, Fraction):
         return str(value.numerator) if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
     return str(value)
+
+
+def show_answer(value: Any) -> str | None:
+    """A final answer as a student writes one: a number with decimals, never a fraction (64/5 -> '12.8').
+    None for a fraction with no exact decimal of at most MAX_EXACT_DECIMALS places (1/81)."""
+    if isinstance(value, Fraction) and value.denominator != 1:
+        scaled = value * 10**MAX_EXACT_DECIMALS
+        if scaled.denominator != 1:
+            return None
+        return _trim(f"{'-' if value < 0 else ''}{abs(scaled.numerator) // 10**MAX_EXACT_DECIMALS}."
+                     f"{abs(scaled.numerator) % 10**MAX_EXACT_DECIMALS:0{MAX_EXACT_DECIMALS}d}")
+    return show(value)
 
 
 def _trim(text: str, keep: int = 0) -> str:

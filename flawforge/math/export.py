@@ -6,6 +6,7 @@ a process-dependent hash or RNG), so it is reproducible and stable as candidates
 """
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Sequence
 
 from pydantic import ValidationError
@@ -34,6 +35,14 @@ def parse_candidates(text: str, source: str = "<candidates>") -> list[Candidate]
             where = ".".join(map(str, first["loc"])) or "line"
             raise ExportError(f"{source}: line {line_number} is not a candidate ({where}: {first['msg']})") from None
     return candidates
+
+
+def _same_answer(written: str, value: object) -> bool:
+    try:
+        expected = Fraction(written.replace(",", "").replace("$", "").strip())
+        return abs(float(expected) - float(value)) <= 1e-6 * max(1.0, abs(float(expected)))  # type: ignore[arg-type]
+    except (ValueError, TypeError, ZeroDivisionError):
+        return False
 
 
 def held_out_problems(indices: Sequence[int], test_fraction: float, seed: int) -> set[int]:
@@ -67,10 +76,19 @@ def dataset_row(candidate: Candidate, problem: GSM8KProblem, split: str) -> dict
 def build_dataset(candidates: list[Candidate], problems: Sequence[GSM8KProblem], test_fraction: float,
                   seed: int) -> dict[str, list[dict]]:
     """{'train': rows, 'test': rows}, each sorted by problem and candidate id."""
+    mismatched = []
     for candidate in candidates:
         if not 0 <= candidate.problem_index < len(problems):
             raise ExportError(f"candidate {candidate.id} is for problem {candidate.problem_index}, "
                               f"which the GSM8K file (of {len(problems)} problems) does not have")
+        if not _same_answer(problems[candidate.problem_index].final_answer, candidate.correct_final_answer.to_python()):
+            mismatched.append(candidate)
+    if mismatched:
+        first = mismatched[0]
+        raise ExportError(f"the GSM8K file does not hold the candidates' problems: {len(mismatched)} of "
+                          f"{len(candidates)} candidates have another correct answer than its row (problem "
+                          f"{first.problem_index}: the file says {problems[first.problem_index].final_answer}, the "
+                          f"candidate {first.correct_final_answer.to_python()}); is it the split they came from?")
     test = held_out_problems([c.problem_index for c in candidates], test_fraction, seed)
     splits: dict[str, list[dict]] = {"train": [], "test": []}
     for candidate in sorted(candidates, key=lambda c: (c.problem_index, c.id)):

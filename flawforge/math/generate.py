@@ -21,14 +21,17 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Iterable, NamedTuple, Protocol
+from typing import Any, Iterable, Mapping, NamedTuple, Protocol
 
 from flawforge.math.arithmetic import UnsafeExpression, is_number
 from flawforge.math.display import show
 from flawforge.math.gsm8k import numbered_lines
 from flawforge.math.mutations import Edit, Mutation, mutations_of
-from flawforge.math.mutations.base import Miscalculate, StopAt
+from flawforge.math.mutations.base import Miscalculate, StopAt, Substitution
+from flawforge.math.mutations.realism import Flawed, unrealistic
+from flawforge.math.proofread import Verdict, check_correct, check_flawed, question_numbers, solution_lines
 from flawforge.math.program import FINAL_ANSWER_STEP, BoundProgram, Prediction, Program, Site, TemplateError
+from flawforge.math.ranking import Ranker, features, shipped_ranker
 from flawforge.math.reconstruct import SolutionWriter, Unrenderable
 from flawforge.math.selection import DEFAULT_CAPS, Caps, Choice, Plausibility, ValueRule, select, stable_hash
 from flawforge.proto.math import Candidate, ProblemTemplate, Reject
@@ -123,15 +126,20 @@ def generate_for_problem(template: ProblemTemplate, sandbox: TraceExecutor, fami
     bound = BoundProgram.bind(program, correct.trace, correct_answer)
     try:
         original_lines = {label: line for label, line in numbered_lines(template.gsm8k_answer).items() if label != "FA"}
-        writer = SolutionWriter(program, bound.final_values, correct_answer, original_lines)
+        stated = question_numbers(template.question)
+        writer = SolutionWriter(program, bound.final_values, correct_answer, original_lines, stated)
     except Unrenderable as exc:
         return rejected("template_not_renderable", str(exc))
+    proofread = check_correct(writer.solution)
+    if not proofread.ok:  # the correct text already states something false: no flaw can be told in it
+        return rejected("template_text_false", proofread.reason())
 
     mutants = list(_mutants(bound, families))
     dropped: Counter = Counter()
+    reader = _Reader(bound.final_values, stated, writer.solution)
 
     def tell(group: list[tuple[_Mutant, _Outcome]]) -> _Flawed | None:
-        return _tell(writer, group, dropped)
+        return _tell(writer, reader, group, dropped)
 
     if not mutants:
         outcomes = []
@@ -141,10 +149,16 @@ def generate_for_problem(template: ProblemTemplate, sandbox: TraceExecutor, fami
         results = sandbox.trace_batch(template.code, [m.code for m in mutants], func="solve")[1:]
         outcomes = [(m, _ran(r)) for m, r in zip(mutants, results)]
     groups = _plausible(bound, outcomes, dropped)
-    selected = select([_choice(g) for g in groups], caps, seed, accept=tell)
+    ranker = shipped_ranker()
+    place = _Places(program, writer.order)
+    selected = select([_choice(g, ranker, bound, place) for g in groups], caps, seed, accept=tell,
+                      quotas=ranker.quotas)
 
     output = ProblemOutput(candidates=[_candidate(template, correct, bound, writer.solution, f, seed)
                                        for f in selected])
+    output.rejects += [_reject(template, f"text_{verdict.findings[0].kind}",
+                               f"{mutant.mutation.name} at {mutant.line} ({mutant.key}): {verdict.reason()}")
+                       for mutant, verdict in reader.failed]
     for family in families:
         if not any(c.family == family for c in output.candidates):
             proposed = sum(m.mutation.family == family for m in mutants)
@@ -202,7 +216,7 @@ def _plausible(bound: BoundProgram, outcomes: list[tuple[_Mutant, _Outcome | Non
         if outcome is None:
             dropped[(mutant.mutation.family, "not_executable")] += 1
             continue
-        reason = plausibility.violation(outcome.values, outcome.answer)
+        reason = plausibility.violation(outcome.values, outcome.answer) or _unrealistic(mutant, outcome, bound)
         if reason:
             dropped[(mutant.mutation.family, reason)] += 1
             continue
@@ -214,8 +228,37 @@ def _plausible(bound: BoundProgram, outcomes: list[tuple[_Mutant, _Outcome | Non
     return list(groups.values())
 
 
-def _tell(writer: SolutionWriter, group: Group, dropped: Counter) -> _Flawed | None:
-    """The first mutant of the group whose solution text can say what it computed."""
+class _Reader:
+    """Reads every flawed solution before it is kept (flawforge.math.proofread) and remembers the failures."""
+
+    def __init__(self, correct: Mapping[str, Any], question: frozenset, correct_solution: str):
+        self.correct = correct
+        self.question = question
+        self.known_true = frozenset(solution_lines(correct_solution))  # read (and found true) before any mutant
+        self.failed: list[tuple[_Mutant, Verdict]] = []
+
+    def passes(self, mutant: _Mutant, outcome: _Outcome, solution: str) -> bool:
+        verdict = check_flawed(solution, family=mutant.mutation.family, erroneous_line=mutant.line,
+                               correct=self.correct, flawed=outcome.values, keep=self.question,
+                               known_true=self.known_true)
+        if not verdict.ok:
+            self.failed.append((mutant, verdict))
+        return verdict.ok
+
+
+def _unrealistic(mutant: _Mutant, outcome: _Outcome, bound: BoundProgram) -> str | None:
+    edit = mutant.edit
+    if isinstance(edit, Substitution):  # its renamed expression is built only for mutants that run
+        expression, renamed = mutant.site.assignment.value, {edit.old: edit.new}
+    else:
+        expression, renamed = edit.expression, {}
+    return unrealistic(Flawed(site=mutant.site, error_type=mutant.mutation.name, expression=expression,
+                              values=outcome.values, answer=outcome.answer, correct_answer=bound.answer,
+                              renamed=renamed))
+
+
+def _tell(writer: SolutionWriter, reader: _Reader, group: Group, dropped: Counter) -> _Flawed | None:
+    """The first mutant of the group whose solution text can say what it computed, and says it truly."""
     for mutant, outcome in group:
         try:
             if isinstance(mutant.edit.text, Miscalculate):
@@ -228,14 +271,37 @@ def _tell(writer: SolutionWriter, group: Group, dropped: Counter) -> _Flawed | N
         except Unrenderable:
             dropped[(mutant.mutation.family, "unrenderable")] += 1
             continue
+        if not reader.passes(mutant, outcome, solution):
+            dropped[(mutant.mutation.family, "text_check")] += 1
+            continue
         return _Flawed(mutant=mutant, outcome=outcome, solution=solution)
     return None
 
 
-def _choice(group: Group) -> Choice[Group]:
-    mutant = group[0][0]
+class _Places:
+    """Where a mutant's error sits in the solution, 0 to 1 (a reported intermediate: where the solution stops)."""
+
+    def __init__(self, program: Program, order: list[str]):
+        self.program = program
+        self.index = {label: position for position, label in enumerate(order, start=1)}
+        self.steps = max(1, len(order))
+
+    def of(self, mutant: _Mutant) -> float:
+        line = self.program.step_of(mutant.edit.text.variable) if isinstance(mutant.edit.text, StopAt) \
+            else mutant.line
+        return min(1.0, self.index.get(line, self.steps) / self.steps)
+
+
+def _choice(group: Group, ranker: Ranker, bound: BoundProgram, place: _Places) -> Choice[Group]:
+    mutant, outcome = group[0]
+    score = None
+    if mutant.mutation.family == "conceptual":  # the human review judged conceptual errors only
+        score = ranker.score(features(error_type=mutant.mutation.name, correct_answer=bound.answer,
+                                      flawed_answer=outcome.answer, correct_value=mutant.site.value,
+                                      flawed_value=outcome.values.get(mutant.site.target),
+                                      position=place.of(mutant)))
     return Choice(family=mutant.mutation.family, error_type=mutant.mutation.name, line=mutant.line,
-                  prior=mutant.edit.prior, key=mutant.key, item=group)
+                  prior=mutant.edit.prior, key=mutant.key, item=group, score=score)
 
 
 def _candidate(template: ProblemTemplate, correct: ExecutionResult, bound: BoundProgram, original_solution: str,

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flawforge.errors import FlawforgeError
+from flawforge.inputs import InputRefused, read_input
 
 FINAL_ANSWER_MARK = "####"
 # The original project dropped the last solution line only when it looked like this.
@@ -65,6 +66,8 @@ def index_range(text: str) -> range:
     first, dash, last = text.strip().partition("-")
     if not (first.isdigit() and (not dash or last.isdigit())):
         raise ValueError(f"must look like A-B (e.g. 0-99), got {text!r}")
+    if len(first) > 7 or len(last) > 7:
+        raise ValueError(f"{text[:40]!r}: an index has at most 7 digits")
     start, stop = int(first), int(last) if dash else int(first)
     if start > stop:
         raise ValueError(f"{text!r}: the first index is above the last")
@@ -92,9 +95,9 @@ def parse_gsm8k(text: str, source: str = "<gsm8k>") -> list[GSM8KProblem]:
 def read_gsm8k(path: str | Path) -> list[GSM8KProblem]:
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_input(path).decode("utf-8")  # a regular file, bounded in size, opened without blocking
     except FileNotFoundError:
         raise GSM8KError(f"GSM8K file not found: {path}") from None
-    except (IsADirectoryError, UnicodeDecodeError) as exc:
+    except (InputRefused, UnicodeDecodeError) as exc:
         raise GSM8KError(f"cannot read GSM8K file {path}: {exc}") from None
     return parse_gsm8k(text, str(path))

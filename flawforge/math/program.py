@@ -8,13 +8,12 @@ it) come from one execution trace, so nothing is re-executed to discover them.
 from __future__ import annotations
 
 import ast
-import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, NamedTuple
 
 from flawforge.math.arithmetic import UnsafeExpression, call_name, evaluate, is_number
-from flawforge.proto.values import TraceStep, TypedValue
+from flawforge.proto.values import TraceStep, TypedValue, identical
 
 ENTRY_POINT = "solve"
 FINAL_ANSWER_STEP = "FA"
@@ -194,9 +193,6 @@ class Program:
                         grew = True
         return frozenset(group)
 
-    def assignment_of(self, variable: str) -> Assignment | None:
-        return next((a for a in reversed(self.assignments) if a.target == variable), None)
-
     def with_value(self, assignment: Assignment, expression: ast.expr) -> str:
         """The source with one assignment's right-hand side replaced; every other line keeps its number."""
         value = assignment.value
@@ -337,7 +333,3 @@ class Unpredictable(Exception):
     """The program's execution cannot be re-evaluated without running it."""
 
 
-def identical(left: Any, right: Any) -> bool:
-    """The same value of the same type: 1 and 1.0 differ, and so do 0.0 and -0.0."""
-    return type(left) is type(right) and left == right and (
-        type(left) is not float or math.copysign(1.0, left) == math.copysign(1.0, right))

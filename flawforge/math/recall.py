@@ -161,3 +161,18 @@ def recall(decisions: Iterable[HumanDecision], candidates: Iterable[Candidate]) 
             report.rejected += 1
             report.rejected_produced += produced
     return report
+
+
+def labelled(decisions: Iterable[HumanDecision], candidates: Iterable[Candidate]) -> list[tuple[HumanDecision, Candidate]]:
+    """Each decision with the first candidate that reproduces it (decisions no candidate reproduces are left
+    out): the examples the plausibility ranker learns from and is measured on."""
+    by_problem: dict[tuple[int, str], list[Candidate]] = {}
+    for candidate in candidates:
+        by_problem.setdefault((candidate.problem_index, candidate.template_model), []).append(candidate)
+    pairs = []
+    for decision in decisions:
+        match = next((c for c in by_problem.get((decision.problem_index, decision.template_model), ())
+                      if reproduces(c, decision)), None)
+        if match is not None:
+            pairs.append((decision, match))
+    return pairs

@@ -22,13 +22,14 @@ import re
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from fractions import Fraction
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Collection, Mapping
 
-from flawforge.math.annotations import false_annotations, false_equations, find_annotations
 from flawforge.math.arithmetic import UnsafeExpression, evaluate
-from flawforge.math.display import show
+from flawforge.math.display import show, show_answer
+from flawforge.math.proofread import ANNOTATION, Number, check_annotation, numbers_in
 from flawforge.math.mutations.base import DropTerm, StopAt, SubstituteName, SwapOperator, TextChange
 from flawforge.math.program import Program, clone
+from flawforge.proto.values import identical
 
 FINAL_ANSWER_PREFIX = "#### "
 
@@ -115,22 +116,27 @@ def render(template: str, values: Mapping[str, Any]) -> str:
     """The template with every field filled from `values`."""
     pieces, tail = _rendering_plan(template)
     rendered = []
-    for literal, field, in_expression in pieces:
+    for literal, field, grouped in pieces:
         rendered.append(literal)
-        rendered.append(_format(field_value(field.expression, values), field.spec, in_expression))
+        rendered.append(_format(field_value(field.expression, values), field.spec, grouped))
     rendered.append(tail)
     return "".join(rendered)
 
 
+# A fraction written after a division sign reads as two divisions ("80 / 3/10" is 80/3/10), so it is grouped.
+_AFTER_DIVISION = re.compile(r"(?:/|÷|\bdivided by)\s*\$?$")
+
+
 @lru_cache(maxsize=8192)  # every mutant's solution renders its problem's few templates again
 def _rendering_plan(template: str) -> tuple[tuple[tuple[str, Field, bool], ...], str]:
-    """(literal text before it, the field, whether it sits in an annotation's expression) for each field,
-    and the literal text after the last."""
+    """(literal text before it, the field, whether its value must be grouped: it sits in an annotation's
+    expression or follows a division sign) for each field, and the literal text after the last."""
     spans = _annotation_expression_spans(template)
     pieces, position = [], 0
     for field in fields(template):
-        in_expression = any(start <= field.start < end for start, end in spans)
-        pieces.append((_literal(template[position:field.start]), field, in_expression))
+        grouped = any(start <= field.start < end for start, end in spans) or bool(
+            _AFTER_DIVISION.search(template[max(0, field.start - 16):field.start]))
+        pieces.append((_literal(template[position:field.start]), field, grouped))
         position = field.end
     return tuple(pieces), _literal(template[position:])
 
@@ -336,8 +342,8 @@ def _render_line(template: str, values: Mapping[str, Any], code: Mapping[str, as
     slots = _annotation_slots(template)
     line = render(template, values)
     wanted = [miscalculated is None or slot.result != miscalculated for slot in slots]
-    found = find_annotations(line)
-    if len(found) == len(slots) and all(a.is_true == want for a, want in zip(found, wanted)):
+    found = ANNOTATION.findall(line)
+    if len(found) == len(slots) and all((check_annotation(body) is None) == want for body, want in zip(found, wanted)):
         return line
     edits = []
     for slot, want in zip(slots, wanted):
@@ -354,8 +360,8 @@ def _render_line(template: str, values: Mapping[str, Any], code: Mapping[str, as
 
 
 def _annotation_is_true(annotation_template: str, values: Mapping[str, Any]) -> bool:
-    found = find_annotations(render(annotation_template, values))
-    return bool(found) and found[0].is_true
+    found = ANNOTATION.findall(render(annotation_template, values))
+    return bool(found) and check_annotation(found[0]) is None
 
 
 # --- whole solutions --------------------------------------------------------------------------
@@ -380,9 +386,10 @@ class SolutionWriter:
     changed, so only the lines the flaw reaches are written again."""
 
     def __init__(self, program: Program, values: Mapping[str, Any], answer: Any,
-                 source_lines: Mapping[str, str] | None = None):
+                 source_lines: Mapping[str, str] | None = None, stated: Collection[Fraction] = ()):
         """`source_lines` are the original solution's lines by label ('L1', ...): the ones no
-        step writes are kept as they are, so line labels mean the same in every solution."""
+        step writes are kept as they are, so line labels mean the same in every solution.
+        `stated`: numbers the question states, which a line may write whatever the flaw changed."""
         self.program = program
         self.values = values
         self.code = code_of(program)
@@ -395,14 +402,16 @@ class SolutionWriter:
         self.order = [number for number, _ in self.templates]
         kept = _unwritten_lines(self.order, source_lines or {})
         for number, line in kept.items():
-            if false_annotations(line) or false_equations(line):
-                raise Unrenderable(f"original line {number}, kept as it is, states a false calculation")
             self.lines[number] = line
             self.reads[number] = set()
         if kept:
             self.order = sorted(self.order + list(kept), key=lambda number: int(number[1:]))
-        # calculations a template's prose already gets wrong (or that the checker misreads) are not the flaw's
-        self.false_in_prose = {number: len(false_equations(line)) for number, line in self.lines.items()}
+        # Numbers written as text (a kept line, a template's own words) that state a computed value: a flaw that
+        # changes the value rewrites them.
+        self.restater = _Restater(values, program.input_names, stated)
+        self.written = {number: self.restater.mentions(kept[number] if number in kept else dict(self.templates)[number],
+                                                        literal_only=number not in kept)
+                        for number in self.order}
         self.solution = self._join([self.lines[number] for number in self.order], answer)
 
     def write(self, values: Mapping[str, Any], answer: Any, *, step: str, change: TextChange,
@@ -411,7 +420,8 @@ class SolutionWriter:
 
         `code` overrides the expressions that computed some variables in this execution (for
         annotations rewritten from the code); `miscalculated` is the variable whose annotation
-        must be false (computational errors)."""
+        must be false (computational errors). A number written as text that states a value the flaw
+        changed, from `step` on, is rewritten to the flawed value, or the solution is unrenderable."""
         code = {**self.code, **(code or {})}
         templates = dict(self.templates)
         order = self.order
@@ -421,27 +431,84 @@ class SolutionWriter:
         elif step not in templates:
             raise Unrenderable(f"no solution line for step {step}")
         changed = {name for name, value in values.items()
-                   if name not in self.values or not _same(value, self.values[name])}
+                   if name not in self.values or not identical(value, self.values[name])}
         lines = []
+        reached = False
         for number in order:
+            reached = reached or number == step
             template = templates.get(number)
-            if number != step and not (self.reads[number] & changed):
+            restated = reached and bool(self.written[number] & changed)
+            if number != step and not (self.reads[number] & changed) and not restated:
                 lines.append(self.lines[number])
+                continue
+            if template is None:  # a line of the original solution, kept: only its numbers change
+                lines.append(self.restater.rewrite(self.lines[number], values, changed, literal_only=False))
                 continue
             if number == step:
                 template = change_template(template, change, values, self.program.aliases)
                 if miscalculated is not None and miscalculated not in {
                         slot.result for slot in _annotation_slots(template)}:
                     raise Unrenderable(f"no annotation of step {step} shows {miscalculated}")
-            line = _render_line(template, values, code, miscalculated if number == step else None)
-            if not (number == step and miscalculated) and len(false_equations(line)) > self.false_in_prose[number]:
-                raise Unrenderable(f"the prose of step {number} states a calculation the flawed values make false")
-            lines.append(line)
+            if restated:
+                template = self.restater.rewrite(template, values, changed, literal_only=True)
+            lines.append(_render_line(template, values, code, miscalculated if number == step else None))
         return self._join(lines, answer)
 
     @staticmethod
     def _join(lines: list[str], answer: Any) -> str:
-        return "\n".join(lines + [FINAL_ANSWER_PREFIX + show(answer)])
+        shown = show_answer(answer)
+        if shown is None:
+            raise Unrenderable(f"the final answer {show(answer)} has no exact decimal a student would write")
+        return "\n".join(lines + [FINAL_ANSWER_PREFIX + shown])
+
+
+class _Restater:
+    """Finds the numbers a text writes out (digits or words, outside a template's fields) that state a
+    computed value, and rewrites them for a flawed execution."""
+
+    def __init__(self, values: Mapping[str, Any], inputs: Collection[str], stated: Collection[Fraction]):
+        self.names: dict[Fraction, set[str]] = {}
+        self.fixed: set[Fraction] = set(stated)  # what the question states, or an input holds, stays as written
+        for name, value in values.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float, Fraction)) or value != value:
+                continue
+            try:
+                exact = Fraction(value)
+            except (OverflowError, ValueError):
+                continue
+            (self.fixed.add(exact) if name in inputs else self.names.setdefault(exact, set()).add(name))
+
+    def _stated(self, number: Number) -> tuple[set[str], bool]:
+        """The computed variables a written number may state, and whether it states them as a percentage."""
+        if number.value in self.fixed:
+            return set(), False
+        if number.percent and number.value / 100 not in self.fixed and number.value / 100 in self.names:
+            return self.names[number.value / 100], True
+        return self.names.get(number.value, set()), False
+
+    def _numbers(self, text: str, literal_only: bool) -> list[Number]:
+        found = numbers_in(text)
+        if not literal_only:
+            return list(found)
+        spans = _literal_spans(text)
+        return [n for n in found if any(start <= n.start and n.end <= end for start, end in spans)]
+
+    def mentions(self, text: str, literal_only: bool) -> frozenset[str]:
+        return frozenset(name for number in self._numbers(text, literal_only) for name in self._stated(number)[0])
+
+    def rewrite(self, text: str, values: Mapping[str, Any], changed: Collection[str], literal_only: bool) -> str:
+        edits = []
+        for number in self._numbers(text, literal_only):
+            names, percent = self._stated(number)
+            if not names & set(changed):
+                continue
+            if not names <= set(changed):
+                continue  # the number also states a value the flaw kept: it may stay
+            shown = {show(values[name] * 100 if percent else values[name]) for name in names if name in values}
+            if len(shown) != 1:
+                raise Unrenderable(f"{number.text!r} states values the flaw changed differently")
+            edits.append((number.start, number.end, shown.pop()))
+        return _apply(text, edits)
 
 
 _STEP_LABEL = re.compile(r"L[1-9]\d*")
@@ -453,10 +520,6 @@ def _unwritten_lines(step_numbers: list[str], source_lines: Mapping[str, str]) -
     if not all(_STEP_LABEL.fullmatch(label) for label in labels):
         return {}
     return {number: line for number, line in source_lines.items() if number not in step_numbers}
-
-
-def _same(left: Any, right: Any) -> bool:
-    return type(left) is type(right) and left == right
 
 
 def _until(templates: list[tuple[str, str]], step: str, variable: str) -> list[tuple[str, str]]:

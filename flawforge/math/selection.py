@@ -24,6 +24,7 @@ from typing import Any, Callable, Generic, Mapping, NamedTuple, Sequence, TypeVa
 from flawforge.math.arithmetic import is_int_like, is_number, sign
 from flawforge.math.display import show
 from flawforge.proto.math import Caps
+from flawforge.proto.values import identical
 
 
 class Plausibility:
@@ -42,7 +43,7 @@ class Plausibility:
             return "answer_unchanged"
         for name, (value, rule) in self.rules.items():
             new = flawed.get(name, value)
-            if new is value or (type(new) is type(value) and new == value):
+            if new is value or identical(new, value):
                 continue  # unchanged: nothing to check
             reason = rule.violation(new)
             if reason:
@@ -93,14 +94,17 @@ class Choice(Generic[T]):
     prior: float
     key: str  # stable identity (e.g. the mutated code): orders choices before the seeded tie-break
     item: T
+    score: float | None = None  # how plausible a reviewer finds it (flawforge.math.ranking); None: unranked
 
 
 def select(choices: Sequence[Choice[T]], caps: Caps, seed: int,
-           accept: Callable[[T], U | None] = lambda item: item) -> list[U]:
-    """The choices kept under the caps, in the order they were selected.
+           accept: Callable[[T], U | None] = lambda item: item, quotas: Mapping[str, int] | None = None) -> list[U]:
+    """The choices kept under the caps, in the order they were selected: ranked choices by their score, the
+    others by their share of their type's plausibility.
 
     `accept` turns a choice's item into what is kept, or None to pass it over (checked only
-    for choices the caps would take, so expensive checks run on few items)."""
+    for choices the caps would take, so expensive checks run on few items). `quotas` lowers the
+    per-type cap of the types it names."""
     ordered = sorted(choices, key=lambda c: (c.family, c.error_type, c.line, c.key))
     rng = random.Random(seed)
     tiebreak = {id(choice): rng.random() for choice in ordered}
@@ -117,9 +121,13 @@ def select(choices: Sequence[Choice[T]], caps: Caps, seed: int,
     per_line: Counter = Counter()
     per_family: Counter = Counter()
     kept = []
-    for choice in sorted(ordered, key=lambda c: (-share[id(c)], tiebreak[id(c)])):
+    quotas = quotas or {}
+    for choice in sorted(ordered, key=lambda c: (c.score is None, -(share[id(c)] if c.score is None else c.score),
+                                                 tiebreak[id(c)])):
         family_limit = caps.family_limit(choice.family)
-        if ((caps.per_type is not None and per_type[(choice.family, choice.error_type)] >= caps.per_type)
+        type_limit = caps.per_type if caps.per_type is None else min(caps.per_type,
+                                                                     quotas.get(choice.error_type, caps.per_type))
+        if ((type_limit is not None and per_type[(choice.family, choice.error_type)] >= type_limit)
                 or (caps.per_line is not None and per_line[(choice.family, choice.line)] >= caps.per_line)
                 or (family_limit is not None and per_family[choice.family] >= family_limit)):
             continue

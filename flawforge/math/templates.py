@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from flawforge.errors import FlawforgeError
+from flawforge.inputs import InputRefused, read_input
 from flawforge.math.gsm8k import GSM8KProblem
 from flawforge.math.validation import PendingValidation, start_validation
 from flawforge.proto.math import ProblemTemplate, Reject, TemplateValidation
 
 DEFAULT_MODEL_PREFERENCE = ("google_gemini-2.5-flash", "openai_gpt-4.1")
+TEMPLATE_FILE_BYTES = 1 << 20  # a template's code or its steps
 
 _TIER_FOLDER = re.compile(r"^tier\d+$")
 
@@ -35,15 +37,17 @@ class TemplateFiles:
     model: str
     code_path: Path
     steps_path: Path
+    folder: Path  # the template folder both files must stay in
 
     def read(self) -> tuple[str, list[dict]]:
-        """The code and the logical steps; raises InvalidTemplate naming what is wrong."""
+        """The code and the logical steps; raises InvalidTemplate naming what is wrong. Each file is a regular
+        file inside the template folder, at most TEMPLATE_FILE_BYTES (a link out of the folder is refused)."""
         try:
-            code = self.code_path.read_text(encoding="utf-8")
-            steps_text = self.steps_path.read_text(encoding="utf-8")
+            code = read_input(self.code_path, TEMPLATE_FILE_BYTES, within=self.folder).decode("utf-8")
+            steps_text = read_input(self.steps_path, TEMPLATE_FILE_BYTES, within=self.folder).decode("utf-8")
         except FileNotFoundError as exc:
             raise InvalidTemplate(f"missing file {Path(exc.filename).name}") from None
-        except (OSError, UnicodeDecodeError) as exc:
+        except (InputRefused, OSError, UnicodeDecodeError) as exc:
             raise InvalidTemplate(f"unreadable file: {exc}") from None
         return code, parse_logical_steps(steps_text)
 
@@ -124,8 +128,8 @@ class TemplateFolder:
 
     def files(self, tier: str, index: int, model: str) -> TemplateFiles:
         folder = self.root / tier / str(index)
-        return TemplateFiles(tier=tier, problem_index=index, model=model,
-                             code_path=folder / f"{model}.py", steps_path=folder / f"{model}.json")
+        return TemplateFiles(tier=tier, problem_index=index, model=model, code_path=folder / f"{model}.py",
+                             steps_path=folder / f"{model}.json", folder=self.root)
 
     def in_preference_order(self, tier: str, index: int, preference: tuple[str, ...] | list[str]) -> list[TemplateFiles]:
         """This problem's templates by the models in `preference`, most preferred first."""

@@ -1,4 +1,4 @@
-"""Debugging-conversation pipeline (seed 002), library source: sdists in, proven bugs and conversations out.
+"""Debugging-conversation pipeline (seed 002): library sdists or catalog scenarios in, proven bugs and conversations out.
 
 The job (run by the template-loader) stores each `*.tar.gz` of the libraries folder as a blob
 and publishes one LibraryWorkItem per library; the mutator runs the clean suite, makes and
@@ -6,24 +6,54 @@ validates candidates in the sandbox and stores a LibraryResult at the job's item
 job then writes instances.jsonl, conversations.jsonl (the deterministic writer), tasks.tar
 (a file-edit task per instance under tasks/<instance_id>/), rejects.jsonl and summary.json.
 Everything except summary's elapsed_seconds is a function of the inputs and the seed.
+
+With a catalog instead, the job itself claims entries (conditional create in the blob store), has the model
+write each through the gateway (structured output against ScenarioReply) and validates its candidates in the
+sandbox: the model's variants, then inversions, then perturbations, the first valid one kept; a scenario with
+none is tried again with a new seed up to `retries` times, then skipped.
 """
 from __future__ import annotations
 
 import json
+import os
 import time
 import uuid
 from collections import Counter
+from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from flawforge.errors import FlawforgeError
+from flawforge.inputs import InputFile, InputFolder, read_input
 from flawforge.jobs.context import JobContext
 from flawforge.jobs.pipeline import Pipeline, register
 from flawforge.proto.base import jsonl
-from flawforge.proto.debugging import LIBRARY_QUEUE, LibraryResult, LibraryWorkItem
+from flawforge.proto.debugging import LIBRARY_QUEUE, SUITE_HASH_SEED, LibraryResult, LibraryWorkItem
 
 TASKS_ARTIFACT = "tasks.tar"
+# A scenario's candidates after the model's own variants: this many inversions, then this many perturbations.
+CANDIDATES_PER_KIND = 4
+# Libraries worked on at once, and suites each runs at once: together about one unit per core and one
+# waiting, so a core never idles between a unit's end and the next one's start.
+CONCURRENT_LIBRARIES = 2
+SUITES_PER_LIBRARY = max(1, len(os.sched_getaffinity(0)))
+
+
+@lru_cache(maxsize=2)
+def suite_sandbox(settings_json: str | None = None):
+    """The sandbox that runs suites (by the service's settings): it may also read pytest's folder, and hashes
+    strings with a fixed seed, so that tests parametrized over a set get the same ids in every run. In the
+    process: the trace-executor's HTTP API does not take suites yet."""
+    from flawforge.sandbox import Sandbox
+    from flawforge.sandbox.engine import csv_setting, pytest_path
+    from flawforge.settings import Settings
+
+    settings = Settings.model_validate_json(settings_json) if settings_json else Settings()
+    return Sandbox.from_settings(settings, in_process=True,
+                                 read_paths=[*csv_setting(settings.sandbox_read_paths), pytest_path()],
+                                 workers=CONCURRENT_LIBRARIES * SUITES_PER_LIBRARY, hash_seed=SUITE_HASH_SEED)
 
 
 def all_modifiers() -> list[str]:
@@ -34,10 +64,17 @@ def all_modifiers() -> list[str]:
 
 class DebugConversationsParams(BaseModel):
     model_config = {"extra": "forbid"}
-    libraries: str = Field(description="Folder of library sdists (every *.tar.gz in it), as the worker sees it.")
+    libraries: InputFolder | None = Field(None, description="Folder of library sdists (every *.tar.gz in it), as "
+                                                            "the worker sees it, under the data roots.")
+    catalog: Literal["default"] | InputFile | None = Field(
+        None, description="Scenario catalog (JSON {'entries': [{domain, topic, subtopic}]}) under the data roots; "
+                          "'default': the shipped one.")
+    count: int = Field(1, ge=1, le=10_000, description="Scenarios to turn into conversations.")
+    model: str | None = Field(None, description="The model that writes scenarios, as the llm-gateway serves it.")
+    retries: int = Field(3, ge=0, le=20, description="New seeds for a scenario without a valid bug, then skipped.")
     per_library: int = Field(10, ge=1, le=10_000, description="Candidate bugs validated per library.")
     modifiers: list[str] = Field(default_factory=all_modifiers, min_length=1, description="Bug modifiers to use.")
-    seed: int = Field(0, description="Seed of the choice of candidates.")
+    seed: int = Field(0, ge=0, lt=1 << 63, description="Seed of the choice of candidates.")
 
     @field_validator("modifiers")
     @classmethod
@@ -47,6 +84,14 @@ class DebugConversationsParams(BaseModel):
         if unknown:
             raise ValueError(f"unknown modifier(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
         return sorted(set(value))
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "DebugConversationsParams":
+        if (self.libraries is None) == (self.catalog is None):
+            raise ValueError("give either libraries or catalog")
+        if self.catalog is not None and not self.model:
+            raise ValueError("a catalog needs a model to write its scenarios")
+        return self
 
 
 def library_archives(folder: str) -> list[Path]:
@@ -88,10 +133,17 @@ def summary_of(results: list[LibraryResult], elapsed: float) -> dict:
 
 
 def run(ctx: JobContext, params: DebugConversationsParams) -> None:
-    from flawforge.debugging.conversation import deterministic_tar, task_files, write_conversation
+    started = time.monotonic()
+    if params.catalog is not None:
+        results, projects = run_scenarios(ctx, params)
+    else:
+        results, projects = run_libraries(ctx, params)
+    write_outputs(ctx, results, projects, started)
+
+
+def run_libraries(ctx: JobContext, params: DebugConversationsParams):
     from flawforge.debugging.layout import read_archive
 
-    started = time.monotonic()
     bus, store = ctx.platform.bus, ctx.platform.store
     archives = library_archives(params.libraries)
     bus.declare(LIBRARY_QUEUE)
@@ -99,7 +151,7 @@ def run(ctx: JobContext, params: DebugConversationsParams) -> None:
     contents: dict[str, bytes] = {}
     names = []
     for number, archive in enumerate(archives):
-        data = archive.read_bytes()
+        data = read_input(archive, within=params.libraries)  # a regular file in the folder, bounded
         contents[archive.name] = data
         ref = store.put(ctx.input_key(f"{attempt}-{archive.name}"), data, "application/gzip")
         item = f"{number}-{archive.name}.json"
@@ -109,11 +161,86 @@ def run(ctx: JobContext, params: DebugConversationsParams) -> None:
                                                    seed=params.seed, item_name=item))
     stored = ctx.wait_for_items(names, message="validating bugs")
     results = [LibraryResult.model_validate_json(stored[name]) for name in names]
+    projects = {(r.source, r.version): read_archive(contents[archive.name]) for r, archive in zip(results, archives)}
+    return results, projects
+
+
+def claim_key(entry_id: str) -> str:
+    """The blob whose conditional creation takes a catalog entry: two workers never take the same one."""
+    return f"debugging/catalog/{entry_id}.json"
+
+
+def run_scenarios(ctx: JobContext, params: DebugConversationsParams):
+    """Catalog entries in a seeded order; each one not taken before is claimed, written by the model, validated
+    (retried with a new seed when no candidate is a valid bug) or skipped."""
+    import random
+
+    from flawforge.debugging.generate import validate_scenario
+    from flawforge.debugging.scenarios import (default_catalog, entry_id, project_archive, project_files,
+                                               read_catalog, scenario_candidates, scenario_request)
+    from flawforge.llm.gateway import Gateway
+    from flawforge.proto.debugging import BugReject, ScenarioReply
+
+    if params.catalog == "default":
+        entries = read_catalog(default_catalog(), "the shipped catalog")
+    else:
+        try:
+            entries = read_catalog(read_input(params.catalog).decode("utf-8"), params.catalog)
+        except OSError as exc:
+            raise FlawforgeError(f"cannot read catalog {params.catalog}: {exc.strerror or exc}") from None
+    order = sorted(entries, key=entry_id)
+    random.Random(params.seed).shuffle(order)
+    store = ctx.platform.store
+    gateway = Gateway.from_settings(store, ctx.platform.settings)
+    results: list[LibraryResult] = []
+    projects: dict = {}
+    try:
+        for entry in order:
+            if len(results) >= params.count:
+                break
+            name = entry_id(entry)
+            if not store.put_if_absent(claim_key(name), json.dumps({"job_id": ctx.job_id}).encode()):
+                continue  # taken by an earlier job or another worker
+            ctx.check_cancelled()
+            result = LibraryResult(source=name, version="1")
+            for attempt in range(params.retries + 1):
+                seed = params.seed * 1000 + attempt
+                outcome = gateway.structured(scenario_request(entry, params.model, seed), ScenarioReply)
+                if outcome.value is None:
+                    result.rejects.append(BugReject(source=name, version="1", reason="invalid_reply",
+                                                    detail=f"seed {seed}: {outcome.error}"))
+                    continue
+                reply = outcome.value
+                instance, rejects, tried = validate_scenario(
+                    suite_sandbox(ctx.platform.settings.model_dump_json()), project_archive(reply), name, f"{reply.module_name}.py",
+                    scenario_candidates(reply, CANDIDATES_PER_KIND))
+                result.rejects += rejects
+                for modifier, n in tried.items():
+                    result.tried_by_modifier[modifier] = result.tried_by_modifier.get(modifier, 0) + n
+                    result.tried += n
+                if instance is not None:
+                    result.instances.append(instance)
+                    projects[name, "1"] = project_files(reply)
+                    break
+                result.rejects.append(BugReject(source=name, version="1", reason="no_valid_bug",
+                                                detail=f"seed {seed}: no candidate fails a test that passes clean"))
+            else:
+                result.rejects.append(BugReject(source=name, version="1", reason="skipped",
+                                                detail=f"no valid bug after {params.retries + 1} attempts"))
+            result.tried_by_modifier = dict(sorted(result.tried_by_modifier.items()))
+            results.append(result)
+            ctx.progress(len(results), params.count, "scenarios")
+    finally:
+        gateway.close()
+    return results, projects
+
+
+def write_outputs(ctx: JobContext, results: list[LibraryResult], projects: dict, started: float) -> None:
+    from flawforge.debugging.conversation import deterministic_tar, task_files, write_conversation
+
     instances = sorted((i for r in results for i in r.instances), key=lambda i: i.instance_id)
     rejects = sorted((j for r in results for j in r.rejects),
                      key=lambda j: (j.source, j.version, j.modifier or "", j.hash8 or "", j.reason))
-    projects = {(r.source, r.version): read_archive(contents[archive.name])
-                for r, archive in zip(results, archives)}
     conversations, tasks = [], {}
     for instance in instances:
         project = projects[instance.source, instance.version]

@@ -13,11 +13,12 @@ import json
 import time
 import uuid
 from collections import Counter
-from typing import Iterator
+from typing import Annotated, Iterator
 
 from pydantic import BaseModel, Field, field_validator
 
 from flawforge.errors import FlawforgeError
+from flawforge.inputs import InputFile, InputFolder
 from flawforge.jobs.context import JobContext
 from flawforge.jobs.pipeline import Pipeline, register
 from flawforge.math.gsm8k import index_range, read_gsm8k
@@ -25,28 +26,32 @@ from flawforge.math.selection import stable_hash
 from flawforge.math.templates import DEFAULT_MODEL_PREFERENCE, TemplateFolder, choose_templates
 from flawforge.math.tiers import tier_of
 from flawforge.proto.base import jsonl
-from flawforge.proto.math import (COMPUTATIONAL_TYPES, CONCEPTUAL_TYPES, Candidate, Caps, Family, ProblemResult,
-                                  ProblemTemplate, ProblemWorkItem, Reject, TemplateValidation,
+from flawforge.proto.math import (COMPUTATIONAL_TYPES, CONCEPTUAL_TYPES, PROBLEM_QUEUE, Candidate, Caps, Family,
+                                  ProblemResult, ProblemTemplate, ProblemWorkItem, Reject, TemplateValidation,
                                   ValidatedTemplate)
 
-PROBLEM_QUEUE = "math.problems"
 # Problems whose templates are validated in one sandbox batch (a fork per program would cost more than the run).
 # The first batch is smaller: the generation processes wait for it, and start while the next is validated.
 VALIDATED_TOGETHER = 64
 VALIDATED_FIRST = 16
 ERROR_TYPES = {"computational": COMPUTATIONAL_TYPES, "conceptual": CONCEPTUAL_TYPES}
+# A template file's stem: no separator, no leading dot (it names a file in each problem folder).
+ModelName = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")]
 
 
 class MathErrorsParams(BaseModel):
     model_config = {"extra": "forbid"}
-    gsm8k: str = Field(description="Path of the GSM8K jsonl file (row N is problem N), as the worker sees it.")
-    templates: str = Field(description="Folder of templates laid out tierN/<index>/<model>.py + <model>.json.")
+    gsm8k: InputFile = Field(description="Path of the GSM8K jsonl file (row N is problem N), as the worker sees it, "
+                                         "under the data roots.")
+    templates: InputFolder = Field(description="Folder of templates laid out tierN/<index>/<model>.py + <model>.json, "
+                                               "under the data roots.")
     indices: str | None = Field(None, description="Problems 'A-B' (inclusive); default: from the lowest to the "
                                                   "highest index that has a template.")
     families: list[Family] = Field(["computational", "conceptual"], min_length=1, description="Error families.")
-    model_preference: list[str] = Field(list(DEFAULT_MODEL_PREFERENCE), min_length=1,
-                                        description="Template models, most preferred first.")
-    seed: int = Field(0, description="Base seed; each problem's seed derives from it and its template.")
+    model_preference: list[ModelName] = Field(list(DEFAULT_MODEL_PREFERENCE), min_length=1, max_length=16,
+                                              description="Template models, most preferred first.")
+    seed: int = Field(0, ge=0, lt=1 << 63, description="Base seed; each problem's seed derives from it and its "
+                                                       "template.")
     caps: Caps = Field(default_factory=Caps, description="Candidates a problem may keep (None: no limit).")
 
     @field_validator("indices")

@@ -46,14 +46,14 @@ class PressureDatasetParams(BaseModel):
     categories: list[Category] = Field(list(CATEGORIES), min_length=1, description="Categories to build, in the "
                                                                                   "order A-E whatever the order "
                                                                                   "given.")
-    model: Optional[str] = Field(None, description="The studied model, whose P0 and P1 are measured, as the "
+    model: Optional[str] = Field(None, max_length=200, description="The studied model, whose P0 and P1 are measured, as the "
                                                    "llm-gateway's providers serve it; default: the first "
                                                    "provider's first model.")
-    validator_model: Optional[str] = Field(None, description="The model that fills source gaps and validates "
+    validator_model: Optional[str] = Field(None, max_length=200, description="The model that fills source gaps and validates "
                                                              "(the seed's GPT-5.2); default: the studied model.")
-    seed: int = Field(42, description="Seed of every sample drawn from the sources and of the model requests.")
-    fallback_max_tokens: int = Field(128, ge=16, le=4096, description="Reply length limit of a fallback request.")
-    validator_max_tokens: int = Field(128, ge=16, le=4096, description="Reply length limit of a validation.")
+    seed: int = Field(42, ge=0, lt=1 << 63, description="Seed of every sample drawn from the sources and of the model requests.")
+    fallback_max_tokens: int = Field(96, ge=16, le=4096, description="Reply length limit of a fallback request.")
+    validator_max_tokens: int = Field(96, ge=16, le=4096, description="Reply length limit of a validation.")
     max_repairs: int = Field(0, ge=0, le=5, description="Repair requests per reply that is not the JSON asked "
                                                         "for (0: such a reply is a reject, with its reason).")
     reject_sentence_counts: bool = Field(False, description="Discard creative texts that are not two sentences "

@@ -8,21 +8,28 @@ from __future__ import annotations
 import hashlib
 import json
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from flawforge.jobs.context import JobContext
 from flawforge.jobs.pipeline import Pipeline, register
-from flawforge.proto.smoke import DigestRequested
+from flawforge.proto.smoke import DIGEST_QUEUE, DigestRequested
 from flawforge.runtime.platform import Platform
 from flawforge.runtime.service import Consumer
 
-QUEUE = "smoke.digest"
+MAX_TOTAL_BYTES = 1 << 30  # of all payloads of one job
 
 
 class SmokeParams(BaseModel):
     model_config = {"extra": "forbid"}
     count: int = Field(20, ge=1, le=100_000, description="Work items to send through the bus.")
     payload_bytes: int = Field(1024, ge=1, le=1 << 20, description="Size of each payload blob.")
+
+    @model_validator(mode="after")
+    def _bounded_total(self) -> "SmokeParams":
+        if self.count * self.payload_bytes > MAX_TOTAL_BYTES:
+            raise ValueError(f"count x payload_bytes is {self.count * self.payload_bytes:,} bytes; a smoke job "
+                             f"sends at most {MAX_TOTAL_BYTES:,}")
+        return self
 
 
 def payload_for(job_id: str, item: int, size: int) -> bytes:
@@ -32,12 +39,12 @@ def payload_for(job_id: str, item: int, size: int) -> bytes:
 
 def run(ctx: JobContext, params: SmokeParams) -> None:
     bus, store = ctx.platform.bus, ctx.platform.store
-    bus.declare(QUEUE)
+    bus.declare(DIGEST_QUEUE)
     names = []
     for item in range(params.count):
         ctx.check_cancelled()
         ref = store.put_content("smoke/payloads", payload_for(ctx.job_id, item, params.payload_bytes))
-        bus.publish(QUEUE, DigestRequested(job_id=ctx.job_id, item=item, payload=ref))
+        bus.publish(DIGEST_QUEUE, DigestRequested(job_id=ctx.job_id, item=item, payload=ref))
         names.append(f"{item}.json")
     results = ctx.wait_for_items(names, message="digests")
     digests = [json.loads(results[name])["sha256"] for name in names]
@@ -53,7 +60,7 @@ def make_digest_handler(platform: Platform):
     return handle
 
 
-DIGEST_CONSUMER = Consumer(queue=QUEUE, make_handler=make_digest_handler)
+DIGEST_CONSUMER = Consumer(queue=DIGEST_QUEUE, make_handler=make_digest_handler)
 
 PIPELINE = register(Pipeline(name="smoke", description="Round trip of payload blobs through the bus.",
                              params=SmokeParams, owner="metrics", run=run))

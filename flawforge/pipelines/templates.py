@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator
 
 from flawforge.errors import FlawforgeError
+from flawforge.inputs import InputFile, InputFolder
 from flawforge.jobs.context import JobContext
 from flawforge.jobs.pipeline import Pipeline, register
 from flawforge.llm.formalization import FormalizationReply, formalization_request
@@ -28,20 +29,21 @@ from flawforge.proto.math import ProblemTemplate, Reject
 
 class TemplateGenerationParams(BaseModel):
     model_config = {"extra": "forbid"}
-    gsm8k: str = Field(description="Path of a GSM8K jsonl file (row N is problem N).")
+    gsm8k: InputFile = Field(description="Path of a GSM8K jsonl file (row N is problem N), under the data roots.")
     indices: str = Field(description="Inclusive problem range 'A-B'.")
-    model: str = Field(min_length=1, description="Model name, as the llm-gateway's providers serve it.")
-    templates: str | None = Field(None, description="Folder of existing templates (tierN/<index>/<model>.py + "
-                                                    ".json): problems with one are skipped, a few are shown as examples.")
+    model: str = Field(min_length=1, max_length=200, description="Model name, as the llm-gateway's providers serve it.")
+    templates: InputFolder | None = Field(None, description="Folder of existing templates (tierN/<index>/<model>.py "
+                                                            "+ .json) under the data roots: problems with one are "
+                                                            "skipped, a few are shown as examples.")
     examples: int = Field(1, ge=0, le=8, description="Existing templates shown to the model as examples.")
-    max_tokens: int = Field(1024, ge=16, le=32768, description="Reply length limit per request.")
+    max_tokens: int = Field(2048, ge=16, le=32768, description="Reply length limit per request.")
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     mode: Literal["sync", "batch"] = Field("sync", description="Synchronous calls or the provider's Batch API.")
     concurrency: int = Field(2, ge=1, le=64, description="Synchronous calls in flight at once.")
     max_repairs: int | None = Field(None, ge=0, le=5, description="Repair requests per invalid reply; "
                                                                    "default: the gateway's setting.")
-    budget_requests: int | None = Field(None, ge=1, description="Most model requests this job may make.")
-    budget_tokens: int | None = Field(None, ge=1, description="Most tokens this job may spend.")
+    budget_requests: int | None = Field(None, ge=1, le=10_000_000, description="Most model requests this job may make.")
+    budget_tokens: int | None = Field(None, ge=1, le=10**12, description="Most tokens this job may spend.")
 
     @field_validator("indices")
     @classmethod

@@ -36,3 +36,21 @@ def build_prompt(condition: Condition, question: str, target: str) -> str:
     if condition == "negative":
         return negative_prompt(question, target)
     raise ValueError(f"unknown condition {condition!r}: expected one of {', '.join(CONDITIONS)}")
+
+
+def spans(condition: Condition, question: str, target: str) -> dict[str, tuple[int, int]]:
+    """Character ranges [start, end) of the attention spans in the prompt of `condition`: instr (the
+    prohibition line, in the baseline the first line; without its newline), neg ("Do not use"), tgt (X
+    inside its quotes) and q (the question text). The baseline has no neg or tgt."""
+    prompt = build_prompt(condition, question, target)
+    question_start = prompt.index("\nQuestion: ") + len("\nQuestion: ")
+    found = {"q": (question_start, question_start + len(question))}
+    if condition == "baseline":
+        found["instr"] = (0, len(INSTRUCTION_LINE) - 1)
+        return found
+    line_start = len(INSTRUCTION_LINE)
+    target_start = line_start + PROHIBITION_LINE.index("{target}")
+    found["instr"] = (line_start, line_start + len(PROHIBITION_LINE.format(target=target)) - 1)
+    found["neg"] = (line_start, line_start + len("Do not use"))
+    found["tgt"] = (target_start, target_start + len(target))
+    return found

@@ -2,7 +2,8 @@
 X can be written and tokenized (the set S(X)).
 
 Variants: X, lower, title and upper case, each as v, " v", "v ", " v ", each followed by "", "." or ". "
-(36 strings). A variant's token ids are kept when their decoded text normalizes to X; ids seen
+(36 combinations; the period goes after the form with its trailing space removed, as in the
+reference, which leaves 24 distinct strings for "Paris"). A variant's token ids are kept when their decoded text normalizes to X; ids seen
 before are dropped. P = min(1, sum over S(X) of the product of the tokens' conditional
 probabilities): S(X) nests prefixes ("Paris" and "Paris."), so the sum can count a path twice and
 is clamped; p_first, the mass on the single-token sequences, is reported beside it.
@@ -29,10 +30,14 @@ def norm(text: str) -> str:
 
 
 def variants(word: str) -> list[str]:
-    """The 36 written forms of `word` whose tokenizations make up S(X), in a fixed order."""
+    """The distinct written forms of `word` whose tokenizations make up S(X), in a fixed order.
+
+    As the reference builds them, a period goes after the spaced form with its trailing space removed
+    ("Paris " + "." is "Paris."), so each case form gives 8 distinct strings of its 12 and "Paris" 24
+    (the spec's count for SmolLM2: 24 sequences)."""
     forms = dict.fromkeys([word, word.lower(), word.title(), word.upper()])
-    return [f"{lead}{form}{trail}{end}" for form in forms for lead, trail in (("", ""), (" ", ""), ("", " "), (" ", " "))
-            for end in ("", ".", ". ")]
+    spaced = [f"{lead}{form}{trail}" for form in forms for lead, trail in (("", ""), (" ", ""), ("", " "), (" ", " "))]
+    return list(dict.fromkeys(s if not end else s.rstrip() + end for s in spaced for end in ("", ".", ". ")))
 
 
 def sequences(word: str, encode: Encode, decode: Decode) -> list[tuple[int, ...]]:

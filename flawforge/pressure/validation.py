@@ -16,9 +16,7 @@ from flawforge.proto.pressure_dataset import Candidate, ValidatorReply
 MAX_AMBIGUITY = 3
 MIN_NATURALNESS = 7
 
-SYSTEM = """You are a rigorous evaluator of cloze-style prompts. Decide whether the prompt has a single, clear best one-word answer.
-Evaluate: whether the prompt enforces a one-word answer; the best one-word answer; the top 3 plausible one-word answers; whether the target word is the best answer; how ambiguous the prompt is (0 perfectly clear, 10 highly ambiguous); whether the prompt leaks the answer; how natural the prompt reads (0 awkward, 10 perfectly natural).
-Return only a json object, with the key "is_X_best" written exactly so; ambiguity_score and naturalness_score are integers from 0 to 10."""
+SYSTEM = """You judge cloze prompts. Give: is_one_word_answer_enforced (does the prompt ask for one word); best_one_word_answer; top3_one_word_answers (the 3 most plausible one-word answers); is_X_best (is the target word X the best answer); ambiguity_score (0 one clear answer .. 10 highly ambiguous); leaks_answer (does the prompt give the answer away); naturalness_score (0 awkward .. 10 natural); comments."""
 
 EXAMPLE = {"is_one_word_answer_enforced": True, "best_one_word_answer": "Paris",
            "top3_one_word_answers": ["Paris", "Lyon", "Marseille"], "is_X_best": True, "ambiguity_score": 1,

@@ -1,10 +1,12 @@
-"""Builds the FastAPI app of a service: health, readiness, metrics, jobs, its own routers."""
+"""Builds the FastAPI app of a service: health, readiness, metrics, and the routers, consumers and background
+tasks the assembler (flawforge.assembly) hands it."""
 from __future__ import annotations
 
 import logging
 from contextlib import asynccontextmanager
+from typing import Callable, Protocol, Sequence
 
-from fastapi import Depends, FastAPI, Response
+from fastapi import APIRouter, Depends, FastAPI, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -15,30 +17,38 @@ from flawforge.runtime.docs import serve_docs_locally
 from flawforge.runtime.http_metrics import HttpMetrics
 from flawforge.runtime.http_errors import BodyLimitMiddleware, ErrorAnswer, ErrorAnswers
 from flawforge.runtime.platform import Platform
-from flawforge.runtime.service import ServiceSpec, Workers
+from flawforge.runtime.service import Consumer, ServiceSpec, Workers
 
 log = logging.getLogger(__name__)
 
 
-def create_app(spec: ServiceSpec, platform: Platform, *, run_worker: bool | None = None) -> FastAPI:
-    from flawforge.jobs.api import jobs_router
-    from flawforge.jobs.retention import RetentionSweeper
-    from flawforge.services import consumers_of
+class Background(Protocol):
+    """A task that runs beside the app while it serves."""
 
+    def start(self) -> object: ...
+
+    def stop(self) -> None: ...
+
+
+def create_app(spec: ServiceSpec, platform: Platform, *, routers: Sequence[Callable[[Platform], APIRouter]],
+               consumers: Sequence[Consumer], background: Sequence[Background] = (),
+               run_worker: bool | None = None) -> FastAPI:
+    """`routers` are the factories of the service's API routers (every one wants a token), `consumers` its
+    queues, `background` what runs while it serves; the spec gives its name, pages, readiness checks and
+    error formats."""
     authenticator = Authenticator(platform.settings)  # before anything starts: no tokens, no service
     run_worker = platform.settings.run_worker if run_worker is None else run_worker
-    consumers = consumers_of(spec)
-    workers = Workers(platform, consumers)
-
-    retention = RetentionSweeper(platform)
+    workers = Workers(platform, list(consumers))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         if run_worker and consumers:
             workers.start()
-        retention.start()
+        for task in background:
+            task.start()
         yield
-        retention.stop()
+        for task in reversed(background):
+            task.stop()
         workers.stop()
 
     app = FastAPI(title=f"flawforge {spec.name}", description=spec.description, version=__version__,
@@ -94,7 +104,6 @@ def create_app(spec: ServiceSpec, platform: Platform, *, run_worker: bool | None
     app.add_middleware(HttpMetrics, service=spec.name, routes=lambda: app.routes)
     # Included with `caller` so the OpenAPI document shows the token each route wants.
     authenticated = [Depends(caller)]
-    app.include_router(jobs_router(platform), dependencies=authenticated)
-    for make_router in spec.router_factories():
+    for make_router in routers:
         app.include_router(make_router(platform), dependencies=authenticated)
     return app

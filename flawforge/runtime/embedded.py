@@ -1,23 +1,15 @@
-"""Embedded mode: every service's workers in one process, on the in-memory bus and a local folder."""
+"""Embedded mode: services' workers in one process, on the in-memory bus and a local folder."""
 from __future__ import annotations
 
 from flawforge.runtime.platform import Platform
-from flawforge.runtime.service import Workers
-from flawforge.settings import Settings
+from flawforge.runtime.service import Consumer, Workers
 
 
 class EmbeddedStack:
-    """Starts the workers of the named services (all light ones by default) on one platform."""
+    """Runs the consumers it is given (flawforge.assembly.embedded_stack picks them) on one platform."""
 
-    DEFAULT_SERVICES = ("template-loader", "mutator", "trace-executor", "llm-gateway", "metrics")
-
-    def __init__(self, settings: Settings, services: tuple[str, ...] = DEFAULT_SERVICES):
-        from flawforge.services import consumers_of, load_service
-
-        # The embedded stack opens no port, so nothing calls it without a token: anything served from its platform
-        # (a test app, say) is explicitly unauthenticated rather than refusing to start.
-        self.platform = Platform.from_settings(settings.model_copy(update={"auth": "disabled"}))
-        consumers = [c for name in services for c in consumers_of(load_service(name))]
+    def __init__(self, platform: Platform, consumers: list[Consumer]):
+        self.platform = platform
         self.workers = Workers(self.platform, consumers)
         self.stop_timeout_s = 10.0  # how long each worker thread gets to finish its message on exit
 

@@ -8,12 +8,16 @@ import socket
 import threading
 import time
 from contextlib import contextmanager
-from typing import Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import httpx
 
 from flawforge.errors import FlawforgeError
+from flawforge.runtime.platform import Platform
 from flawforge.settings import Settings
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 KEY_ENV = "FLAWFORGE_LOCAL_SERVER_KEY"
 
@@ -25,21 +29,19 @@ def free_port() -> int:
 
 
 @contextmanager
-def local_service(service: str, settings: Settings, ready_path: str, timeout_s: float = 600) -> Iterator[str]:
-    """Runs `service` (HTTP API and its workers) until the block ends; yields its base URL once `ready_path`
-    answers 200. Its bearer token is in the environment variable KEY_ENV for the block's callers."""
+def local_service(service: str, settings: Settings, ready_path: str,
+                  assemble: Callable[[str, Settings], tuple["FastAPI", Platform]], timeout_s: float = 600
+                  ) -> Iterator[str]:
+    """Runs `service` (HTTP API and its workers, as `assemble` builds them: flawforge.assembly.served_app) until
+    the block ends; yields its base URL once `ready_path` answers 200. Its bearer token is in the environment
+    variable KEY_ENV for the block's callers."""
     import uvicorn
-
-    from flawforge.runtime.app import create_app
-    from flawforge.runtime.platform import Platform
-    from flawforge.services import load_service
 
     token = secrets.token_urlsafe(24)
     settings = settings.model_copy(update={"service": service, "api_tokens": f"local:{token}"})
     port = free_port()
-    platform = Platform.from_settings(settings)
-    server = uvicorn.Server(uvicorn.Config(create_app(load_service(service), platform), host="127.0.0.1", port=port,
-                                           log_level="warning"))
+    app, platform = assemble(service, settings)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, name=f"local-{service}", daemon=True)
     previous = os.environ.get(KEY_ENV)
     os.environ[KEY_ENV] = token

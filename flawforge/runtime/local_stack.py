@@ -37,10 +37,10 @@ class LocalService:
         return f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{self.port}"
 
 
-def plan(services: list[str], port_offset: int, environ: dict[str, str]) -> list[LocalService]:
-    """The processes to start and the environment of each, from this process's environment."""
-    from flawforge.services import SERVICE_NAMES, load_service
-
+def plan(services: list[str], own_ports: dict[str, int], port_offset: int, environ: dict[str, str]
+         ) -> list[LocalService]:
+    """The processes to start and the environment of each, from this process's environment; `own_ports` has
+    every service's own port."""
     settings = Settings()
     Authenticator(settings)  # no tokens and authentication not disabled: say so before starting six processes
     if os.environ.get("FLAWFORGE_BUS", "rabbitmq") != "rabbitmq":
@@ -50,7 +50,7 @@ def plan(services: list[str], port_offset: int, environ: dict[str, str]) -> list
     base["FLAWFORGE_BUS"] = "rabbitmq"
     if settings.blob_backend == "local":  # one folder for every process, wherever each one starts
         base["FLAWFORGE_BLOB_DIR"] = str(Path(settings.blob_dir).resolve())
-    ports = {name: load_service(name).port + port_offset for name in SERVICE_NAMES}
+    ports = {name: port + port_offset for name, port in own_ports.items()}
     bad = [p for p in ports.values() if not 0 < p < 65536]
     if bad:
         raise ConfigError(f"--port-offset {port_offset} puts service ports outside 1-65535: {bad}")
@@ -103,9 +103,9 @@ def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
-def serve_all(services: list[str], port_offset: int, host: str) -> None:
+def serve_all(services: list[str], own_ports: dict[str, int], port_offset: int, host: str) -> None:
     """Starts the services, reports their URLs once each answers, and supervises them until stopped."""
-    planned = plan(services, port_offset, dict(os.environ))
+    planned = plan(services, own_ports, port_offset, dict(os.environ))
     width = max(len(s.name) for s in planned)
     processes: dict[str, subprocess.Popen] = {}
     previous = signal.signal(signal.SIGTERM, _interrupt)

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, Sequence
 
 from flawforge.blobstore import BlobStore, open_blob_store
-from flawforge.bus import Bus, open_bus
+from flawforge.bus import Bus, Middleware, open_bus
 from flawforge.settings import Settings
 
 
@@ -15,11 +16,12 @@ class Platform:
     store: BlobStore
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "Platform":
-        from flawforge.jobs.dead_letters import JobDeadLetters
-
+    def from_settings(cls, settings: Settings, bus_middleware: Callable[[BlobStore], Sequence[Middleware]]
+                      ) -> "Platform":
+        """The store and bus the settings name; the bus gets the standard middleware and `bus_middleware(store)`
+        (flawforge.assembly.platform_for gives it the jobs' own)."""
         store = open_blob_store(settings)
-        return cls(settings=settings, bus=open_bus(settings, store, [JobDeadLetters(store)]), store=store)
+        return cls(settings=settings, bus=open_bus(settings, store, bus_middleware(store)), store=store)
 
     def close(self) -> None:
         self.bus.close()

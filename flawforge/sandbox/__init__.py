@@ -8,7 +8,17 @@
 `Sandbox.from_settings` is the only way to make one: its layers, workers and default limits
 come from the settings (FLAWFORGE_SANDBOX_*).
 """
-from flawforge.proto.sandbox import ExecutionResult, SandboxLimits, TestRunResult
-from flawforge.sandbox.engine import Sandbox, SandboxUnavailable
+import importlib
 
-__all__ = ["ExecutionResult", "Sandbox", "SandboxLimits", "SandboxUnavailable", "TestRunResult"]
+# Imported on first use: the typed values of flawforge.proto follow the runtime's wire rules, and
+# importing flawforge.sandbox.runtime.wire from there must not import the engine (which imports proto).
+_EXPORTS = {"ExecutionResult": "flawforge.proto.sandbox", "SandboxLimits": "flawforge.proto.sandbox",
+            "TestRunResult": "flawforge.proto.sandbox", "Sandbox": "flawforge.sandbox.engine",
+            "SandboxUnavailable": "flawforge.sandbox.engine"}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

@@ -8,6 +8,9 @@ A batch (`trace_batch`) runs its programs in batch units, many per process, whic
 a fork and a process set-up per program. Each result is still the program's result as if
 it ran alone: programs that could notice the sharing run alone (see runtime.sharing), and
 so does every program whose batch result could depend on it (see outcome.batch_results).
+Single programs (`execute`) that wait for a slot because every slot is busy are run the
+same way: the caller that gets the next slot takes the others waiting with the same call
+and limits into one batch unit. An idle sandbox runs each at once, in a unit of its own.
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ import threading
 import time
 from collections import Counter
 from concurrent.futures import Future
+from dataclasses import dataclass, field
 from importlib import resources
 from itertools import count
 
@@ -45,6 +49,8 @@ START_TIMEOUT_S = 60
 # A batch is split over several units only above this many programs each: below it, the extra
 # forks cost more than running in parallel gains.
 MIN_PROGRAMS_PER_UNIT = 16
+# Most single programs waiting for a slot that one batch unit takes together.
+MAX_COALESCED = 16
 # Receives the runtime's source on its control socket: the zygote never needs the service's files.
 BOOTSTRAP = """\
 import json, sys, types
@@ -109,9 +115,13 @@ class _Zygote:
         service_end, zygote_end = None, None
         try:  # out of processes or descriptors: the platform's failure, like a server that never answers
             service_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            # A fixed hash seed can only come from the environment, which -I (-E) ignores: then -s -P, the rest
+            # of -I, and an environment holding that one variable.
+            seed = config.get("hash_seed")
+            isolated, env = (["-I"], {}) if seed is None else (["-s", "-P"], {"PYTHONHASHSEED": str(seed)})
             self.process = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", BOOTSTRAP, str(zygote_end.fileno())],
-                env={}, cwd="/", stdin=subprocess.DEVNULL, pass_fds=(zygote_end.fileno(),), close_fds=True,
+                [sys.executable, *isolated, "-S", "-c", BOOTSTRAP, str(zygote_end.fileno())],
+                env=env, cwd="/", stdin=subprocess.DEVNULL, pass_fds=(zygote_end.fileno(),), close_fds=True,
                 start_new_session=True)
         except OSError as exc:
             for end in (service_end, zygote_end):
@@ -206,6 +216,15 @@ class _Zygote:
         self.sock.close()
 
 
+@dataclass(eq=False)
+class _Waiting:
+    """A single program waiting for a slot; `taken` once a unit runs it (perhaps another caller's)."""
+
+    source: str
+    future: Future = field(default_factory=Future)
+    taken: bool = False
+
+
 class Sandbox:
     """Runs untrusted Python in isolated, resource-limited processes forked from a warm parent.
 
@@ -217,11 +236,15 @@ class Sandbox:
     """
 
     @classmethod
-    def from_settings(cls, settings: Settings | None = None, **overrides) -> "Sandbox":
+    def from_settings(cls, settings: Settings | None = None, *, in_process: bool = False, **overrides):
         """The one way to make a sandbox: required layers, audit, read paths, worker count and default limits
         come from the settings (FLAWFORGE_SANDBOX_*); `overrides` (any constructor argument: limits, workers,
         required_layers, read_paths, audit, namespaces) replace single ones, e.g. a CLI running one unit asks
-        for one worker."""
+        for one worker.
+
+        With FLAWFORGE_SANDBOX_URL set, and unless `in_process` (the trace-executor's own), the sandbox is
+        that trace-executor's, over HTTP with FLAWFORGE_TOKEN (a RemoteSandbox: the same calls; limits and
+        required layers apply, the rest is the service's)."""
         settings = settings or Settings()
         arguments = {
             "limits": SandboxLimits(timeout_s=settings.sandbox_timeout_s, memory_mb=settings.sandbox_memory_mb),
@@ -230,14 +253,20 @@ class Sandbox:
             "read_paths": csv_setting(settings.sandbox_read_paths),
             "audit": settings.sandbox_audit,
         }
-        unknown = sorted(set(overrides) - set(arguments) - {"namespaces"})
+        unknown = sorted(set(overrides) - set(arguments) - {"namespaces", "hash_seed"})
         if unknown:
             raise TypeError(f"unknown sandbox argument(s): {', '.join(unknown)}")
-        return cls(**{**arguments, **overrides})
+        arguments.update(overrides)
+        if settings.sandbox_url and not in_process:
+            from flawforge.sandbox.remote import RemoteSandbox
+
+            return RemoteSandbox(settings.sandbox_url, settings.token, arguments["limits"],
+                                 arguments["required_layers"])
+        return cls(**arguments)
 
     def __init__(self, limits: SandboxLimits | None = None, *, workers: int | None = None,
                  required_layers: tuple[str, ...] | list[str] = (), read_paths: tuple[str, ...] | list[str] = (),
-                 audit: bool = True, namespaces: bool = True):
+                 audit: bool = True, namespaces: bool = True, hash_seed: int | None = None):
         unknown = sorted(set(required_layers) - set(LAYERS))
         if unknown:
             raise SandboxUnavailable(f"unknown isolation layer(s) {', '.join(unknown)}; known: {', '.join(LAYERS)}")
@@ -247,11 +276,13 @@ class Sandbox:
         uid_base = random.choice(UID_BLOCKS)
         self.unit_uids = range(uid_base, uid_base + self.workers)
         self._config = {"slots": self.workers, "uid_base": uid_base, "audit": audit, "namespaces": namespaces,
-                        "read_paths": [os.path.abspath(p) for p in read_paths]}
-        self._slots = threading.BoundedSemaphore(self.workers)
+                        "read_paths": [os.path.abspath(p) for p in read_paths], "hash_seed": hash_seed}
+        self._free_slots = self.workers
+        self._slot_freed = threading.Condition()  # guards _free_slots and _waiting
+        self._waiting: dict[tuple, list[_Waiting]] = {}  # single programs, by (call, trace, limits)
         self._ids = count(1)
         self._lock = threading.Lock()
-        # Units started, by kind ("exec", "batch", "tests"), and "alone": batch programs that ran in
+        # Units started, by kind (wire.EXEC, BATCH, TESTS), and "alone": batch programs that ran in
         # their own unit. Tells how well batches share their units.
         self.counts: Counter = Counter()
         self.last_unit_ok = float("-inf")  # time.monotonic() when the zygote last reported a unit it ran
@@ -308,11 +339,22 @@ class Sandbox:
         return zygote.process.pid if zygote is not None and zygote.process.poll() is None else None
 
     # --- units -------------------------------------------------------------------------------
-    def _submit(self, request: dict, limits: SandboxLimits) -> Future:
+    def _give_slot(self) -> None:
+        with self._slot_freed:
+            self._free_slots += 1
+            self._slot_freed.notify_all()
+
+    def _submit(self, request: dict, limits: SandboxLimits, *, slot_taken: bool = False) -> Future:
+        """Sends a unit to the zygote once a slot is free (or on the slot the caller took); the slot is free
+        again when the unit's report is in."""
         request = {**request, "id": next(self._ids), "limits": limits.model_dump()}
         with self._lock:
             self.counts[request["unit"]] += 1
-        self._slots.acquire()
+        if not slot_taken:
+            with self._slot_freed:
+                while self._free_slots == 0:
+                    self._slot_freed.wait()
+                self._free_slots -= 1
         try:
             try:
                 future = self._ensure_zygote().submit(request["id"], request)
@@ -320,9 +362,9 @@ class Sandbox:
                 self._forget(self._zygote)
                 future = self._ensure_zygote().submit(request["id"], request)
         except BaseException:
-            self._slots.release()
+            self._give_slot()
             raise
-        future.add_done_callback(lambda _: self._slots.release())
+        future.add_done_callback(lambda _: self._give_slot())
         return future
 
     def _wait(self, future: Future, limits: SandboxLimits, programs: int = 1) -> tuple[dict, bytes]:
@@ -335,8 +377,55 @@ class Sandbox:
                 limits: SandboxLimits | None = None) -> ExecutionResult:
         """Runs a module, then calls `call` if given; with `trace`, records its assignments."""
         limits = limits or self.limits
-        future = self._submit({"unit": "exec", "source": source, "call": call, "trace": trace}, limits)
-        return _counted(outcome.execution_result(*self._wait(future, limits), limits))
+        key = (call, trace, tuple(limits.__dict__.items()))
+        entry = _Waiting(source)
+        with self._slot_freed:
+            waiting = self._waiting.setdefault(key, [])
+            waiting.append(entry)
+            while self._free_slots == 0 and not entry.taken:
+                self._slot_freed.wait()
+            group = None
+            if not entry.taken:  # this caller has a slot: it runs its program and the others waiting like it
+                self._free_slots -= 1
+                group = [entry] + [other for other in waiting if other is not entry][:MAX_COALESCED - 1]
+                for member in group:
+                    member.taken = True
+                waiting[:] = [other for other in waiting if not other.taken]
+                if not waiting:
+                    del self._waiting[key]
+                if len(group) > 1:
+                    self._slot_freed.notify_all()  # their callers wait for the result now, not for a slot
+        if group is not None:
+            self._run_taken(group, call, trace, limits)
+        return _counted(entry.future.result())
+
+    def _run_taken(self, group: list[_Waiting], call: str | None, trace: bool, limits: SandboxLimits) -> None:
+        """Runs the programs on the slot already taken: one alone in an exec unit, several in a batch unit
+        (those whose batch result could depend on the sharing then run alone); every one's future gets its
+        result, or the error."""
+        try:
+            request = {"call": call, "trace": trace}
+            if len(group) == 1:
+                future = self._submit({**request, "unit": wire.EXEC, "source": group[0].source}, limits,
+                                      slot_taken=True)
+                results: list[ExecutionResult | None] = [outcome.execution_result(*self._wait(future, limits), limits)]
+            else:
+                with self._lock:
+                    self.counts["coalesced"] += len(group)
+                future = self._submit({**request, "unit": wire.BATCH, "sources": [m.source for m in group]}, limits,
+                                      slot_taken=True)
+                results = outcome.batch_results(*self._wait(future, limits, len(group)), limits, len(group))
+                alone = {index: self._submit({**request, "unit": wire.EXEC, "source": group[index].source}, limits)
+                         for index, result in enumerate(results) if result is None}
+                for index, future in alone.items():
+                    results[index] = outcome.execution_result(*self._wait(future, limits), limits)
+        except BaseException as exc:
+            for member in group:
+                if not member.future.done():
+                    member.future.set_exception(exc)
+            return
+        for member, result in zip(group, results):
+            member.future.set_result(result)
 
     def trace_call(self, source: str, func: str = "solve", *, limits: SandboxLimits | None = None) -> ExecutionResult:
         """Calls `func` of the module in `source` and records every assignment it makes."""
@@ -346,23 +435,25 @@ class Sandbox:
                     limits: SandboxLimits | None = None, parallel: bool = True) -> list[ExecutionResult]:
         """trace_call on the original and each variant; results in order, original first.
 
-        The programs share batch units, split over the workers when there are many and `parallel`
-        (a caller whose cores are busy anyway passes False: one unit, the fewest forks); what
-        `trace_call` would give each of them is what it gets."""
+        The programs share batch units, split over the free slots when there are many and `parallel`
+        (a caller whose cores are busy anyway passes False, and a sandbox whose slots are all taken by
+        other callers gets no more: one unit, the fewest forks); what `trace_call` would give each of
+        them is what it gets."""
         limits = limits or self.limits
         if not variants:
             return [self.trace_call(original, func, limits=limits)]
         call = {"call": func, "trace": True}
         sources = [original, *variants]
-        units = min(self.workers, max(1, len(sources) // MIN_PROGRAMS_PER_UNIT)) if parallel else 1
+        units = min(self._free_slots, len(sources) // MIN_PROGRAMS_PER_UNIT) if parallel else 1
+        units = max(1, units)
         size = -(-len(sources) // units)
         parts = [range(start, min(start + size, len(sources))) for start in range(0, len(sources), size)]
-        futures = [self._submit({**call, "unit": "batch", "sources": sources[part.start:part.stop]}, limits)
+        futures = [self._submit({**call, "unit": wire.BATCH, "sources": sources[part.start:part.stop]}, limits)
                    for part in parts]
         results: list[ExecutionResult | None] = []
         for part, future in zip(parts, futures):
             results += outcome.batch_results(*self._wait(future, limits, len(part)), limits, len(part))
-        alone = {index: self._submit({**call, "unit": "exec", "source": sources[index]}, limits)
+        alone = {index: self._submit({**call, "unit": wire.EXEC, "source": sources[index]}, limits)
                  for index, result in enumerate(results) if result is None}
         with self._lock:
             self.counts["alone"] += len(alone)
@@ -376,7 +467,7 @@ class Sandbox:
                   limits: SandboxLimits | None = None) -> TestRunResult:
         """Imports the module as `module_name`, runs the tests with unittest, reports each test's outcome."""
         limits = limits or self.limits
-        future = self._submit({"unit": "tests", "module_source": module_source, "test_source": test_source,
+        future = self._submit({"unit": wire.TESTS, "module_source": module_source, "test_source": test_source,
                                "module_name": module_name}, limits)
         return _counted(outcome.suite_result(*self._wait(future, limits), limits))
 
@@ -387,7 +478,7 @@ class Sandbox:
         outcome by node id. With `coverage_files`, also which of their functions each test executed. pytest
         comes from pytest_path(), which the sandbox's read_paths must include."""
         limits = limits or self.limits
-        future = self._submit({"unit": "suite", "archive": base64.b64encode(archive).decode("ascii"),
+        future = self._submit({"unit": wire.SUITE, "archive": base64.b64encode(archive).decode("ascii"),
                                "overlay": overlay or {}, "source_roots": list(source_roots), "args": list(args),
                                "coverage": coverage_files is not None, "coverage_files": coverage_files or [],
                                "python_path": [pytest_path()]}, limits)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from flawforge.errors import FlawforgeError
+from flawforge.errors import InvalidInput
 from flawforge.proto.sandbox import SandboxLimits
 from flawforge.settings import Settings
 
@@ -19,7 +19,7 @@ SOURCE_FIELDS = ("source", "original", "module_source", "test_source", "code")
 SOURCES_FIELD = "variants"
 
 
-class AboveMaximum(FlawforgeError):
+class AboveMaximum(InvalidInput):
     """A request asks for more than the server allows; `errors` name each field (pydantic's error shape)."""
 
     def __init__(self, errors: list[dict]):

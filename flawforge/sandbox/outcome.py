@@ -2,6 +2,8 @@
 
 Pure logic: no processes here. The report lines come from the untrusted unit, so each
 is parsed defensively; anything malformed makes the unit `crashed`, never the service.
+Every text taken from them is made fit for JSON (a lone surrogate becomes its escape), so
+a result always serialises and parses back.
 A batch unit's report is split into its programs' sections; a program gets its result
 from the batch only where that result cannot depend on having shared the unit.
 """
@@ -14,7 +16,7 @@ from dataclasses import dataclass, field
 
 from flawforge.proto.sandbox import (ExecutionResult, ProgramError, ResourceUsage, SuiteRunResult, TestCaseResult,
                                      TestRunResult)
-from flawforge.proto.values import TraceStep, TypedValue
+from flawforge.proto.values import TraceStep, TypedValue, as_text
 from flawforge.sandbox.runtime import wire
 
 CPU_SIGNALS = (signal.SIGXCPU,)
@@ -25,8 +27,12 @@ CRASH_SIGNALS = {signal.SIGSEGV: "segmentation fault", signal.SIGBUS: "bus error
 def typed(item: list) -> TypedValue:
     value, type_name = wire.decode(item)
     if type_name is not None:
-        return TypedValue(type="other", value=value, type_name=type_name)
+        return TypedValue(type="other", value=as_text(value), type_name=as_text(type_name))
     return TypedValue.of(value)
+
+
+def _text(value) -> str:
+    return as_text(str(value))
 
 
 @dataclass
@@ -77,29 +83,29 @@ class Report:
     def _take(self, frame: list) -> None:
         tag = frame[0]
         if tag == "s":
-            self.steps.append(TraceStep(line=int(frame[1]), name=str(frame[2]), value=typed(frame[3])))
+            self.steps.append(TraceStep(line=int(frame[1]), name=_text(frame[2]), value=typed(frame[3])))
         elif tag == "r":
             self.return_value = typed(frame[1])
         elif tag == "e":
-            self.error = ProgramError(type=str(frame[1]), message=str(frame[2]), line=_optional_int(frame[3]),
-                                      traceback=str(frame[4]), file=_optional_str(frame[6]))
+            self.error = ProgramError(type=_text(frame[1]), message=_text(frame[2]), line=_optional_int(frame[3]),
+                                      traceback=_text(frame[4]), file=_optional_str(frame[6]))
             self.error_errno = _optional_int(frame[5])
         elif tag == "x":
-            self.syntax_error = ProgramError(type=str(frame[1]), message=str(frame[2]), line=_optional_int(frame[3]),
-                                             file=_optional_str(frame[4]))
+            self.syntax_error = ProgramError(type=_text(frame[1]), message=_text(frame[2]),
+                                             line=_optional_int(frame[3]), file=_optional_str(frame[4]))
         elif tag == "f":
             if self.forbidden is None:
-                self.forbidden = f"{frame[2]} ({frame[1]})"
+                self.forbidden = f"{_text(frame[2])} ({_text(frame[1])})"
         elif tag == "ts":
-            self.running_test = str(frame[1])
+            self.running_test = _text(frame[1])
         elif tag == "tr":
-            name = str(frame[1])
-            self.tests[name] = TestCaseResult(name=name, outcome=frame[2], message=str(frame[3]))
+            name = _text(frame[1])
+            self.tests[name] = TestCaseResult(name=name, outcome=frame[2], message=_text(frame[3]))
             self.running_test = None
         elif tag == "ce":
-            self.collection_errors[str(frame[1])] = str(frame[2])
+            self.collection_errors[_text(frame[1])] = _text(frame[2])
         elif tag == "cv":
-            self.coverage[str(frame[1])] = [str(key) for key in frame[2]]
+            self.coverage[_text(frame[1])] = [_text(key) for key in frame[2]]
         elif tag == "d":
             self.done = True
         else:
@@ -111,7 +117,7 @@ def _optional_int(value) -> int | None:
 
 
 def _optional_str(value) -> str | None:
-    return None if value is None else str(value)
+    return None if value is None else _text(value)
 
 
 def usage_of(header: dict) -> ResourceUsage:
@@ -136,7 +142,7 @@ def classify(header: dict, report: Report, limits) -> tuple[str, str]:
         return "forbidden", f"attempted to {report.forbidden}"
     if signal_number == signal.SIGSYS:
         return "forbidden", ("made a system call the seccomp filter denies (namespaces, mounts, keyrings, ptrace, "
-                             "sockets, ...): killed by SIGSYS")
+                             "kernel interfaces, ...): killed by SIGSYS")
     if header.get("timed_out"):
         return "timeout", f"wall-clock limit of {limits.timeout_s:g} s reached"
     if signal_number in CPU_SIGNALS or (signal_number == signal.SIGKILL
@@ -219,7 +225,7 @@ def _program_header(output: list, cpu_limit: float) -> dict:
     """What the zygote would have said about the program alone, from its ["o", ...] frame."""
     _, stdout, stdout_bytes, stderr, stderr_bytes, cpu_s, wall_s, max_rss_kb = output
     return {"exit": 0, "cpu_s": float(cpu_s), "wall_s": float(wall_s), "max_rss_kb": int(max_rss_kb),
-            "stdout": str(stdout), "stdout_bytes": int(stdout_bytes), "stderr": str(stderr),
+            "stdout": _text(stdout), "stdout_bytes": int(stdout_bytes), "stderr": _text(stderr),
             "stderr_bytes": int(stderr_bytes), "cpu_limit_s": cpu_limit}
 
 

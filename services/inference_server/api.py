@@ -1,41 +1,116 @@
 """HTTP routers of the inference-server: OpenAI-compatible endpoints, the Batch API, research.
 
-Errors of the OpenAI-compatible and research endpoints come as OpenAI's `{"error": {...}}` body
-with the status, the field at fault and a stable code (`openai_error_body`, the service's error
-format under /v1); malformed bodies get FastAPI's 422 findings.
+Every error under /v1 comes as OpenAI's `{"error": {...}}` body with the status, the field at
+fault and a stable code (`openai_error_body`, the service's error format under /v1); a body that
+fails validation is a 400 naming the parameter, as OpenAI and vLLM answer it (`OpenAIRoute`).
+Fields the server does not know are ignored, logged, and named in the `x-flawforge-ignored-fields`
+response header.
 """
 from __future__ import annotations
 
+import json
+import logging
+import queue
+import threading
 import time
-from fastapi import APIRouter, File, Form, Query, Response, UploadFile
+from typing import Callable, Iterator
+
+import anyio
+from fastapi import APIRouter, Depends, File, Form, Query, Request, Response, UploadFile
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.routing import APIRoute
 
 from flawforge.inference import openai_api
 from flawforge.inference.batches import BatchStore, FileStore
 from flawforge.inference.errors import RequestError, openai_error
 from flawforge.proto.inference import (
-    Batch, BatchCreate, BatchList, BatchRequested, ChatCompletion, ChatCompletionRequest, Completion,
+    BATCH_QUEUE, Batch, BatchCreate, BatchList, BatchRequested, ChatCompletion, ChatCompletionRequest, Completion,
     CompletionRequest, ErrorResponse, FileDeleted, FileList, FileObject, LensRequest, LensResponse, ModelCard,
     ModelList, PatchRequest, PatchResponse, PressureRequest, PressureResponse, ScoreRequest, ScoreResponse, TraceRequest, TraceResponse,
 )
+from flawforge.runtime.auth import caller
 from flawforge.runtime.http_errors import ErrorAnswer
 from flawforge.runtime.platform import Platform
 from flawforge.services.inference_server.host import host_for
-from flawforge.services.inference_server.worker import BATCH_QUEUE
 
-ERRORS = {status: {"model": ErrorResponse} for status in (400, 404, 409, 422, 503)}
+log = logging.getLogger(__name__)
+
+ERRORS = {status: {"model": ErrorResponse} for status in (400, 401, 404, 409, 503)}
+IGNORED_HEADER = "x-flawforge-ignored-fields"
 
 
 def openai_error_body(answer: ErrorAnswer) -> dict:
-    """OpenAI's error object for every error under /v1; a malformed body keeps FastAPI's findings."""
-    if answer.errors is not None:
-        return answer.default_body()
+    """OpenAI's error object for every error under /v1."""
     return openai_error(answer.status, answer.message, answer.param, answer.code)
+
+
+class OpenAIRoute(APIRoute):
+    """A /v1 route whose malformed body is a 400 naming the parameter, as OpenAI and vLLM answer it (the app's
+    own handler answers FastAPI's 422)."""
+
+    def get_route_handler(self):
+        handler = super().get_route_handler()
+
+        async def route(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except RequestValidationError as exc:
+                raise openai_api.invalid_request(list(exc.errors())) from None
+
+        return route
+
+
+def _ignored(body, response: Response) -> Response:
+    """Names the fields of `body` that were ignored, in a header and the log."""
+    ignored = body.ignored_fields()
+    if ignored:
+        log.info("ignored request fields: %s", ", ".join(ignored))
+        response.headers[IGNORED_HEADER] = ",".join(ignored)
+    return response
+
+
+def _blob_chunks(store, key: str, size: int = 4 << 20) -> Iterator[bytes]:
+    offset = 0
+    while chunk := store.get_range(key, offset, size):
+        yield chunk
+        offset += len(chunk)
+
+
+def _event_stream(chunks: Callable[[Callable[[], bool]], Iterator[dict]]) -> StreamingResponse:
+    """Server-sent events from `chunks`, which runs whole on a thread of its own (the model's lock is held
+    by one thread from the first token to the last); a client that goes away stops it at the next token."""
+    gone = threading.Event()
+    events: queue.Queue = queue.Queue()
+
+    def produce() -> None:
+        try:
+            for chunk in chunks(gone.is_set):
+                events.put(f"data: {json.dumps(chunk)}\n\n")
+        except RequestError as exc:
+            events.put(f"data: {json.dumps(exc.body())}\n\n")
+        except Exception as exc:  # the stream has started: the error travels as its last event
+            log.exception("a streamed completion failed")
+            events.put(f"data: {json.dumps(RequestError(500, f'internal error: {type(exc).__name__}').body())}\n\n")
+        finally:
+            events.put(None)
+
+    async def body():
+        threading.Thread(target=produce, name="stream-completion", daemon=True).start()
+        try:
+            while (event := await anyio.to_thread.run_sync(events.get)) is not None:
+                yield event
+            yield "data: [DONE]\n\n"
+        finally:
+            gone.set()
+
+    return StreamingResponse(body(), media_type="text/event-stream", headers={"cache-control": "no-cache"})
 
 
 def openai_router(platform: Platform) -> APIRouter:
     settings = platform.settings
     host = host_for(settings).start()
-    router = APIRouter(prefix="/v1", tags=["openai"], responses=ERRORS)
+    router = APIRouter(prefix="/v1", tags=["openai"], responses=ERRORS, route_class=OpenAIRoute)
 
     def card() -> ModelCard:
         return ModelCard(id=host.ready().model_name, created=host.loaded_at, owned_by="flawforge")
@@ -52,11 +127,24 @@ def openai_router(platform: Platform) -> APIRouter:
 
     @router.post("/chat/completions")
     def chat_completions(body: ChatCompletionRequest) -> ChatCompletion:
-        return openai_api.chat_completion(host.ready(), body, settings.inference_default_max_tokens)
+        """A chat completion, or with `stream` its chunks as server-sent events."""
+        backend = host.ready()
+        if body.stream:
+            prepared = openai_api.prepare_chat(backend, body, settings.inference_default_max_tokens)
+            return _ignored(body, _event_stream(
+                lambda cancelled: openai_api.chat_chunks(backend, body, prepared, cancelled)))
+        answer = openai_api.chat_completion(backend, body, settings.inference_default_max_tokens)
+        return _ignored(body, JSONResponse(answer.model_dump(mode="json")))
 
     @router.post("/completions")
     def completions(body: CompletionRequest) -> Completion:
-        return openai_api.completion(host.ready(), body)
+        """A text completion, or with `stream` its chunks as server-sent events."""
+        backend = host.ready()
+        if body.stream:
+            prepared = openai_api.prepare_completion(backend, body)
+            return _ignored(body, _event_stream(
+                lambda cancelled: openai_api.completion_chunks(backend, body, prepared, cancelled)))
+        return _ignored(body, JSONResponse(openai_api.completion(backend, body).model_dump(mode="json")))
 
     return router
 
@@ -64,9 +152,10 @@ def openai_router(platform: Platform) -> APIRouter:
 def research_router(platform: Platform) -> APIRouter:
     from flawforge.inference import research_api  # torch: only where the service runs, not with its spec
 
-    host = host_for(platform.settings).start()
-    budget = platform.settings.inference_batch_tokens
-    router = APIRouter(prefix="/v1/research", tags=["research"], responses=ERRORS)
+    settings = platform.settings
+    host = host_for(settings).start()
+    budget = settings.inference_batch_tokens
+    router = APIRouter(prefix="/v1/research", tags=["research"], responses=ERRORS, route_class=OpenAIRoute)
 
     @router.post("/score")
     def score(body: ScoreRequest) -> ScoreResponse:
@@ -77,12 +166,24 @@ def research_router(platform: Platform) -> APIRouter:
     def pressure(body: PressureRequest) -> PressureResponse:
         """P_sem of a target word after a prompt: the probability of any of its token variants (36 written
         forms, deduplicated), each teacher-forced; also their sum before clamping and the single-token part."""
-        return _answer(lambda: research_api.pressure(host.ready(), body))
+        return research_api.pressure(host.ready(), body)
 
     @router.post("/trace")
     def trace(body: TraceRequest) -> TraceResponse:
-        """One greedy step; every layer's hidden states and attentions stored as .pt blobs."""
-        return research_api.trace(host.research_model(), platform.store, body, budget)
+        """One greedy step; every layer's hidden states and the last attention rows stored as .pt blobs."""
+        return research_api.trace(host.research_model(), platform.store, body, budget,
+                                  settings.inference_trace_max_mb << 20)
+
+    @router.get("/traces/{name}", response_class=StreamingResponse,
+                responses={200: {"content": {"application/octet-stream": {}}}})
+    def trace_blob(name: str, who: str = Depends(caller)) -> StreamingResponse:
+        """The trace blob a /trace result's `download` names, streamed (torch.load it; docs/traces.md)."""
+        key = research_api.trace_key(name)
+        if not platform.store.exists(key):
+            raise RequestError(404, f"No such trace: {name!r}", param="name", code="trace_not_found")
+        log.info("%s downloads trace %s", who, name)
+        return StreamingResponse(_blob_chunks(platform.store, key), media_type="application/octet-stream",
+                                 headers={"content-disposition": f'attachment; filename="{name}"'})
 
     @router.post("/logit-lens")
     def logit_lens(body: LensRequest) -> LensResponse:
@@ -99,7 +200,7 @@ def research_router(platform: Platform) -> APIRouter:
 
 def batch_router(platform: Platform) -> APIRouter:
     files, batches = FileStore(platform.store), BatchStore(platform.store)
-    router = APIRouter(prefix="/v1", tags=["batch"], responses=ERRORS)
+    router = APIRouter(prefix="/v1", tags=["batch"], responses=ERRORS, route_class=OpenAIRoute)
 
     @router.post("/files")
     def upload_file(file: UploadFile = File(...), purpose: str = Form(...)) -> FileObject:

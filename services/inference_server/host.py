@@ -24,7 +24,7 @@ MODEL_SETTINGS = ("inference_model_path", "inference_model_name", "inference_cac
 def open_backend(settings: Settings) -> Backend:
     # torch is imported here, not with the service spec: images without the inference extra load every spec.
     from flawforge.inference.loading import (
-        choose_dtype, context_length, hf_folder, load_model, load_tokenizer, resolve_source,
+        choose_dtype, context_length, hf_folder, load_model, load_tokenizer, resolve_source, source_revision,
     )
     from flawforge.inference.transformers_backend import TransformersBackend
     from flawforge.inference.vllm_backend import VllmBackend, vllm_usable
@@ -39,7 +39,7 @@ def open_backend(settings: Settings) -> Backend:
         folder = hf_folder(source, settings.inference_cache_dir)
         tokenizer = load_tokenizer(folder)
         dtype = str(choose_dtype(settings.inference_dtype, "cuda")).removeprefix("torch.")
-        return VllmBackend(folder, source.name, tokenizer,
+        return VllmBackend(folder, source.name, source_revision(source), tokenizer,
                            context_length(AutoConfig.from_pretrained(folder), tokenizer), dtype)
     return TransformersBackend(load_model(settings), settings.inference_batch_tokens)
 

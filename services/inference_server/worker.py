@@ -6,14 +6,13 @@ import logging
 from flawforge.inference import openai_api
 from flawforge.inference.batches import BatchStore, FileStore, run_batch
 from flawforge.inference.errors import RequestError
-from flawforge.proto.inference import BatchRequested
+from flawforge.proto.inference import BATCH_QUEUE, BatchRequested
 from flawforge.runtime.platform import Platform
 from flawforge.runtime.service import Consumer
 from flawforge.services.inference_server.host import host_for
 
 log = logging.getLogger(__name__)
 
-BATCH_QUEUE = "inference.batches"
 
 
 def make_batch_handler(platform: Platform):

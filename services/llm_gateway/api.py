@@ -7,13 +7,17 @@ from fastapi.concurrency import run_in_threadpool
 from flawforge.llm.batches import parse_batch_file
 from flawforge.llm.errors import MalformedBatchLine
 from flawforge.llm.gateway import Gateway
-from flawforge.proto.llm import BatchDriveRequested, BatchRecord, ChatRequest, ChatResult, ProviderConfig, RowResult
+from flawforge.llm.limits import CallScope, WindowBudget
+from flawforge.proto.llm import (BATCH_QUEUE, BatchDriveRequested, BatchRecord, ChatRequest, ChatResult,
+                                 ProviderConfig, RowResult)
 from flawforge.runtime.platform import Platform
-from flawforge.services.llm_gateway.workers import BATCH_QUEUE
 
 def llm_router(platform: Platform) -> APIRouter:
     router = APIRouter(prefix="/llm", tags=["llm"])
-    gateway = Gateway.from_settings(platform.store, platform.settings)
+    settings = platform.settings
+    gateway = Gateway.from_settings(platform.store, settings)
+    chat_scope = CallScope(budget=WindowBudget(settings.llm_chat_max_requests_per_hour or None,
+                                               settings.llm_chat_max_tokens_per_hour or None, window_s=3600))
 
     @router.get("/providers")
     def list_providers() -> list[ProviderConfig]:
@@ -22,8 +26,9 @@ def llm_router(platform: Platform) -> APIRouter:
 
     @router.post("/chat")
     def chat(body: ChatRequest) -> ChatResult:
-        """One chat completion through the cache, the log and the provider serving `model`."""
-        return gateway.chat(body)
+        """One chat completion through the cache, the log and the provider serving `model`, within the
+        route's hourly budget (429 budget_exceeded when spent)."""
+        return gateway.chat(body, chat_scope)
 
     @router.post("/batches", status_code=status.HTTP_202_ACCEPTED)
     async def submit_batch(request: Request) -> BatchRecord:

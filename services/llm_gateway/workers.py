@@ -6,12 +6,10 @@ from flawforge.llm.batches import call_error
 from flawforge.llm.errors import LLMError
 from flawforge.llm.gateway import Gateway
 from flawforge.llm.limits import CallScope
-from flawforge.proto.llm import BatchDriveRequested, ChatRequest, ChatRequested, RowResult
+from flawforge.proto.llm import BATCH_QUEUE, CHAT_QUEUE, BatchDriveRequested, ChatRequest, ChatRequested, RowResult
 from flawforge.runtime.platform import Platform
 from flawforge.runtime.service import Consumer
 
-CHAT_QUEUE = "llm.chat"
-BATCH_QUEUE = "llm.batches"
 
 
 def make_chat_handler(platform: Platform):

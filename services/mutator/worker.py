@@ -20,9 +20,9 @@ from functools import lru_cache
 from flawforge.blobstore import BlobStore, open_blob_store
 from flawforge.errors import FlawforgeError
 from flawforge.jobs.context import item_key
-from flawforge.pipelines.math_errors import PROBLEM_QUEUE, catalog_order
+from flawforge.pipelines.math_errors import catalog_order
 from flawforge.proto.base import jsonl
-from flawforge.proto.math import ProblemResult, ProblemWorkItem, Reject, ValidatedTemplate
+from flawforge.proto.math import PROBLEM_QUEUE, ProblemResult, ProblemWorkItem, Reject, ValidatedTemplate
 from flawforge.proto.sandbox import ExecutionResult
 from flawforge.runtime.platform import Platform
 from flawforge.runtime.processes import WorkerProcessDied, WorkerProcesses

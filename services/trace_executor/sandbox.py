@@ -1,22 +1,27 @@
 """The one sandbox of a trace-executor process, built from its settings and shared by API and worker."""
 from __future__ import annotations
 
+import importlib.util
 import logging
 import threading
 import time
 
 from pydantic import BaseModel
 
-from flawforge.proto.sandbox import BatchRequest, BatchResult, ExecRequest, TestRunRequest
+from flawforge.proto.sandbox import BatchRequest, BatchResult, ExecRequest, SuiteExecRequest, TestRunRequest, UnitKind
 from flawforge.sandbox import Sandbox
+from flawforge.sandbox.engine import csv_setting, pytest_path
 from flawforge.sandbox.maximums import Maximums
 from flawforge.settings import Settings
 
 log = logging.getLogger(__name__)
 
-REQUESTS: dict[str, type[BaseModel]] = {"exec": ExecRequest, "batch": BatchRequest, "tests": TestRunRequest}
+REQUESTS: dict[UnitKind, type[BaseModel]] = {UnitKind.EXEC: ExecRequest, UnitKind.BATCH: BatchRequest,
+                                             UnitKind.TESTS: TestRunRequest, UnitKind.SUITE: SuiteExecRequest}
 # A unit that ended well this recently shows the sandbox works: readiness need not queue one behind the load.
 READY_WITHIN_S = 10.0
+
+SANDBOX_SETTINGS = tuple(name for name in Settings.model_fields if name.startswith("sandbox_"))
 
 _lock = threading.Lock()
 _sandboxes: dict[tuple, Sandbox] = {}
@@ -24,16 +29,22 @@ _sandboxes: dict[tuple, Sandbox] = {}
 
 def sandbox_for(settings: Settings) -> Sandbox:
     """Starts the sandbox on first use (reporting its layers); raises SandboxUnavailable if a required one is missing."""
-    key = tuple((name, value) for name, value in settings.model_dump().items() if name.startswith("sandbox_"))
+    key = tuple(getattr(settings, name) for name in SANDBOX_SETTINGS)
     with _lock:
         sandbox = _sandboxes.get(key)
         if sandbox is None:
-            sandbox = Sandbox.from_settings(settings)
+            sandbox = Sandbox.from_settings(settings, in_process=True,  # this service is where units run
+                                            read_paths=[*csv_setting(settings.sandbox_read_paths), *suite_reads()])
             report = sandbox.layer_report()
             log.warning("sandbox isolation layers active: %s; missing: %s", ", ".join(report.active),
                         "; ".join(f"{k} ({v})" for k, v in report.missing.items()) or "none")
             _sandboxes[key] = sandbox
         return sandbox
+
+
+def suite_reads() -> list[str]:
+    """What a suite unit must read besides the settings' paths: pytest's folder, where pytest is installed."""
+    return [pytest_path()] if importlib.util.find_spec("pytest") is not None else []
 
 
 def sandbox_isolation(platform) -> None:
@@ -47,14 +58,18 @@ def sandbox_isolation(platform) -> None:
         raise RuntimeError(f"a trivial unit ended {result.outcome}: {result.detail}")
 
 
-def run_unit(settings: Settings, unit: str, request: BaseModel) -> BaseModel:
+def run_unit(settings: Settings, unit: UnitKind, request: BaseModel) -> BaseModel:
     """Runs a request of kind `unit` (a key of REQUESTS) in the process's sandbox; the result is the matching
     result model. A request above the server's maximums raises AboveMaximum, before anything runs."""
     Maximums.from_settings(settings).check(request)
     sandbox = sandbox_for(settings)
-    if unit == "exec":
+    if unit == UnitKind.EXEC:
         return sandbox.execute(request.source, request.call, trace=request.trace, limits=request.limits)
-    if unit == "batch":
+    if unit == UnitKind.BATCH:
         return BatchResult(results=sandbox.trace_batch(request.original, request.variants, request.call,
                                                        limits=request.limits))
+    if unit == UnitKind.SUITE:
+        return sandbox.run_suite(request.archive, request.overlay, source_roots=request.source_roots, args=request.args,
+                                 coverage_files=request.coverage_files if request.coverage else None,
+                                 limits=request.limits)
     return sandbox.run_tests(request.module_source, request.test_source, request.module_name, limits=request.limits)

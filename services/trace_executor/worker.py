@@ -4,13 +4,12 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from flawforge.bus.base import PoisonMessage
-from flawforge.proto.sandbox import SandboxRequested
+from flawforge.proto.sandbox import EXECUTE_QUEUE, SandboxRequested
 from flawforge.runtime.platform import Platform
 from flawforge.runtime.service import Consumer
 from flawforge.sandbox.maximums import AboveMaximum
 from flawforge.services.trace_executor.sandbox import REQUESTS, run_unit
 
-QUEUE = "sandbox.execute"
 
 
 def make_handler(platform: Platform):
@@ -28,4 +27,4 @@ def make_handler(platform: Platform):
     return handle
 
 
-SANDBOX_CONSUMER = Consumer(queue=QUEUE, make_handler=make_handler)
+SANDBOX_CONSUMER = Consumer(queue=EXECUTE_QUEUE, make_handler=make_handler)

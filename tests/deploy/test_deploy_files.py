@@ -179,6 +179,7 @@ def check_distributed(settings: Settings, where: str, *, broker: tuple[str, int]
     owners = parse_api_tokens(settings.api_tokens)
     assert owners, f"{where}: FLAWFORGE_API_TOKENS is empty (a service refuses to start)"
     assert settings.token in owners, f"{where}: FLAWFORGE_TOKEN is not one of FLAWFORGE_API_TOKENS"
+    assert settings.data_roots == DATA_PATH, f"{where}: FLAWFORGE_DATA_ROOTS must be the data folder {DATA_PATH}"
     # A loopback address would point each container at itself (a default left in place).
     for field, value in settings.model_dump(exclude={"http_host"}).items():
         assert not any(lo in str(value) for lo in LOOPBACK), f"{where}: {env_name(field)}={value!r} is a loopback address"
@@ -550,6 +551,21 @@ def test_trace_executor_runs_sandboxed(k8s, compose, dockerfile):
     assert service["build"]["target"] == "sandbox" and service["read_only"] is True and service["cap_drop"] == ["ALL"]
     assert all(compose["networks"][n].get("internal") for n in service["networks"])
     assert not any("pip" in line and "install" in line for line in dockerfile["sandbox"])
+
+
+def test_untrusted_code_runs_only_in_the_trace_executor(compose, k8s, specs):
+    """Every other service's sandbox is the trace-executor's: its service name and port, a token it accepts."""
+    port = specs["trace-executor"].port
+    for where, envs in (("compose", {name: compose_env(service) for name, service in served(compose).items()}),
+                        ("k8s", {name: k8s_env(k8s, deployment)
+                                 for name, deployment in objects(k8s, "Deployment").items()})):
+        executor = settings_from(envs["trace-executor"])
+        accepted = {pair.split(":", 1)[1].strip() for pair in executor.api_tokens.split(",") if ":" in pair}
+        for name, env in envs.items():
+            settings = settings_from(env)
+            if name != "trace-executor":
+                assert settings.sandbox_url == f"http://trace-executor:{port}", f"{where} {name}: runs its own sandbox"
+                assert settings.token in accepted, f"{where} {name}: its token is not the trace-executor's"
 
 
 def test_trace_executor_egress_reaches_only_broker_store_and_dns(k8s):

@@ -40,16 +40,14 @@ def make_client(inference_settings, backend, tmp_path):
     from fastapi.testclient import TestClient
 
     from auth_support import AUTHORIZATION
-    from flawforge.runtime.app import create_app
-    from flawforge.runtime.platform import Platform
-    from flawforge.services import load_service
+    from flawforge.assembly import platform_for, service_app
 
     clients = []
 
     def make(*, run_worker: bool = True, blob_dir: Path = tmp_path, **overrides) -> TestClient:
         settings = inference_settings.model_copy(update={"blob_dir": str(blob_dir), **overrides})
-        platform = Platform.from_settings(settings)
-        client = TestClient(create_app(load_service("inference-server"), platform, run_worker=run_worker),
+        platform = platform_for(settings)
+        client = TestClient(service_app("inference-server", platform, run_worker=run_worker),
                             headers=AUTHORIZATION)
         client.__enter__()  # runs the lifespan: the batch worker starts
         client.platform = platform

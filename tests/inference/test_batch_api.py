@@ -68,7 +68,8 @@ def test_a_batch_completes_while_bad_lines_and_failed_requests_go_to_the_error_f
         {"custom_id": "no-method", "url": "/v1/chat/completions", "body": {}},
         chat_line("unknown-model", "gpt-4o"),
         chat_line("too-long", model, content="word " * 9000),
-        chat_line("bad-json", model, max_tokens=3, response_format={"type": "json_object"}),
+        chat_line("bad-schema", model, response_format={"type": "json_schema", "json_schema": {
+            "name": "x", "schema": {"type": "object", "minProperties": "x"}}}),
         {**chat_line("wrong-url", model), "url": "/v1/completions"},
         chat_line("ok-1", model, content="again"),
         chat_line("bad-body", model, temperature=5),
@@ -80,11 +81,15 @@ def test_a_batch_completes_while_bad_lines_and_failed_requests_go_to_the_error_f
     assert batch["status"] == "completed", batch
     assert batch["request_counts"] == {"total": 10, "completed": 2, "failed": 8}
     assert batch["in_progress_at"] <= batch["finalizing_at"] <= batch["completed_at"]
-    assert batch["metadata"] == {"purpose": "test"}
+    assert batch["metadata"] == {"purpose": "test"} and batch["model"] == model
 
     outputs = lines_of(client, batch["output_file_id"])
     assert [o["custom_id"] for o in outputs] == ["ok-1", "ok-2"]
     assert all(o["response"]["status_code"] == 200 and o["error"] is None for o in outputs)
+    usages = [o["response"]["body"]["usage"] for o in outputs]
+    assert batch["usage"] == {"input_tokens": sum(u["prompt_tokens"] for u in usages),
+                              "output_tokens": sum(u["completion_tokens"] for u in usages),
+                              "total_tokens": sum(u["total_tokens"] for u in usages)}
     direct = client.post("/v1/chat/completions", json=chat_line("x", model)["body"]).json()
     assert outputs[0]["response"]["body"]["choices"][0]["message"] == direct["choices"][0]["message"]
 
@@ -96,7 +101,7 @@ def test_a_batch_completes_while_bad_lines_and_failed_requests_go_to_the_error_f
     responses = {cid: (e["response"]["status_code"], e["response"]["body"]["error"]["code"])
                  for cid, e in errors.items() if e["response"]}
     assert responses == {"unknown-model": (404, "model_not_found"), "too-long": (400, "context_length_exceeded"),
-                         "bad-json": (422, "invalid_json_output"), "bad-body": (400, "invalid_request")}
+                         "bad-schema": (400, "invalid_schema"), "bad-body": (400, "invalid_value")}
     assert errors["bad-body"]["response"]["body"]["error"]["param"] == "temperature"
 
     purposes = {f["id"]: f["purpose"] for f in client.get("/v1/files").json()["data"]}
@@ -116,7 +121,7 @@ def test_a_batch_without_a_valid_line_fails_and_bad_creations_are_refused(make_c
     assert missing.status_code == 404 and missing.json()["error"]["param"] == "file_id"
     endpoint = client.post("/v1/batches", json={"input_file_id": "file-x", "endpoint": "/v1/embeddings",
                                                 "completion_window": "24h"})
-    assert endpoint.status_code == 422 and endpoint.json()["detail"][0]["loc"] == ["body", "endpoint"]
+    assert endpoint.status_code == 400 and endpoint.json()["error"]["param"] == "endpoint"
     purpose = client.post("/v1/files", files={"file": ("a.jsonl", b"{}\n")}, data={"purpose": "fine-tune"})
     assert purpose.status_code == 400 and purpose.json()["error"]["param"] == "purpose"
     assert client.get("/v1/batches/batch_unknown").status_code == 404
@@ -191,7 +196,7 @@ def test_a_restarted_worker_resumes_after_the_saved_parts(make_client, backend, 
 
 @pytest.mark.rabbitmq
 def test_files_and_batches_survive_a_restart_on_rabbitmq(make_client, lm, amqp_url, tmp_path):
-    from flawforge.services.inference_server.worker import BATCH_QUEUE
+    from flawforge.proto.inference import BATCH_QUEUE
 
     before = make_client(run_worker=False, bus="rabbitmq", amqp_url=amqp_url, blob_dir=tmp_path)
     before.platform.bus.declare(BATCH_QUEUE)

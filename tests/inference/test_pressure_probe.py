@@ -15,7 +15,7 @@ pytestmark = pytest.mark.model
 BASELINE = "Answer with exactly one English word.\nQuestion: {q}\nAnswer:"
 NEGATIVE = ('Answer with exactly one English word.\nDo not use the word "{x}" anywhere in your answer.\n'
             "Question: {q}\nAnswer:")
-# Targets of one and of several tokens, rare and common words, mixed case; each writes 24-36 forms whose
+# Targets of one and of several tokens, rare and common words, mixed case; each writes up to 24 forms whose
 # sequences share prefixes (" Paris", " Paris.", " Paris. ").
 PAIRS = [
     ("Fill the blank with one word: The capital of France is ____.", "Paris"),
@@ -71,14 +71,24 @@ def sequences(tok, word: str) -> list[tuple[int, ...]]:
 
 
 @torch.inference_mode()
-def plain_prob(lm, prompt_ids: list[int], seq: tuple[int, ...]) -> float:
+def plain_next(lm, ids: tuple[int, ...]) -> torch.Tensor:
+    """Next-token probabilities after `ids`: one full forward pass, no cache."""
+    return torch.softmax(lm.model(torch.tensor([list(ids)]), use_cache=False).logits[0, -1].double(), -1)
+
+
+def plain_prob(lm, prompt_ids: list[int], seq: tuple[int, ...], seen: dict) -> float:
+    """The product of the token probabilities; `seen` keeps each distinct input's distribution, so sequences
+    that share a prefix ("Paris" and "Paris.") run that prefix once (still a full pass, never a cache)."""
     prob = 1.0
     for i, token in enumerate(seq):
-        logits = lm.model(torch.tensor([prompt_ids + list(seq[:i])]), use_cache=False).logits[0, -1]
-        prob *= float(torch.softmax(logits.double(), -1)[token])
+        key = tuple(prompt_ids) + tuple(seq[:i])
+        if key not in seen:
+            seen[key] = plain_next(lm, key)
+        prob *= float(seen[key][token])
     return prob
 
 
+@pytest.mark.timeout(1200)  # a shared 2-core machine under load; alone it takes about a minute
 def test_p_sem_equals_a_plain_loop_over_variants_and_tokens(lm, backend):
     items = [{"prompt": BASELINE.format(q=q), "target": x} for q, x in PAIRS]
     items += [{"prompt": NEGATIVE.format(q=q, x=x), "target": x} for q, x in PAIRS[:3]]
@@ -89,12 +99,13 @@ def test_p_sem_equals_a_plain_loop_over_variants_and_tokens(lm, backend):
         expected = sequences(lm.tokenizer, item["target"])
         assert [tuple(s.token_ids) for s in result.sequences] == expected, item["target"]
         prompt_ids = lm.tokenizer(item["prompt"])["input_ids"]
-        probs = [plain_prob(lm, prompt_ids, seq) for seq in expected]
+        seen: dict = {}
+        probs = [plain_prob(lm, prompt_ids, seq, seen) for seq in expected]
         for got, want in zip(result.sequences, probs):
             assert got.prob == pytest.approx(want, abs=1e-5, rel=1e-4)
         assert result.p_sem == pytest.approx(min(1.0, sum(probs)), abs=1e-5)
         singles = [p for s, p in zip(expected, probs) if len(s) == 1]
-        firsts = {s[0]: plain_prob(lm, prompt_ids, s[:1]) for s in expected}
+        firsts = {s[0]: plain_prob(lm, prompt_ids, s[:1], seen) for s in expected}
         assert result.p_first == pytest.approx(sum(singles) if singles else sum(firsts.values()), abs=1e-5)
         multi_token += all(len(s) > 1 for s in expected)
         shared_prefix += any(a != b and a == b[:len(a)] for a in expected for b in expected)

@@ -160,11 +160,13 @@ def test_patch_rejects_positions_outside_the_prompts(lm):
         research_api.patch(lm, PatchRequest(model=lm.name, source="Hi", target="Yo", targets=[5], layers=[31]), 2048)
 
 
-def test_trace_stores_every_layer_and_attention_in_the_blob_store(lm, tmp_path):
+def test_trace_stores_every_layer_and_the_asked_attention_rows_in_the_blob_store(lm, tmp_path):
     from flawforge.blobstore.local import LocalBlobStore
 
     store = LocalBlobStore(tmp_path)
-    response = research_api.trace(lm, store, TraceRequest(model=lm.name, prompts=PROMPTS[:2], full_sequence=True), 2048)
+    full = TraceRequest(model=lm.name, prompts=PROMPTS[:2], full_sequence=True, attention_positions=256)
+    response = research_api.trace(lm, store, full, 2048, 1 << 30)
+    assert response.model_revision == lm.revision and lm.revision.startswith("sha256:")
     assert lm.model.config._attn_implementation != "eager"  # restored after the trace
     layers = lm.model.config.num_hidden_layers
     for text, result in zip(PROMPTS[:2], response.results):
@@ -172,6 +174,7 @@ def test_trace_stores_every_layer_and_attention_in_the_blob_store(lm, tmp_path):
         saved = torch.load(io.BytesIO(store.get_verified(result.blob)), weights_only=True)
         assert result.blob.key.endswith(".pt") and result.num_layers == layers
         assert saved["input_ids"].tolist() == token_ids and saved["positions"] == list(range(len(token_ids)))
+        assert saved["model_revision"] == lm.revision and saved["attention_positions"] == saved["positions"]
         hidden, logits = residuals(lm, token_ids)
         assert saved["hidden_states"].shape == (layers + 1, len(token_ids), lm.model.config.hidden_size)
         for layer in range(layers + 1):
@@ -182,8 +185,14 @@ def test_trace_stores_every_layer_and_attention_in_the_blob_store(lm, tmp_path):
         assert result.next_token_id == int(logits[-1].argmax())
         assert result.next_token_prob == pytest.approx(torch.softmax(logits[-1].float(), -1).max().item(), abs=ATOL)
 
-    last_only = research_api.trace(lm, store, TraceRequest(model=lm.name, prompts=[PROMPTS[1]]), 2048).results[0]
+    last_only = research_api.trace(lm, store, TraceRequest(model=lm.name, prompts=[PROMPTS[1]]), 2048,
+                                   1 << 30).results[0]
     saved = torch.load(io.BytesIO(store.get(last_only.blob.key)), weights_only=True)
     n = len(ids(lm, PROMPTS[1]))
     assert last_only.positions == [n - 1]
     assert saved["hidden_states"].shape[1] == 1 and saved["attentions"].shape[2:] == (1, n)
+    # The cap is checked before any work, with the size the trace would take: linear in the length.
+    with pytest.raises(RequestError, match="over the cap of 1 MiB"):
+        research_api.trace(lm, store, TraceRequest(model=lm.name, prompts=["word " * 1000], full_sequence=True),
+                           2048, 1 << 20)
+    assert research.trace_bytes(30, 9, 576, 2048, 1) == 2 * research.trace_bytes(30, 9, 576, 1024, 1)

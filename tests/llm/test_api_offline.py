@@ -8,9 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from auth_support import API_TOKENS, AUTHORIZATION
-from flawforge.runtime.app import create_app
-from flawforge.runtime.platform import Platform
-from flawforge.services import load_service
+from flawforge.assembly import platform_for, service_app
 from flawforge.settings import Settings
 
 
@@ -23,7 +21,7 @@ def client(tmp_path):
                         llm_providers=json.dumps({"local": {"base_url": f"http://127.0.0.1:{port}/v1",
                                                            "models": ["m"], "api_key_env": "LLM_TEST_KEY"}}),
                         api_tokens=API_TOKENS)
-    with TestClient(create_app(load_service("llm-gateway"), Platform.from_settings(settings)),
+    with TestClient(service_app("llm-gateway", platform_for(settings)),
                     headers=AUTHORIZATION) as client:
         yield client
 
@@ -73,11 +71,12 @@ def test_chat_worker_answers_a_bus_request_with_the_items_result(tmp_path):
     from flawforge.jobs.store import JobStore
     from flawforge.proto.llm import ChatRequest, ChatRequested, RowResult
     from flawforge.runtime.service import Workers
-    from flawforge.services.llm_gateway.workers import CHAT_CONSUMER, CHAT_QUEUE
+    from flawforge.proto.llm import CHAT_QUEUE
+    from flawforge.services.llm_gateway.workers import CHAT_CONSUMER
 
     settings = Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path),
                         llm_providers='{"local": {"base_url": "http://127.0.0.1:9/v1", "models": ["m"]}}')
-    platform = Platform.from_settings(settings)
+    platform = platform_for(settings)
     job = JobStore(platform.store).create("templates", {})
     request = ChatRequest(model="gpt-9", messages=[{"role": "user", "content": "hi"}])
     ref = platform.store.put_content("llm/requests", request.model_dump_json().encode())
@@ -94,3 +93,19 @@ def test_chat_worker_answers_a_bus_request_with_the_items_result(tmp_path):
     row = RowResult.model_validate_json(platform.store.get(key))
     assert row.custom_id == "q1.json" and row.result is None
     assert row.error.code == "unknown_model" and "gpt-9" in row.error.message
+
+
+def test_the_chat_route_has_an_hourly_budget(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    settings = Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path / "blobs"), llm_max_attempts=1,
+                        llm_chat_max_requests_per_hour=1, api_tokens=API_TOKENS,
+                        llm_providers=json.dumps({"local": {"base_url": f"http://127.0.0.1:{port}/v1",
+                                                           "models": ["m"]}}))
+    with TestClient(service_app("llm-gateway", platform_for(settings)), headers=AUTHORIZATION) as client:
+        body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+        assert client.post("/llm/chat", json=body).json()["code"] == "provider_error"  # spent the one request
+        spent = client.post("/llm/chat", json=body)
+        assert spent.status_code == 429 and spent.json()["code"] == "budget_exceeded"
+        assert "budget of 1 model requests" in spent.json()["detail"]

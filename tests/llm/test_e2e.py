@@ -10,7 +10,7 @@ import time
 
 import pytest
 from fastapi.testclient import TestClient
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from flawforge.blobstore import LocalBlobStore
 from flawforge.llm.config import parse_providers
@@ -73,9 +73,7 @@ def wait_until_settled(client: TestClient, batch_id: str, timeout_s: float = 150
 
 def test_batch_api_answers_good_rows_and_names_each_bad_one(inference_server, providers_json, tmp_path):
     from auth_support import API_TOKENS, AUTHORIZATION
-    from flawforge.runtime.app import create_app
-    from flawforge.runtime.platform import Platform
-    from flawforge.services import load_service
+    from flawforge.assembly import platform_for, service_app
     from flawforge.settings import Settings
 
     model = inference_server["model"]
@@ -91,7 +89,7 @@ def test_batch_api_answers_good_rows_and_names_each_bad_one(inference_server, pr
     bad = [line("unknown", "Hello", "gpt-9"), line("too-long", "hello " * 9000), '{"custom_id": "broken", "body": ']
     batch_file = "\n".join(good[:2] + bad[:1] + good[2:] + bad[1:]).encode()
 
-    with TestClient(create_app(load_service("llm-gateway"), Platform.from_settings(settings)),
+    with TestClient(service_app("llm-gateway", platform_for(settings)),
                     headers=AUTHORIZATION) as client:
         submitted = client.post("/llm/batches", content=batch_file)
         assert submitted.status_code == 202, submitted.text
@@ -183,3 +181,40 @@ def test_cancelled_job_stops_its_batch_and_keeps_what_finished(inference_server,
     assert status in ("cancelled", "completed")  # completed only if it outran the cancel
     results = gateway.batches.results(record.batch_id)
     assert all((r.result is not None) == (row.status == "succeeded") for r, row in zip(results, record.rows))
+
+
+class Record(BaseModel):
+    model_config = {"extra": "forbid"}
+    name: str = Field(max_length=24)
+    age: int = Field(ge=0, le=120)
+    city: str = Field(max_length=24)
+
+
+@pytest.fixture
+def enforcing_providers(inference_server) -> str:
+    """The inference-server as a provider that enforces response_format json_schema (the default's setting)."""
+    return json.dumps({"local": {"base_url": inference_server["base_url"], "json_schema": True}})
+
+
+def test_an_enforcing_provider_gets_the_schema_and_no_repairs(inference_server, enforcing_providers, tmp_path):
+    gateway = Gateway(LocalBlobStore(tmp_path), parse_providers(enforcing_providers))
+    model = inference_server["model"]
+    question = [{"role": "user", "content": "Ann, 5, lives in Oslo. Give her record."}]
+    roomy, cramped = gateway.structured_many([ChatRequest(model=model, messages=question, max_tokens=40),
+                                              ChatRequest(model=model, messages=question, max_tokens=3)], Record)
+    assert isinstance(roomy.value, Record) and len(roomy.replies) == 1
+    assert isinstance(cramped.error, InvalidModelOutput) and len(cramped.replies) == 1  # a repair would be cut too
+    assert "cut at max_tokens" in str(cramped.error)
+
+
+@pytest.mark.slow
+def test_schema_constrained_replies_parse_on_100_of_100_prompts(inference_server, enforcing_providers, tmp_path):
+    gateway = Gateway(LocalBlobStore(tmp_path), parse_providers(enforcing_providers))
+    names, cities = ["Ann", "Bo", "Chen", "Dara", "Eli"], ["Oslo", "Lima", "Pune", "Accra", "Kyiv"]
+    requests = [ChatRequest(model=inference_server["model"], max_tokens=48, temperature=0.8, seed=i, messages=[
+        {"role": "user", "content": f"{names[i % 5]} is {i} years old and lives in {cities[i // 20]}. "
+                                    "Give the record."}]) for i in range(100)]
+    outcomes = gateway.structured_many(requests, Record, concurrency=1)
+    failures = [(i, str(o.error)) for i, o in enumerate(outcomes) if o.value is None]
+    assert not failures, failures
+    assert all(len(o.replies) == 1 for o in outcomes)

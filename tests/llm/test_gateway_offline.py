@@ -89,3 +89,58 @@ def test_replay_refuses_to_poll_a_batch_still_running_at_its_provider(tmp_path, 
     with pytest.raises(ReplayMiss, match="batch b0 is still running"):
         make_gateway(store, closed_port, replay=True).batches.advance("b0")
     assert list(store.list("llm/log/")) == []
+
+
+def test_a_stopped_retry_keeps_the_reason_the_row_failed_of(tmp_path, closed_port):
+    from datetime import datetime, timezone
+
+    from flawforge.proto.llm import BatchRecord, BatchRowState, CallError
+
+    store = LocalBlobStore(tmp_path)
+    now = datetime.now(timezone.utc)
+    earlier = CallError(code="provider_error", message="provider answered 503: overloaded")
+    record = BatchRecord(batch_id="b1", state="in_progress", created_at=now, updated_at=now,
+                         rows=[BatchRowState(custom_id="r1", status="pending", attempts=1, error=earlier)])
+    store.put("llm/batches/b1/record.json", record.model_dump_json().encode())
+    store.put("llm/batches/b1/rows.jsonl", BatchRow(custom_id="r1", request=request()).model_dump_json().encode())
+    [row] = make_gateway(store, closed_port).batches.advance("b1", CallScope(budget=Budget(max_requests=0))).rows
+    assert row.status == "failed" and row.error.code == "provider_error"
+    assert row.error.message.startswith("provider answered 503: overloaded (not retried: the job's budget")
+
+
+def test_batch_results_keep_the_file_order_rejected_rows_included(tmp_path, closed_port):
+    from flawforge.llm.batches import parse_batch_file
+
+    good = '{"custom_id": "%s", "body": {"model": "m", "messages": [{"role": "user", "content": "hi"}]}}'
+    rows, rejected = parse_batch_file("\n".join([good % "a", "{broken", good % "b", '{"custom_id": "c"}']).encode())
+    gateway = make_gateway(LocalBlobStore(tmp_path), closed_port, replay=True)
+    record = gateway.batches.submit(rows, rejected=rejected)
+    results = gateway.batches.results(record.batch_id)
+    assert [r.custom_id for r in results] == ["a", "line-2", "b", "c"]
+    assert [r.error.code for r in results] == ["replay_miss", "malformed_batch_line", "replay_miss",
+                                               "malformed_batch_line"]
+
+
+def test_the_cache_keeps_replies_redacted(tmp_path):
+    from flawforge.llm.cache import ResponseCache
+    from flawforge.proto.llm import ChatResult
+
+    cache = ResponseCache(LocalBlobStore(tmp_path))
+    echoed = ChatResult(fingerprint="f" * 64, provider="p", model="m",
+                        content="your key is KEY-0123456789 and sk-abcdefghijklmnopqrstu")
+    stored = cache.put(echoed, ["KEY-0123456789"])
+    assert stored.content == "your key is [REDACTED] and [REDACTED]" == cache.get("f" * 64).content
+    assert b"KEY-0123456789" not in (tmp_path / ResponseCache.key("f" * 64)).read_bytes()
+
+
+def test_a_window_budget_renews_and_says_when():
+    from flawforge.llm.limits import WindowBudget
+
+    now = [0.0]
+    budget = WindowBudget(max_requests=1, max_tokens=None, window_s=3600, clock=lambda: now[0])
+    budget.spend_request()
+    now[0] = 600
+    with pytest.raises(BudgetExceeded, match="renews in 3000 s"):
+        budget.spend_request()
+    now[0] = 3600
+    budget.spend_request()

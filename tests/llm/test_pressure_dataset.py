@@ -15,10 +15,10 @@ from flawforge.errors import FlawforgeError
 def job_context(tmp_path, providers: str):
     from flawforge.jobs.context import JobContext
     from flawforge.jobs.store import JobStore
-    from flawforge.runtime.platform import Platform
+    from flawforge.assembly import platform_for
     from flawforge.settings import Settings
 
-    platform = Platform.from_settings(Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path),
+    platform = platform_for(Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path),
                                                llm_providers=providers, llm_batch_poll_s=0.2))
     status = JobStore(platform.store).create("pressure-dataset", {})
     return JobContext(platform, status.job_id)

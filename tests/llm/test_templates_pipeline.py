@@ -73,7 +73,7 @@ def test_validation_keeps_passing_templates_and_rejects_others_with_the_reason(s
     from flawforge.llm.errors import InvalidModelOutput
     from flawforge.math.gsm8k import read_gsm8k
     from flawforge.pipelines.templates import TemplateGenerationParams, validate_outcomes
-    from flawforge.runtime.platform import Platform
+    from flawforge.assembly import platform_for
     from flawforge.settings import Settings
 
     problems = read_gsm8k(shared_data / "gsm8k" / "train.jsonl")
@@ -84,7 +84,7 @@ def test_validation_keeps_passing_templates_and_rejects_others_with_the_reason(s
                for i in (1001, 1004)]
     outcomes = [StructuredOutcome(value=replies[0]), StructuredOutcome(value=replies[1]),
                 StructuredOutcome(error=InvalidModelOutput("the reply is not valid JSON: Expecting value"))]
-    platform = Platform.from_settings(Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path)))
+    platform = platform_for(Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path)))
     params = TemplateGenerationParams(gsm8k="unused", indices="1001-1001", model="org/some-model")
     ctx = JobContext(platform, JobStore(platform.store).create("templates", params.model_dump()).job_id)
 

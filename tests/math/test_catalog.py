@@ -8,13 +8,13 @@ from flawforge.jobs.context import JobContext
 from flawforge.jobs.store import JobStore
 from flawforge.pipelines.math_errors import _catalog
 from flawforge.proto.math import ProblemResult
-from flawforge.runtime.platform import Platform
+from flawforge.assembly import platform_for
 from flawforge.settings import Settings
 
 
 @pytest.fixture
 def ctx(tmp_path):
-    platform = Platform.from_settings(Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path)))
+    platform = platform_for(Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path)))
     status = JobStore(platform.store).create("math-errors", {})
     yield JobContext(platform, status.job_id)
     platform.close()

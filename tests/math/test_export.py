@@ -19,7 +19,8 @@ def candidate(problems, index: int, error_type: str = "off_by_n", line: str = "L
     return Candidate(id=f"{index}-{error_type}-{line}", problem_index=index, tier="tier1",
                      template_model="google_gemini-2.5-flash", family="computational", error_type=error_type,
                      target_variable="x", erroneous_line_number=line, correct_value=TypedValue.of(1),
-                     flawed_value=TypedValue.of(2), correct_final_answer=TypedValue.of(1),
+                     flawed_value=TypedValue.of(2),
+                     correct_final_answer=TypedValue.of(int(problems[index].final_answer.replace(",", ""))),
                      flawed_final_answer=TypedValue.of(2), mutated_code="def solve():\n    return 2\n",
                      correct_trace=[], flawed_trace=[], original_solution=original, flawed_solution=flawed,
                      explanation="The first line is off by one.", seed=7)
@@ -65,6 +66,14 @@ def test_bad_input_is_named(problems):
     far = candidate(problems, 1).model_copy(update={"problem_index": 10**6})
     with pytest.raises(ExportError, match="does not have"):
         build_dataset([far], problems, 0.2, 0)
+
+
+def test_a_gsm8k_file_of_other_problems_is_refused(problems, shared_data):
+    from flawforge.math.gsm8k import read_gsm8k
+
+    train_candidates = [candidate(problems, i) for i in range(20)]
+    with pytest.raises(ExportError, match="does not hold the candidates' problems: 20 of 20"):
+        build_dataset(train_candidates, read_gsm8k(shared_data / "gsm8k" / "test.jsonl"), 0.2, 0)
 
 
 def test_export_command(tmp_path, problems, shared_data):

@@ -12,14 +12,12 @@ from flawforge.math.gsm8k import read_gsm8k
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory):
-    from flawforge.runtime.app import create_app
-    from flawforge.runtime.platform import Platform
-    from flawforge.services import load_service
+    from flawforge.assembly import platform_for, service_app
     from flawforge.settings import Settings
 
     settings = Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path_factory.mktemp("blobs")),
                         api_tokens=API_TOKENS)
-    with TestClient(create_app(load_service("template-loader"), Platform.from_settings(settings),
+    with TestClient(service_app("template-loader", platform_for(settings),
                                run_worker=False), headers=AUTHORIZATION) as test_client:
         yield test_client
 

@@ -9,7 +9,7 @@ from flawforge.math.program import BoundProgram, Program
 from flawforge.math.templates import TemplateFolder, problem_template
 from flawforge.pipelines.math_errors import catalog_order
 from flawforge.proto.math import ProblemResult, ProblemWorkItem, ValidatedTemplate
-from flawforge.runtime.platform import Platform
+from flawforge.assembly import platform_for
 from flawforge.sandbox import Sandbox
 from flawforge.services.mutator.worker import make_problem_handler, sandbox_ready
 from flawforge.settings import Settings
@@ -18,7 +18,7 @@ FAMILIES = ["computational", "conceptual"]
 
 
 def test_pool_generation_is_stored_byte_for_byte_as_in_process(shared_data, tmp_path):
-    platform = Platform.from_settings(Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path)))
+    platform = platform_for(Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path)))
     folder = TemplateFolder(shared_data / "formalization-templates")
     problems = read_gsm8k(shared_data / "gsm8k" / "train.jsonl")
     sandbox_ready(platform)
@@ -58,7 +58,7 @@ def test_a_process_starts_a_sandbox_only_for_a_template_whose_mutants_need_one(s
     from flawforge.services.mutator import worker
 
     settings = Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path))
-    platform = Platform.from_settings(settings)
+    platform = platform_for(settings)
     folder = TemplateFolder(shared_data / "formalization-templates")
     problems = read_gsm8k(shared_data / "gsm8k" / "train.jsonl")
 

@@ -130,13 +130,13 @@ def test_rabbitmq_run_through_the_services_is_identical(shared_data, corpus_run,
     from flawforge.jobs.runner import submit
     from flawforge.jobs.store import JobStore
     from flawforge.proto.jobs import JobState
-    from flawforge.runtime.platform import Platform
+    from flawforge.assembly import platform_for
     from flawforge.runtime.service import Workers
     from flawforge.services import consumers_of, load_service
     from flawforge.settings import Settings
 
     settings = Settings(bus="rabbitmq", amqp_url=amqp_url, blob_backend="local", blob_dir=str(tmp_path / "blobs"))
-    platform = Platform.from_settings(settings)
+    platform = platform_for(settings)
     consumers = [c for name in ("template-loader", "mutator") for c in consumers_of(load_service(name))]
     workers = Workers(platform, consumers).start()
     try:
@@ -159,7 +159,7 @@ def test_bad_parameters_fail_the_job_with_a_clear_error(shared_data, tmp_path):
 
     with pytest.raises(FlawforgeError, match="beyond the 7473 problems"):
         run_embedded(corpus_params(shared_data, indices="7470-7480"), tmp_path / "a")
-    with pytest.raises(FlawforgeError, match="template folder not found"):
+    with pytest.raises(FlawforgeError, match="invalid templates: Value error, .*/none does not exist"):
         run_embedded({**corpus_params(shared_data), "templates": str(tmp_path / "none")}, tmp_path / "b")
 
 

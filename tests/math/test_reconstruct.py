@@ -6,8 +6,8 @@ from fractions import Fraction
 
 import pytest
 
-from flawforge.math.annotations import false_annotations, false_equations, find_annotations
-from flawforge.math.display import show
+from flawforge.math.display import show, show_answer
+from flawforge.math.proofread import check_correct, false_statements
 from flawforge.math.generate import generate_for_problem
 from flawforge.math.reconstruct import SIGNS, WORDS, Unrenderable, final_answer_line, render
 from flawforge.math.selection import NO_CAPS
@@ -35,46 +35,17 @@ def test_fields_are_filled_the_way_the_template_asks():
         render("{__import__('os').getcwd()}", values)
 
 
-def test_fractions_and_negatives_keep_their_meaning_inside_annotations():
+def test_fractions_and_negatives_keep_their_meaning_inside_annotations_and_after_a_division():
     line = render("{a} / {b} = <<{a}/{b}={c}>>{c}", {"a": 20, "b": Fraction(4, 5), "c": Fraction(25)})
-    assert line == "20 / 4/5 = <<20/(4/5)=25>>25"
-    assert not false_annotations(line)
-    assert not false_annotations(render("<<{a}-{b}={c}>>", {"a": 3, "b": -5, "c": 8}))
+    assert line == "20 / (4/5) = <<20/(4/5)=25>>25"  # "20 / 4/5" reads (20 / 4) / 5
+    assert not false_statements(line)
+    assert render("{a} x {b} = {c}", {"a": 20, "b": Fraction(4, 5), "c": 16}) == "20 x 4/5 = 16"
+    assert not false_statements(render("<<{a}-{b}={c}>>", {"a": 3, "b": -5, "c": 8}))
 
 
-# --- the annotation checker -------------------------------------------------------------------
-@pytest.mark.parametrize("line, wrong", [
-    ("There is 30 - 26 = <<30+26=56>>56 cookie slices left.", ["30 - 26 = 56"]),  # prose kept the old operator
-    ("He paid $12 + $6 = $6.", ["$12 + $6 = $6"]),
-    ("Derek caught 2 * 23 - 4 = 46 - 4 = <<2*23-4=42>>42 balls.", []),
-    ("Tammy caught 42 / 3 + 16 = 14 * 16 = <<14*16=224>>224 balls.", ["42 / 3 + 16 = 14 * 16 = 224"]),
-    ("There are 60 students x 2/3 = <<60*(2/3)=40>>40 students.", []),   # "2/3 = 40" is no calculation
-    ("1/8 inch is 8 / 1/4 = 32 miles.", []),                             # 1/4 is one number
-    ("So 100 - 50 = <<100-50=50>>50% are left, and 1000-240 = 760, ...", []),
-    ("She bought 5*7=$35<<5*7=35>>35 of shorts", []),
-])
-def test_calculations_in_the_prose_are_checked(line, wrong):
-    assert [w.replace("  ", " ") for w in false_equations(line)] == wrong
-
-
-@pytest.mark.parametrize("line, true", [
-    ("He earned $50 x 20 = $<<50*20=1000>>1000.", True),
-    ("50 x 20 = <<50*20=70>>70", False),           # the original's operator-swap text
-    ("<<1000+375=1376>>1376", False),              # off by one is caught at any size
-    ("<<123456+1=123458>>", False),
-    ("<<10/3=3.33>>3.33", True),                   # a rounded value stands for what rounds to it
-    ("<<10/3=3.34>>3.34", False),
-    ("<<3.33*3=10>>10", True),                     # ... also as an operand
-    ("<<1,000+250=1,250>>", True),
-    ("<<20%*50=10>>", True),
-    ("<<4/5*20=16>>", True),
-    ("<<(2/3)/3=2/9>>", True),
-    ("<<7//2=3>>", True),
-    ("<<__import__('os')=1>>", False),             # never evaluated
-    ("<<9**9**9=1>>", False),
-])
-def test_annotation_checker(line, true):
-    assert find_annotations(line) and (not false_annotations(line)) == true
+def test_final_answers_are_never_fractions():
+    assert show_answer(Fraction(64, 5)) == "12.8" and show_answer(Fraction(-7, 4)) == "-1.75"
+    assert show_answer(Fraction(1, 81)) is None and show_answer(7) == "7" and show_answer(2.5) == "2.5"
 
 
 # --- small problems through the real sandbox --------------------------------------------------
@@ -125,7 +96,7 @@ def test_operator_swap_changes_the_operator_in_the_text(sandbox):
         written_as_word = step == 2  # "{plant_price} times {plants_sold}"
         assert (WORDS[new][0] if written_as_word else SIGNS[new][0]) in prose
         assert (WORDS[old][0] if written_as_word else f" {SIGNS[old][0]} ") not in prose.replace(" x ", " * ")
-        assert not false_annotations(c.flawed_solution)
+        assert not false_statements(c.flawed_solution)
 
 
 def test_the_seed_example_reads_as_what_was_computed(sandbox):
@@ -144,7 +115,7 @@ def test_reported_intermediate_ends_the_solution_at_its_step(sandbox):
         selected = c.mutation["selected"]
         lines = c.flawed_solution.splitlines()
         assert c.erroneous_line_number == "FA"
-        assert lines[-1] == f"#### {show(c.flawed_final_answer.to_python())}"
+        assert lines[-1] == f"#### {show_answer(c.flawed_final_answer.to_python())}"
         assert lines[:-1] == c.original_solution.splitlines()[:len(lines) - 1]
         assert {"orchid_earnings": 1, "plant_earnings": 2}[selected] == len(lines) - 1
 
@@ -175,12 +146,12 @@ def check_computational(c) -> None:
     original, flawed = c.original_solution.splitlines(), c.flawed_solution.splitlines()
     assert len(original) == len(flawed)
     first_changed = first_changed_line(c)
-    false_lines = {number - 1 for number, _ in false_annotations(c.flawed_solution)}
-    assert false_lines == {first_changed}, (c.id, false_annotations(c.flawed_solution))
+    false_lines = {finding.line - 1 for finding in false_statements(c.flawed_solution)}
+    assert false_lines == {first_changed}, (c.id, false_statements(c.flawed_solution))
     # the wrong value is shown where it was computed and used from there on
     wrong = show(c.flawed_value.to_python())
     assert re.search(rf"={re.escape(wrong)}>>", flawed[first_changed])
-    assert flawed[-1] == f"#### {show(c.flawed_final_answer.to_python())}"
+    assert flawed[-1] == f"#### {show_answer(c.flawed_final_answer.to_python())}"
 
 
 @pytest.fixture(scope="module")
@@ -193,19 +164,13 @@ def test_every_solution_of_the_corpus_tells_the_truth(corpus):
     checked = 0
     for output in corpus.values():
         for c in output.candidates:
-            assert not false_annotations(c.original_solution), c.id
+            assert check_correct(c.original_solution).ok, c.id
             assert final_answer_line(c.original_solution) == show(c.correct_final_answer.to_python())
-            assert final_answer_line(c.flawed_solution) == show(c.flawed_final_answer.to_python())
+            assert final_answer_line(c.flawed_solution) == show_answer(c.flawed_final_answer.to_python())
             if c.family == "conceptual":
-                assert not false_annotations(c.flawed_solution), (c.id, false_annotations(c.flawed_solution))
+                assert not false_statements(c.flawed_solution), (c.id, false_statements(c.flawed_solution))
             else:
                 check_computational(c)
-            # the prose states no calculation the flaw made false (templates' own slips aside)
-            injected = first_changed_line(c) if c.family == "computational" else None
-            for number, (original, flawed) in enumerate(zip(c.original_solution.splitlines(),
-                                                            c.flawed_solution.splitlines()[:-1])):
-                if number != injected:
-                    assert len(false_equations(flawed)) <= len(false_equations(original)), (c.id, flawed)
             checked += 1
     assert checked > 10_000
 

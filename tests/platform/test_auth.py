@@ -12,10 +12,9 @@ from fastapi.testclient import TestClient
 
 from auth_support import API_TOKENS, AUTHORIZATION
 from flawforge.errors import ConfigError
-from flawforge.runtime.app import create_app
+from flawforge.assembly import platform_for, service_app
 from flawforge.runtime.auth import ANONYMOUS
-from flawforge.runtime.platform import Platform
-from flawforge.services import SERVICE_NAMES, load_service
+from flawforge.services import SERVICE_NAMES
 from flawforge.settings import Settings
 
 PUBLIC = {"/healthz", "/readyz", "/metrics"}
@@ -26,7 +25,7 @@ def app_of(name: str, tmp_path, **settings):
     """The service's app, its workers not started (the lifespan does not run)."""
     settings = Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path / "blobs"), service=name,
                         **{"api_tokens": API_TOKENS, **settings})
-    return create_app(load_service(name), Platform.from_settings(settings), run_worker=False)
+    return service_app(name, platform_for(settings), run_worker=False)
 
 
 def concrete(path: str) -> str:

@@ -30,6 +30,14 @@ def test_smoke_runs_embedded_and_writes_artifacts(tmp_path):
     digests = json.loads((tmp_path / "out" / "digests.json").read_text())
     assert digests["count"] == 30 and len(set(digests["sha256"])) == 30
     assert "succeeded" in result.stderr
+    # the blob store lived only as long as the run: OUT holds the artifacts alone
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["digests.json"]
+
+
+def test_keep_blobs_keeps_the_embedded_blob_store(tmp_path):
+    result = run_cli("run", "--keep-blobs", "smoke", "--count", "3", "--out", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "out" / ".blobs" / "jobs").is_dir()
 
 
 @pytest.mark.parametrize("args, message", [
@@ -84,4 +92,4 @@ def test_smoke_through_a_served_service_on_rabbitmq(amqp_url, tmp_path):
         assert Path(tmp_path / "blobs" / "jobs" / job_id / "status.json").exists()  # state lives in the store
     finally:
         server.terminate()
-        server.wait(10)
+        server.wait(30)  # its workers finish what they hold first

@@ -11,9 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from auth_support import API_TOKENS, AUTHORIZATION, TOKEN
-from flawforge.runtime.app import create_app
-from flawforge.runtime.platform import Platform
-from flawforge.services import load_service
+from flawforge.assembly import platform_for, service_app
 from flawforge.settings import Settings
 
 LIMIT = 256 << 10
@@ -27,7 +25,7 @@ def settings(tmp_path) -> Settings:
 
 @pytest.fixture
 def client(settings):
-    with TestClient(create_app(load_service("metrics"), Platform.from_settings(settings)),
+    with TestClient(service_app("metrics", platform_for(settings)),
                     headers=AUTHORIZATION) as client:
         yield client
 
@@ -65,7 +63,7 @@ class Served:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
-        self.server = uvicorn.Server(uvicorn.Config(create_app(load_service("metrics"), Platform.from_settings(settings)),
+        self.server = uvicorn.Server(uvicorn.Config(service_app("metrics", platform_for(settings)),
                                                     host="127.0.0.1", port=self.port, log_level="warning"))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 

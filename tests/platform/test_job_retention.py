@@ -1,6 +1,7 @@
 """Jobs leave the blob store: DELETE /jobs/{id}, and the retention sweep of finished jobs."""
 from __future__ import annotations
 
+import time
 from datetime import datetime, timedelta, timezone
 
 from auth_support import API_TOKENS, AUTHORIZATION
@@ -9,14 +10,13 @@ from fastapi.testclient import TestClient
 from flawforge.jobs.retention import sweep_expired
 from flawforge.jobs.store import JobStore
 from flawforge.proto.jobs import JobState
-from flawforge.runtime.app import create_app
+from flawforge.assembly import platform_for, service_app
 from flawforge.runtime.platform import Platform
-from flawforge.services import load_service
 from flawforge.settings import Settings
 
 
 def platform_in(tmp_path, **settings) -> Platform:
-    return Platform.from_settings(Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path / "blobs"),
+    return platform_for(Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path / "blobs"),
                                            api_tokens=API_TOKENS, **settings))
 
 
@@ -36,7 +36,7 @@ def test_delete_removes_a_finished_job_and_every_blob_and_refuses_a_running_one(
     jobs = JobStore(platform.store)
     done, running = job_with_blobs(jobs, JobState.succeeded), job_with_blobs(jobs, JobState.running)
     queued = jobs.create("smoke", {}).job_id
-    with TestClient(create_app(load_service("metrics"), platform, run_worker=False), headers=AUTHORIZATION) as client:
+    with TestClient(service_app("metrics", platform, run_worker=False), headers=AUTHORIZATION) as client:
         assert client.delete(f"/jobs/{done}").status_code == 204
         assert client.get(f"/jobs/{done}").status_code == 404
         assert list(platform.store.list(f"jobs/{done}/")) == []
@@ -62,9 +62,10 @@ def test_the_sweep_deletes_finished_jobs_past_the_retention_period_only(tmp_path
 
 def test_a_queued_job_whose_queue_nothing_consumes_fails_naming_the_owner(tmp_path):
     platform = platform_in(tmp_path, consumer_timeout_s=0.01)
-    with TestClient(create_app(load_service("template-loader"), platform, run_worker=False),
+    with TestClient(service_app("template-loader", platform, run_worker=False),
                     headers=AUTHORIZATION) as client:
         job = client.post("/jobs", json={"pipeline": "smoke", "params": {"count": 1}}).json()
+        time.sleep(0.05)  # past the consumer timeout
         status = client.get(f"/jobs/{job['job_id']}").json()
     assert status["state"] == "failed"
     assert status["error"].startswith("nothing consumes queue 'jobs.smoke' after 0 s: start the metrics service")

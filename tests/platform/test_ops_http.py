@@ -7,10 +7,8 @@ import time
 from auth_support import API_TOKENS, AUTHORIZATION
 from fastapi.testclient import TestClient
 
-from flawforge.runtime.app import create_app
-from flawforge.runtime.platform import Platform
+from flawforge.assembly import platform_for, service_app
 from flawforge.sandbox import Sandbox
-from flawforge.services import load_service
 from flawforge.settings import Settings
 
 
@@ -26,7 +24,7 @@ def metric(text: str, name: str, **labels) -> float:
 
 def client_for(tmp_path, service: str = "metrics") -> TestClient:
     settings = Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path / "blobs"), api_tokens=API_TOKENS)
-    return TestClient(create_app(load_service(service), Platform.from_settings(settings)))
+    return TestClient(service_app(service, platform_for(settings)))
 
 
 def test_docs_load_every_asset_from_the_service_itself(tmp_path):

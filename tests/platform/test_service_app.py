@@ -10,14 +10,13 @@ import pytest
 from fastapi.testclient import TestClient
 
 from auth_support import API_TOKENS, AUTHORIZATION
-from flawforge.runtime.app import create_app
-from flawforge.runtime.platform import Platform
+from flawforge.assembly import platform_for, service_app
 from flawforge.services import load_service
 from flawforge.settings import Settings
 
 
 def make_client(settings: Settings, run_worker: bool = True) -> TestClient:
-    return TestClient(create_app(load_service("metrics"), Platform.from_settings(settings), run_worker=run_worker),
+    return TestClient(service_app("metrics", platform_for(settings), run_worker=run_worker),
                       headers=AUTHORIZATION)
 
 
@@ -114,10 +113,10 @@ def test_cancel_a_running_job(settings):
     from flawforge.runtime.service import Workers
 
     # Only the job runner works, not the digest worker: the job waits for items until cancelled.
-    platform = Platform.from_settings(settings)
+    platform = platform_for(settings)
     workers = Workers(platform, [job_consumer(pipelines()["smoke"])]).start()
     try:
-        with TestClient(create_app(load_service("metrics"), platform, run_worker=False),
+        with TestClient(service_app("metrics", platform, run_worker=False),
                         headers=AUTHORIZATION) as client:
             job_id = client.post("/jobs", json={"pipeline": "smoke", "params": {"count": 3}}).json()["job_id"]
             wait_for_state(client, job_id, {"running"})
@@ -142,7 +141,7 @@ def test_a_dead_lettered_work_item_fails_its_job_at_once(tmp_path):
     from flawforge.jobs.pipeline import pipelines
     from flawforge.jobs.runner import job_consumer, submit
     from flawforge.jobs.store import JobStore
-    from flawforge.pipelines.smoke import QUEUE
+    from flawforge.proto.smoke import DIGEST_QUEUE as QUEUE
     from flawforge.runtime.service import Consumer, Workers
 
     def broken_handler(platform):
@@ -151,7 +150,7 @@ def test_a_dead_lettered_work_item_fails_its_job_at_once(tmp_path):
         return handle
 
     settings = Settings(bus="memory", blob_dir=str(tmp_path / "blobs"), max_attempts=2, retry_delays_ms=[10])
-    platform = Platform.from_settings(settings)
+    platform = platform_for(settings)
     workers = Workers(platform, [job_consumer(pipelines()["smoke"]), Consumer(QUEUE, broken_handler)]).start()
     try:
         job_id = submit(platform, pipelines()["smoke"], {"count": 3}).job_id
@@ -176,19 +175,45 @@ def test_every_service_app_serves_its_routers_and_the_embedded_stack_imports_no_
         assert [f"{f.__module__}:{f.__name__}" for f in spec.router_factories()] == list(spec.routers)
     with pytest.raises(ValueError, match="router 'flawforge.services.metrics.review_api' is not 'module:function'"):
         replace(load_service("metrics"), routers=("flawforge.services.metrics.review_api",)).router_factories()
-    templates = create_app(load_service("template-loader"), Platform.from_settings(
+    templates = service_app("template-loader", platform_for(
         Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path / "app"), api_tokens=API_TOKENS)),
         run_worker=False)
     assert "/templates/validate" in templates.openapi()["paths"]
 
     script = (
         "import sys\n"
-        "from flawforge.runtime.embedded import EmbeddedStack\n"
+        "from flawforge.assembly import embedded_stack\n"
         "from flawforge.settings import Settings\n"
-        f"with EmbeddedStack(Settings(bus='memory', blob_backend='local', blob_dir={str(tmp_path / 'b')!r})):\n"
+        f"with embedded_stack(Settings(bus='memory', blob_backend='local', blob_dir={str(tmp_path / 'b')!r})):\n"
         "    pass\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('fastapi', 'starlette')))\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_the_runtime_imports_no_service_job_or_pipeline_and_queues_live_beside_their_messages():
+    """The assembler hands the runtime its parts; a service finds a queue's name where its message is defined."""
+    import ast
+    import importlib
+    from pathlib import Path
+
+    from flawforge.proto import import_all
+    from flawforge.services import SERVICE_NAMES, consumers_of
+
+    upward = ("flawforge.jobs", "flawforge.services", "flawforge.pipelines", "flawforge.assembly")
+    runtime = Path(importlib.import_module("flawforge.runtime").__file__).parent
+    for path in runtime.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
+                     else [alias.name for alias in node.names] if isinstance(node, ast.Import) else [])
+            assert not [n for n in names if n.startswith(upward)], f"flawforge/runtime/{path.name} imports {names}"
+
+    import_all()
+    proto_queues = {value for module in list(sys.modules.values())
+                    if getattr(module, "__name__", "").startswith("flawforge.proto.")
+                    for name, value in vars(module).items() if name.endswith("_QUEUE") and isinstance(value, str)}
+    for name in SERVICE_NAMES:
+        for consumer in consumers_of(load_service(name)):
+            assert consumer.queue in proto_queues or consumer.queue.startswith("jobs."), (name, consumer.queue)

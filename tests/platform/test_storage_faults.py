@@ -15,16 +15,14 @@ import json, os, subprocess, sys
 from fastapi.testclient import TestClient
 from flawforge.blobstore import LocalBlobStore
 from flawforge.errors import BlobStoreUnavailable
-from flawforge.runtime.app import create_app
-from flawforge.runtime.platform import Platform
-from flawforge.services import load_service
+from flawforge.assembly import platform_for, service_app
 from flawforge.settings import Settings
 
 root, tokens, token = sys.argv[1:4]
 subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "flawforge-test", root], check=True)
 settings = Settings(bus="memory", blob_backend="local", blob_dir=root, api_tokens=tokens, blob_min_free_mb=0,
                     run_worker=False)
-client = TestClient(create_app(load_service("metrics"), Platform.from_settings(settings)),
+client = TestClient(service_app("metrics", platform_for(settings)),
                     headers={"Authorization": f"Bearer {token}"})
 out = {}
 

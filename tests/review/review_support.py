@@ -39,17 +39,15 @@ class ServedMetrics:
     def __init__(self, blob_dir: Path, **settings):
         import uvicorn
 
-        from flawforge.runtime.app import create_app
-        from flawforge.runtime.platform import Platform
-        from flawforge.services import load_service
+        from flawforge.assembly import platform_for, service_app
         from flawforge.settings import Settings
 
         self.settings = Settings(bus="memory", blob_backend="local", blob_dir=str(blob_dir), service="metrics",
                                  api_tokens=API_TOKENS, run_worker=False, **settings)
-        self.platform = Platform.from_settings(self.settings)
+        self.platform = platform_for(self.settings)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(uvicorn.Config(create_app(load_service("metrics"), self.platform),
+        self.server = uvicorn.Server(uvicorn.Config(service_app("metrics", self.platform),
                                                     host="127.0.0.1", port=self.port, log_level="warning"))
         self.thread = threading.Thread(target=self.server.run, name="metrics-review", daemon=True)
 

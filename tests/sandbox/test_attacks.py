@@ -14,10 +14,11 @@ comments declaring what must happen:
                                         must not reach the next); each run must end as declared
 
 After each attack a canary unit must see a clean interpreter, no process of a unit may
-survive, and the sandbox must still work.
+survive, and the sandbox must still work; and every result must serialise and parse back.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -82,6 +83,8 @@ def run_attack_once(sandbox, path: Path, fields: dict[str, str], expected: str, 
             assert result.return_value is not None and repr(result.return_value.to_python()) == fields["returns"]
 
     assert result.outcome == expected, f"{path.name}: {result.outcome} ({result.detail}) {result.error}"
+    dumped = result.model_dump_json()  # well-formed whatever the program did: it parses back, as itself
+    assert type(result).model_validate_json(dumped).model_dump_json() == dumped and json.loads(dumped)
     assert result.detail or expected == "ok"
     assert detail is None or detail in result.detail, f"{path.name}: {result.detail}"
     assert result.usage.wall_s < limits.timeout_s + 2
@@ -95,8 +98,8 @@ def run_attack_once(sandbox, path: Path, fields: dict[str, str], expected: str, 
 ALL = sorted(ATTACKS.glob("*.py"))
 
 
-def test_the_suite_has_at_least_25_attacks():
-    assert len(ALL) >= 25
+def test_the_suite_has_at_least_65_attacks():
+    assert len(ALL) >= 65
     for path in ALL:
         assert {"expect", "expect-without-audit"} <= header(path).keys(), path.name
 

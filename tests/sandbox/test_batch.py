@@ -6,13 +6,16 @@ it has alone.
 """
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from flawforge.proto.values import TypedValue
+from flawforge.sandbox import Sandbox
 from flawforge.sandbox.engine import MIN_PROGRAMS_PER_UNIT
 from tests.sandbox.conftest import LIMITS
 from tests.sandbox.test_attacks import ALL, REPO, header, unit_processes
@@ -136,3 +139,22 @@ def test_attack_leaves_the_rest_of_its_batch_exact(sandbox, path):
     for canary_result in results[:1] + results[2:]:
         assert_exact_canary(canary_result)
     assert unit_processes(sandbox) == []
+
+
+def test_single_programs_waiting_for_a_slot_share_a_unit_with_the_results_they_get_alone():
+    """One slot, busy: the programs that wait for it run together in one batch unit when it frees, each with
+    the result it gets alone (one that may not share, here it opens a file, runs alone after)."""
+    programs = [f"def solve():\n    x = {n}\n    y = x * 3\n    print(y)\n    return y\n" for n in range(6)]
+    programs.append("def solve():\n    with open('f.txt', 'w') as f:\n        f.write('x')\n    return 1\n")
+    with Sandbox.from_settings(limits=LIMITS, workers=1) as sb:
+        alone = [sb.trace_call(program) for program in programs]
+        busy = threading.Thread(target=sb.execute, args=("import time\ntime.sleep(1.5)\n",))
+        busy.start()
+        time.sleep(0.3)  # the one slot is taken
+        with ThreadPoolExecutor(len(programs)) as pool:
+            shared = list(pool.map(sb.trace_call, programs))
+        busy.join()
+        assert sb.counts["coalesced"] == len(programs) and sb.counts["batch"] == 1
+        for one, other in zip(alone, shared):
+            assert (other.outcome, other.trace, other.return_value, other.stdout) == \
+                (one.outcome, one.trace, one.return_value, one.stdout)

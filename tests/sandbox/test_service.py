@@ -13,10 +13,8 @@ from fastapi.testclient import TestClient
 
 from flawforge.proto.sandbox import BatchResult, ExecRequest, ExecutionResult, SandboxRequested, TestRunResult
 from auth_support import API_TOKENS, AUTHORIZATION
-from flawforge.runtime.app import create_app
-from flawforge.runtime.platform import Platform
+from flawforge.assembly import platform_for, service_app
 from flawforge.runtime.service import Consumer, Workers
-from flawforge.services import load_service
 from flawforge.services.trace_executor.worker import make_handler
 from flawforge.settings import Settings
 
@@ -32,7 +30,7 @@ def settings(tmp_path) -> Settings:
 
 @pytest.fixture
 def client(settings):
-    with TestClient(create_app(load_service("trace-executor"), Platform.from_settings(settings)),
+    with TestClient(service_app("trace-executor", platform_for(settings)),
                     headers=AUTHORIZATION) as client:
         yield client
 
@@ -48,7 +46,7 @@ def test_ready_with_every_required_layer(client):
 def test_readyz_fails_when_a_required_layer_is_missing(tmp_path):
     settings = Settings(bus="memory", blob_dir=str(tmp_path / "b"), sandbox_workers=1, sandbox_audit=False,
                         sandbox_required_layers="process,audit", api_tokens=API_TOKENS)
-    with TestClient(create_app(load_service("trace-executor"), Platform.from_settings(settings)),
+    with TestClient(service_app("trace-executor", platform_for(settings)),
                     headers=AUTHORIZATION) as client:
         ready = client.get("/readyz")
         assert ready.status_code == 503
@@ -81,6 +79,27 @@ def test_bad_requests_name_the_field(client):
     assert bad_limit.status_code == 422 and bad_limit.json()["detail"][0]["loc"] == ["body", "limits", "timeout_s"]
     bad_name = client.post("/sandbox/tests", json={"module_source": "", "test_source": "", "module_name": "a-b"})
     assert bad_name.status_code == 422 and bad_name.json()["detail"][0]["loc"] == ["body", "module_name"]
+
+
+def test_results_of_any_value_parse_back(client):
+    """Lone surrogates, a 5,000-digit fraction, huge ints and bytes: a 200 whose JSON parses, exactly."""
+    source = ("from fractions import Fraction\n"
+              "def solve():\n"
+              "    text = 'lone \\ud800'\n"
+              "    raw = b'\\xff' * 300\n"
+              "    big = 3 ** 20000\n"
+              "    print('out \\udfff')\n"
+              "    return Fraction(10 ** 5000 + 1, 7 ** 4000)\n")
+    response = client.post("/sandbox/exec", json={"source": source, "call": "solve"})
+    assert response.status_code == 200, response.text
+    plain = json.loads(response.text)
+    result = ExecutionResult.model_validate_json(response.text)
+    assert result.outcome == "ok" and plain["stdout"] == "out \\udfff\n"
+    assert result.return_value.to_python() == Fraction(10 ** 5000 + 1, 7 ** 4000)
+    values = {step.name: step.value for step in result.trace}
+    assert values["big"].to_python() == 3 ** 20000 and isinstance(plain["trace"][2]["value"]["value"], str)
+    assert (values["text"].type, values["text"].type_name, values["text"].value) == ("other", "str", "'lone \\ud800'")
+    assert values["raw"].type_name == "bytes" and len(values["raw"].value) <= 200
 
 
 @pytest.mark.parametrize("path, body, loc, setting", [
@@ -143,7 +162,7 @@ def test_attacks_over_http_leave_the_service_healthy(client, attack):
 def test_worker_runs_units_from_the_real_broker(amqp_url, queue_name, tmp_path):
     settings = Settings(bus="rabbitmq", amqp_url=amqp_url, blob_dir=str(tmp_path / "blobs"), sandbox_workers=2,
                     api_tokens=API_TOKENS)
-    platform = Platform.from_settings(settings)
+    platform = platform_for(settings)
     workers = Workers(platform, [Consumer(queue=queue_name, make_handler=make_handler)]).start()
     try:
         request = platform.store.put_content("sandbox/requests",
@@ -151,15 +170,20 @@ def test_worker_runs_units_from_the_real_broker(amqp_url, queue_name, tmp_path):
         platform.bus.publish(queue_name, SandboxRequested(unit="exec", request=request, result_key="results/one.json"))
         poison = platform.store.put_content("sandbox/requests", json.dumps({"source": 3}).encode())
         platform.bus.publish(queue_name, SandboxRequested(unit="exec", request=poison, result_key="results/two.json"))
+        greedy = platform.store.put_content("sandbox/requests", ExecRequest(
+            source=TEMPLATE, limits={"timeout_s": 60}).model_dump_json().encode())
+        platform.bus.publish(queue_name, SandboxRequested(unit="exec", request=greedy, result_key="results/three.json"))
         deadline = time.monotonic() + 30
         while not platform.store.exists("results/one.json") and time.monotonic() < deadline:
             time.sleep(0.05)
         result = ExecutionResult.model_validate_json(platform.store.get("results/one.json"))
         assert result.outcome == "ok" and result.return_value.to_python() == Fraction(3, 2)
-        while not (dead := platform.bus.dead_letters(queue_name)) and time.monotonic() < deadline:
+        while len(dead := platform.bus.dead_letters(queue_name)) < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert len(dead) == 1 and "invalid exec request" in dead[0].error
-        assert not platform.store.exists("results/two.json")
+        errors = sorted(letter.error for letter in dead)
+        assert len(errors) == 2 and "above the server's maximums" in errors[0] and "MAX_TIMEOUT_S" in errors[0]
+        assert "invalid exec request" in errors[1]
+        assert not platform.store.exists("results/two.json") and not platform.store.exists("results/three.json")
     finally:
         workers.stop()
         platform.bus.purge(queue_name)

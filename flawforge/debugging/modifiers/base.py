@@ -125,16 +125,32 @@ def apply_edits(source: str, edits: Iterable[TextEdit]) -> str:
 
 
 def replace_node(site: Site, node: ast.AST, new: ast.AST | str) -> TextEdit:
-    """An edit replacing an expression (or a one-line statement) with `new` (a node, unparsed, or text)."""
+    """An edit replacing an expression (or a one-line statement) with `new` (a node, unparsed, or text). The new
+    expression is parenthesised only where it binds less tightly than the one it replaces."""
     text = new if isinstance(new, str) else ast.unparse(new)
-    if isinstance(node, ast.expr) and not isinstance(new, str) and _needs_parentheses(new):
+    if isinstance(node, ast.expr) and not isinstance(new, str) and precedence(new) < precedence(node):
         text = f"({text})"
     return TextEdit(node.lineno, node.col_offset, node.end_lineno, node.end_col_offset, text)
 
 
-def _needs_parentheses(node: ast.AST) -> bool:
-    return isinstance(node, (ast.BinOp, ast.BoolOp, ast.Compare, ast.IfExp, ast.Lambda, ast.NamedExpr,
-                             ast.UnaryOp))
+BINARY_PRECEDENCE = {ast.BitOr: 5, ast.BitXor: 6, ast.BitAnd: 7, ast.LShift: 8, ast.RShift: 8, ast.Add: 9,
+                     ast.Sub: 9, ast.Mult: 10, ast.MatMult: 10, ast.Div: 10, ast.FloorDiv: 10, ast.Mod: 10,
+                     ast.Pow: 12}
+
+
+def precedence(node: ast.AST) -> int:
+    """How tightly an expression binds (Python's operator precedence, loosest 0)."""
+    if isinstance(node, (ast.IfExp, ast.Lambda, ast.NamedExpr)):
+        return 0
+    if isinstance(node, ast.BoolOp):
+        return 1 if isinstance(node.op, ast.Or) else 2
+    if isinstance(node, ast.UnaryOp):
+        return 3 if isinstance(node.op, ast.Not) else 11
+    if isinstance(node, ast.Compare):
+        return 4
+    if isinstance(node, ast.BinOp):
+        return BINARY_PRECEDENCE[type(node.op)]
+    return 13
 
 
 def statement_lines(site: Site, first: ast.stmt, last: ast.stmt) -> tuple[int, int]:

@@ -4,11 +4,13 @@ A classic BPF program, built once in the zygote, denies what no program needs an
 escape starts with: namespaces (unshare, setns, clone with a namespace flag), mounts and
 pivot_root, keyrings, ptrace and process_vm_*, bpf, perf events, io_uring, userfaultfd,
 kexec, kernel modules, System V IPC and POSIX message queues (state that outlives a
-unit), and socket() (a unit has no network, and abstract unix sockets would be a channel
-between concurrent units). A denied call kills the whole unit (SIGSYS): the zygote sees
-it in the exit status, so the program cannot catch it or hide it. clone3 gets ENOSYS
-instead (its flags are behind a pointer the filter cannot read; the C library then falls
-back to clone, which is checked). The filter cannot be removed, and is inherited.
+unit). A denied call kills the whole unit (SIGSYS): the zygote sees it in the exit status,
+so the program cannot catch it or hide it. Two calls fail instead of killing: socket()
+with EPERM (a unit has no network, and abstract unix sockets would be a channel between
+concurrent units; but the C library's user lookups try a socket first, as pytest's do, and
+go on without one), and clone3 with ENOSYS (its flags are behind a pointer the filter
+cannot read; the C library then falls back to clone, which is checked). The filter cannot
+be removed, and is inherited.
 """
 import ctypes
 import os
@@ -17,7 +19,7 @@ import struct
 
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 RET_KILL_PROCESS, RET_ALLOW, RET_ERRNO = 0x80000000, 0x7FFF0000, 0x00050000
-ENOSYS = 38
+EPERM, ENOSYS = 1, 38
 # classic BPF opcodes: load a word at an absolute offset, jumps comparing with a constant, return
 LD_ABS, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06
 # struct seccomp_data: nr, arch, instruction pointer, args (the low word of args[0] on little-endian)
@@ -30,7 +32,8 @@ DENIED = ("unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "open_
           "process_vm_readv", "process_vm_writev", "bpf", "perf_event_open", "io_uring_setup", "io_uring_enter",
           "io_uring_register", "userfaultfd", "kexec_load", "kexec_file_load", "init_module", "finit_module",
           "delete_module", "shmget", "shmat", "shmctl", "shmdt", "semget", "semop", "semctl", "semtimedop",
-          "msgget", "msgsnd", "msgrcv", "msgctl", "mq_open", "socket")
+          "msgget", "msgsnd", "msgrcv", "msgctl", "mq_open")
+FAILED = {"socket": EPERM, "clone3": ENOSYS}  # call -> the errno it fails with
 # (AUDIT_ARCH_*, first number of another ABI sharing the architecture or None, syscall numbers)
 ARCHITECTURES = {
     "x86_64": (0xC000003E, 0x40000000, {
@@ -70,11 +73,11 @@ def program(machine: str) -> bytes | None:
     if other_abi is not None:  # x32 calls on x86_64: another table, not checked here
         body.append((JGE, other_abi, "kill", None))
     body += [(JEQ, numbers[name], "kill", None) for name in DENIED]
-    body.append((JEQ, numbers["clone3"], "enosys", None))
+    body += [(JEQ, numbers[name], name, None) for name in FAILED]
     body += [(JEQ, numbers["clone"], None, "allow"), (LD_ABS, ARG0_OFFSET, None, None),
              (JSET, NAMESPACE_FLAGS, "kill", "allow")]
-    returns = {"allow": (len(body), RET_ALLOW), "kill": (len(body) + 1, RET_KILL_PROCESS),
-               "enosys": (len(body) + 2, RET_ERRNO | ENOSYS)}
+    values = {"allow": RET_ALLOW, "kill": RET_KILL_PROCESS, **{name: RET_ERRNO | errno for name, errno in FAILED.items()}}
+    returns = {name: (len(body) + index, value) for index, (name, value) in enumerate(values.items())}
     code = [_statement(op, k, *(0 if to is None else returns[to][0] - pc - 1 for to in (jt, jf)))
             for pc, (op, k, jt, jf) in enumerate(body)]
     code += [_statement(RET, value) for _, value in returns.values()]

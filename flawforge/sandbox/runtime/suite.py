@@ -140,6 +140,10 @@ def import_pytest(request: dict) -> None:
     import that gets past it)."""
     sys.path.extend(request.get("python_path", []))
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    # Without them, the home folder and the user name come from the C library's user database, which may ask
+    # a daemon over a socket: a call the seccomp layer kills the unit for.
+    os.environ["HOME"] = os.getcwd()
+    os.environ["USER"] = os.environ["LOGNAME"] = "sandbox"
     import pytest  # noqa: F401
 
     builtins.__import__ = _absent(policy.DENIED_MODULES, builtins.__import__)

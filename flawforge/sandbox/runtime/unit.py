@@ -252,7 +252,7 @@ def run_programs(request: dict, channel: Channel, forbidden: list) -> None:
     would see (or did something forbidden), ["p", why] ends the batch.
     """
     call, trace = request.get("call"), request.get("trace", False)
-    if request["unit"] == "exec":
+    if request["unit"] == wire.EXEC:
         run_program(request["source"], call, trace, channel, builtins)
         return
     output_cap = request["limits"]["output_bytes"]
@@ -385,7 +385,7 @@ def run(request: dict, interpreter: Interpreter, read_roots: list[str], audit: b
     """The unit's whole life after the fork; never returns. read_roots and the work dir (the
     current directory) are real paths."""
     status = 0
-    batch = request["unit"] == "batch"
+    batch = request["unit"] == wire.BATCH
     channel = Channel(RESULT_FD, request["limits"]["result_bytes"] if batch else None)
     forbidden: list[str] = []
 
@@ -395,13 +395,13 @@ def run(request: dict, interpreter: Interpreter, read_roots: list[str], audit: b
 
     try:
         interpreter.reset()
-        if request["unit"] == "suite":  # pytest is ours: imported before the audit hook judges the project
+        if request["unit"] == wire.SUITE:  # pytest is ours: imported before the audit hook judges the project
             suite.import_pytest(request)
         if audit:
             policy.install(policy.Paths(os.getcwd(), read_roots), report)
-        if request["unit"] == "tests":
+        if request["unit"] == wire.TESTS:
             run_tests(request, channel)
-        elif request["unit"] == "suite":
+        elif request["unit"] == wire.SUITE:
             suite.run_suite(request, lambda frame, flush: channel.send(frame, flush=flush))
         else:
             run_programs(request, channel, forbidden)

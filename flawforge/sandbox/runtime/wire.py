@@ -28,12 +28,16 @@ from fractions import Fraction
 from math import isfinite
 
 HEADER = struct.Struct(">I")
+# What a unit is asked to run (a request's "unit"): one program, a batch of programs, a module and its tests,
+# a project's pytest suite.
+EXEC, BATCH, TESTS, SUITE = "exec", "batch", "tests", "suite"
 RUNNER_FAILED = 121  # exit status of a unit whose runner failed (e.g. out of memory while reporting)
 # Starts each program's section. JSON escapes every quote inside a string, so these bytes
 # occur nowhere else in a report.
 PROGRAM_MARKER = b'["b",'
 # Ints wider than this travel as hex text: decimal conversion of huge ints is slow and
-# limited by sys.int_max_str_digits, hex is neither.
+# limited by sys.int_max_str_digits (4,300 digits, about 14,280 bits), hex is neither. The one
+# rule for exact values: flawforge.proto.values.TypedValue follows it too.
 MAX_DECIMAL_INT_BITS = 14_000
 REPR_CHARS = 200
 

@@ -26,6 +26,7 @@ import signal
 import socket
 import sys
 import time
+from dataclasses import dataclass, field
 
 from flawforge.sandbox.runtime import seccomp, unit, wire
 
@@ -307,10 +308,29 @@ def _scratch_file(directory: str) -> int:
     return fd
 
 
+@dataclass(slots=True)
 class Unit:
-    __slots__ = ("id", "pid", "slot", "workdir", "pipe", "out", "err", "started", "deadline", "result",
-                 "result_cap", "overflow", "timed_out", "output_cap", "cpu_limit", "timeout", "programs",
-                 "started_programs", "marker_tail")
+    """A running unit, as the zygote tracks it from fork to report."""
+
+    id: int                # the service's id of the request
+    pid: int
+    slot: int              # its uid and work dir
+    workdir: str
+    pipe: int              # read end of its result pipe
+    out: int               # its stdout and stderr files
+    err: int
+    started: float         # time.monotonic() at fork
+    deadline: float        # when it is killed; moved on as each program of a batch starts
+    timeout: float         # the wall-clock limit, each program's
+    result_cap: int        # report bytes it may still send
+    output_cap: int        # stdout and stderr bytes kept, each
+    cpu_limit: int         # CPU seconds, each program's
+    programs: int          # programs of a batch; 0 for other units
+    result: list[bytes] = field(default_factory=list)
+    overflow: bool = False
+    timed_out: bool = False
+    started_programs: int = 0
+    marker_tail: bytes = b""  # the last bytes read, where a program marker may have begun
 
 
 class Server:
@@ -389,7 +409,7 @@ class Server:
     # --- one unit --------------------------------------------------------------------------
     def _start(self, request: dict) -> None:
         limits = request["limits"]
-        batch = request["unit"] == "batch"
+        batch = request["unit"] == wire.BATCH
         programs = len(request["sources"]) if batch else 1
         slot = self.free_slots.pop()
         opened: list[int] = []
@@ -412,12 +432,10 @@ class Server:
             self._child(request, limits, self._cpu_limit(limits) * programs, slot, workdir, out, err, write_fd)
         os.close(write_fd)
         os.set_blocking(read_fd, False)
-        u = Unit()
-        u.id, u.pid, u.slot, u.workdir, u.pipe, u.out, u.err = request["id"], pid, slot, workdir, read_fd, out, err
-        u.started, u.deadline, u.timeout = started, started + limits["timeout_s"], limits["timeout_s"]
-        u.result, u.result_cap, u.overflow, u.timed_out = [], limits["result_bytes"] * programs, False, False
-        u.output_cap, u.cpu_limit = limits["output_bytes"], self._cpu_limit(limits)  # each program's
-        u.programs, u.started_programs, u.marker_tail = programs if batch else 0, 0, b""
+        u = Unit(id=request["id"], pid=pid, slot=slot, workdir=workdir, pipe=read_fd, out=out, err=err,
+                 started=started, deadline=started + limits["timeout_s"], timeout=limits["timeout_s"],
+                 result_cap=limits["result_bytes"] * programs, output_cap=limits["output_bytes"],
+                 cpu_limit=self._cpu_limit(limits), programs=programs if batch else 0)
         self.units[pid] = u
         self.by_pipe[read_fd] = u
         self.selector.register(read_fd, selectors.EVENT_READ)

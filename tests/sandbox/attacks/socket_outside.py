@@ -1,6 +1,6 @@
 # Connects to an address on the internet.
 # expect: forbidden
-# expect-without-audit: forbidden
+# expect-without-audit: error
 import socket
 
 

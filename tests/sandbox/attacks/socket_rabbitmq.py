@@ -1,6 +1,6 @@
 # Connects to the message broker on the host's loopback interface.
 # expect: forbidden
-# expect-without-audit: forbidden
+# expect-without-audit: error
 import socket
 
 

@@ -1,0 +1,154 @@
+"""Turning logits into text, shared by the backends: logit adjustments (penalties, bias), grammar
+constraints (xgrammar), and the release of text as it is generated (stop strings, split characters).
+
+Grammar-constrained decoding uses xgrammar, the library vLLM uses by default, so a request's
+`response_format` or tools mean the same constraint on either backend (docs/compatibility.md has
+the measurements behind the choice).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from flawforge.inference.backend import Delta, OutputFormat, SamplingParams, TokenChoice
+from flawforge.inference.errors import RequestError
+
+
+class Vocabulary:
+    """The tokenizer's tokens as raw bytes, and a grammar compiler over them (compiled grammars cached)."""
+
+    def __init__(self, tokenizer, vocab_size: int):
+        import xgrammar
+
+        self.info = xgrammar.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size)
+        self.compiler = xgrammar.GrammarCompiler(self.info, max_threads=1)
+        self.vocab_size = vocab_size
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """A token's own bytes: part of a UTF-8 character where the tokenizer split one."""
+        return bytes(self.info.decoded_vocab[token_id])
+
+    def compile(self, fmt: OutputFormat, param: str):
+        import xgrammar
+
+        try:
+            if fmt.kind == "json_schema":
+                # No free whitespace: a small model would otherwise pad a reply with newlines until max_tokens.
+                return self.compiler.compile_json_schema(fmt.spec, any_whitespace=False)
+            return self.compiler.compile_structural_tag(fmt.spec)
+        except (RuntimeError, ValueError, xgrammar.InvalidJSONError, xgrammar.InvalidStructuralTagError) as exc:
+            raise RequestError(400, f"Invalid schema for {param}: {str(exc).splitlines()[0][:300]}", param=param,
+                               code="invalid_schema") from None
+
+
+class Constraint:
+    """One grammar matcher per sampled row: masks what the grammar forbids, follows what was chosen."""
+
+    def __init__(self, vocabulary: Vocabulary, compiled, rows: int):
+        import xgrammar
+
+        self.matchers = [xgrammar.GrammarMatcher(compiled) for _ in range(rows)]
+        self.bitmask = xgrammar.allocate_token_bitmask(rows, vocabulary.vocab_size)
+        self._apply = xgrammar.apply_token_bitmask_inplace
+
+    def mask(self, logits: torch.Tensor, rows: list[int]) -> None:
+        """Sets the logits of forbidden tokens to -inf in place, for the rows still generating."""
+        for row in rows:
+            self.matchers[row].fill_next_token_bitmask(self.bitmask, row)
+        self._apply(logits, self.bitmask, indices=rows)
+
+    def accept(self, row: int, token_id: int) -> bool:
+        """Follows the chosen token; True once the grammar is complete (nothing may follow)."""
+        matcher = self.matchers[row]
+        if not matcher.accept_token(token_id):
+            raise RuntimeError(f"the grammar refused token {token_id}, which its own mask allowed")
+        return matcher.is_terminated()
+
+
+class LogitAdjuster:
+    """OpenAI's presence and frequency penalties (over the tokens generated so far) and logit bias."""
+
+    def __init__(self, params: SamplingParams, vocab_size: int):
+        self.params = params
+        self.bias = None
+        if params.logit_bias:
+            self.bias = torch.zeros(vocab_size)
+            for token_id, value in params.logit_bias:
+                self.bias[token_id] = value
+        self.counts = (torch.zeros(params.n, vocab_size) if params.presence_penalty or params.frequency_penalty
+                       else None)
+
+    @property
+    def active(self) -> bool:
+        return self.bias is not None or self.counts is not None
+
+    def apply(self, logits: torch.Tensor) -> torch.Tensor:
+        if self.bias is not None:
+            logits = logits + self.bias
+        if self.counts is not None:
+            logits = (logits - self.counts * self.params.frequency_penalty
+                      - (self.counts > 0).float() * self.params.presence_penalty)
+        return logits
+
+    def chose(self, row: int, token_id: int) -> None:
+        if self.counts is not None:
+            self.counts[row, token_id] += 1
+
+
+def _held_suffix(text: str, patterns: tuple[str, ...]) -> int:
+    """Length of the longest end of `text` that may still grow into one of `patterns`."""
+    longest = 0
+    for pattern in patterns:
+        for size in range(min(len(pattern) - 1, len(text)), longest, -1):
+            if text.endswith(pattern[:size]):
+                longest = size
+                break
+    return longest
+
+
+@dataclass
+class TextAssembler:
+    """One choice's text as tokens arrive. Text is released once it can no longer change: not the half
+    of a split UTF-8 character, nor an end that may become a stop string (which is cut, with the tokens
+    wholly inside it). A token's logprobs are released with the last of its text."""
+
+    tokenizer: object
+    index: int
+    stop: tuple[str, ...] = ()
+    token_ids: list[int] = field(default_factory=list)
+    choices: list[TokenChoice] = field(default_factory=list)
+    released_chars: int = 0
+    released_tokens: int = 0
+
+    def _decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    def add(self, token_id: int, choice: TokenChoice | None) -> Delta:
+        """The delta after one more token; its finish_reason is "stop" where a stop string appeared."""
+        self.token_ids.append(token_id)
+        if choice is not None:
+            self.choices.append(choice)
+        text = self._decode(self.token_ids)
+        search_from = max(0, self.released_chars - max((len(s) for s in self.stop), default=0))
+        cut = min((i for i in (text.find(s, search_from) for s in self.stop) if i >= 0), default=-1)
+        if cut >= 0:
+            while self.token_ids and len(self._decode(self.token_ids[:-1])) >= cut:
+                self.token_ids.pop()
+                if len(self.choices) > len(self.token_ids):
+                    self.choices.pop()
+            return self._release(text[:cut], len(self.token_ids), "stop")
+        held = len(text) - len(text.rstrip("\ufffd")) or _held_suffix(text, self.stop)
+        return self._release(text[:len(text) - held], len(self.token_ids) if not held else self.released_tokens)
+
+    def finish(self, reason: str) -> Delta:
+        """Releases what was held: the choice ended (end of sequence, grammar complete, or length)."""
+        return self._release(self._decode(self.token_ids), len(self.token_ids), reason)
+
+    def _release(self, text: str, tokens: int, reason: str | None = None) -> Delta:
+        delta = Delta(index=self.index, text=text[self.released_chars:],
+                      token_ids=self.token_ids[self.released_tokens:tokens],
+                      logprobs=self.choices[self.released_tokens:tokens], finish_reason=reason)
+        self.released_chars = max(self.released_chars, len(text))
+        self.released_tokens = max(self.released_tokens, tokens)
+        return delta

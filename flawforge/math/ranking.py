@@ -1,0 +1,172 @@
+"""How plausible a flawed solution looks to a reviewer: a score per candidate, learned from the human decisions.
+
+The score is a logistic model over a few features every mutant has before its text is written
+(so the caps can rank mutants, not only finished candidates): the error type, how far the flawed
+answer is from the correct one, whether it is whole, its magnitude, where in the solution the error
+sits, and how much the erroneous step's own value moved. Its weights are data
+(`ranking_weights.json`), fitted by `python -m flawforge.math.ranking_fit` from the human review
+of problems < 2500; the same fit, run per fold with the folds grouped by problem, gives the
+cross-validated ROC AUC that `flawforge recall` reports. Everything here is pure and deterministic.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from flawforge.math.arithmetic import is_int_like, is_number
+from flawforge.proto.math import CONCEPTUAL_TYPES, Candidate
+
+WEIGHTS_FILE = Path(__file__).with_name("ranking_weights.json")
+_CAP = 6.0  # orders of magnitude: a larger change reads the same
+
+
+def _log_ratio(new: Any, old: Any) -> float:
+    """|log10(new / old)|, capped: 0 for no change, 1 for a factor of ten."""
+    if not (is_number(new) and is_number(old)) or new == 0 or old == 0:
+        return _CAP
+    return min(_CAP, abs(math.log10(abs(float(new)) / abs(float(old)))))
+
+
+def features(*, error_type: str, correct_answer: Any, flawed_answer: Any, correct_value: Any, flawed_value: Any,
+             position: float) -> dict[str, float]:
+    """The features of one mutant; `position` is the erroneous step's place in the solution, 0 to 1 (for a
+    reported intermediate: the place of the step it stops at)."""
+    row = {f"type={t}": float(error_type == t) for t in CONCEPTUAL_TYPES}
+    answer = float(flawed_answer) if is_number(flawed_answer) else 0.0
+    row.update({
+        "answer_change": _log_ratio(flawed_answer, correct_answer),
+        "answer_smaller": float(is_number(flawed_answer) and is_number(correct_answer)
+                                and flawed_answer < correct_answer),
+        "answer_whole": float(is_number(flawed_answer) and is_int_like(flawed_answer)),
+        "answer_magnitude": math.log10(1 + abs(answer)) if math.isfinite(answer) else _CAP,
+        "position": position,
+        "step_change": _log_ratio(flawed_value, correct_value),
+    })
+    return row
+
+
+def candidate_features(candidate: Candidate) -> dict[str, float]:
+    original = [line for line in candidate.original_solution.splitlines() if line.strip()][:-1]
+    flawed = [line for line in candidate.flawed_solution.splitlines() if line.strip()][:-1]
+    steps = max(1, len(original))
+    if candidate.erroneous_line_number.startswith("L") and candidate.erroneous_line_number[1:].isdigit():
+        position = int(candidate.erroneous_line_number[1:]) / steps
+    else:  # the solution stops at the reported step
+        position = len(flawed) / steps
+    return features(error_type=candidate.error_type, correct_answer=candidate.correct_final_answer.to_python(),
+                    flawed_answer=candidate.flawed_final_answer.to_python(),
+                    correct_value=candidate.correct_value.to_python(), flawed_value=candidate.flawed_value.to_python(),
+                    position=min(1.0, position))
+
+
+@dataclass(frozen=True)
+class Ranker:
+    weights: Mapping[str, float]      # per feature, and "bias"
+    quotas: Mapping[str, int]         # conceptual candidates a problem keeps per error type
+
+    def score(self, row: Mapping[str, float]) -> float:
+        return self.weights.get("bias", 0.0) + sum(self.weights.get(name, 0.0) * value for name, value in row.items())
+
+    def to_json(self) -> str:
+        return json.dumps({"weights": dict(sorted(self.weights.items())), "quotas": dict(sorted(self.quotas.items()))},
+                          indent=1) + "\n"
+
+
+@lru_cache(maxsize=1)
+def shipped_ranker() -> Ranker:
+    data = json.loads(WEIGHTS_FILE.read_text(encoding="utf-8"))
+    return Ranker(weights=data["weights"], quotas=data["quotas"])
+
+
+# --- fitting ------------------------------------------------------------------------------------
+def fit(rows: Sequence[Mapping[str, float]], labels: Sequence[int], l2: float = 1.0, iterations: int = 25) -> dict:
+    """Weights of an L2-regularised logistic regression (Newton's method on standardised features; the weights
+    returned apply to the raw features). Deterministic: no random start, a fixed number of steps."""
+    names = sorted({name for row in rows for name in row})
+    n = len(rows)
+    means = {k: sum(r.get(k, 0.0) for r in rows) / n for k in names}
+    scales = {k: math.sqrt(sum((r.get(k, 0.0) - means[k]) ** 2 for r in rows) / n) or 1.0 for k in names}
+    matrix = [[1.0] + [(r.get(k, 0.0) - means[k]) / scales[k] for k in names] for r in rows]
+    size = len(names) + 1
+    beta = [0.0] * size
+    for _ in range(iterations):
+        gradient = [0.0] * size
+        hessian = [[0.0] * size for _ in range(size)]
+        for x, y in zip(matrix, labels):
+            p = 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, sum(b * v for b, v in zip(beta, x))))))
+            weight = p * (1 - p)
+            for i in range(size):
+                gradient[i] += (y - p) * x[i]
+                for j in range(i, size):
+                    hessian[i][j] += weight * x[i] * x[j]
+        for i in range(size):
+            for j in range(i):
+                hessian[i][j] = hessian[j][i]
+            if i:  # the intercept is not shrunk
+                gradient[i] -= l2 * beta[i]
+                hessian[i][i] += l2
+        beta = [b + s for b, s in zip(beta, _solve(hessian, gradient))]
+    weights = {k: beta[i + 1] / scales[k] for i, k in enumerate(names)}
+    weights["bias"] = beta[0] - sum(beta[i + 1] * means[k] / scales[k] for i, k in enumerate(names))
+    return weights
+
+
+def _solve(matrix: list[list[float]], vector: list[float]) -> list[float]:
+    """Gaussian elimination with partial pivoting (the systems here are a dozen unknowns)."""
+    size = len(vector)
+    a = [row[:] + [v] for row, v in zip(matrix, vector)]
+    for col in range(size):
+        pivot = max(range(col, size), key=lambda r: abs(a[r][col]))
+        a[col], a[pivot] = a[pivot], a[col]
+        if abs(a[col][col]) < 1e-12:
+            continue
+        for r in range(size):
+            if r != col:
+                factor = a[r][col] / a[col][col]
+                a[r] = [x - factor * y for x, y in zip(a[r], a[col])]
+    return [a[i][size] / a[i][i] if abs(a[i][i]) >= 1e-12 else 0.0 for i in range(size)]
+
+
+def roc_auc(scores: Sequence[float], labels: Sequence[int]) -> float:
+    """The probability that a positive scores above a negative (ties count half)."""
+    positives = [s for s, y in zip(scores, labels) if y]
+    negatives = [s for s, y in zip(scores, labels) if not y]
+    if not positives or not negatives:
+        return float("nan")
+    wins = sum((p > q) + 0.5 * (p == q) for p in positives for q in negatives)
+    return wins / (len(positives) * len(negatives))
+
+
+def grouped_folds(groups: Sequence[Any], folds: int) -> list[int]:
+    """The fold of each row: every row of a group in the same fold, groups dealt round-robin in sorted order."""
+    order = {group: position % folds for position, group in enumerate(sorted(set(groups), key=str))}
+    return [order[group] for group in groups]
+
+
+def cross_validated_auc(rows: Sequence[Mapping[str, float]], labels: Sequence[int], groups: Sequence[Any],
+                        folds: int = 5, l2: float = 1.0) -> float:
+    """ROC AUC of out-of-fold scores, each fold scored by a model fitted on the other folds."""
+    fold_of = grouped_folds(groups, folds)
+    scores = [0.0] * len(rows)
+    for fold in range(folds):
+        train = [i for i, f in enumerate(fold_of) if f != fold]
+        test = [i for i, f in enumerate(fold_of) if f == fold]
+        if not test or len({labels[i] for i in train}) < 2:
+            continue
+        model = Ranker(weights=fit([rows[i] for i in train], [labels[i] for i in train], l2), quotas={})
+        for i in test:
+            scores[i] = model.score(rows[i])
+    return roc_auc(scores, labels)
+
+
+def quotas_from(accepted: Mapping[str, int], rejected: Mapping[str, int], per_problem: int) -> dict[str, int]:
+    """Each conceptual type's part of a problem's candidates, by its human accept rate: the rates, scaled to
+    sum to `per_problem`, rounded up (so the most often accepted types keep two, the least one)."""
+    rates = {t: accepted.get(t, 0) / max(1, accepted.get(t, 0) + rejected.get(t, 0)) for t in CONCEPTUAL_TYPES}
+    total = sum(rates.values()) or 1.0
+    return {t: max(1, math.ceil(per_problem * rate / total - 1e-9)) for t, rate in rates.items()}
+

@@ -1,0 +1,101 @@
+"""Bug modifiers on the shared libraries' real modules: every change parses, differs, applies as a diff and
+is undone by its fix; choice and deduplication are deterministic."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from flawforge.debugging.candidates import candidates_of, changes_code, choose
+from flawforge.debugging.layout import layout_of, name_and_version, read_archive
+from flawforge.debugging.modifiers import REGISTRY, apply_edits, sites_of
+from flawforge.debugging.modifiers.base import complexity
+from flawforge.debugging.patches import apply_patch, instance_id, unified_diff
+
+PROCEDURAL = ("class_rm_base", "class_rm_funcs", "class_shuffle_methods", "ctrl_invert_if", "ctrl_shuffle",
+              "remove_assign", "remove_cond", "remove_loop", "remove_wrapper", "op_break_chains", "op_change_const",
+              "op_change", "op_swap")
+
+
+def library_modules(shared_data: Path, archive: str) -> dict[str, str]:
+    path = shared_data / "python-libraries" / archive
+    files = read_archive(path.read_bytes())
+    layout = layout_of(*name_and_version(path.name), list(files))
+    return {p: files[p].decode("utf-8") for p in layout.modules}
+
+
+@pytest.fixture(scope="module")
+def cachetools(shared_data) -> dict[str, str]:
+    return library_modules(shared_data, "cachetools-8.0.1.tar.gz")
+
+
+def test_every_required_modifier_is_registered():
+    assert set(PROCEDURAL) | {"op_invert", "numeric_perturb"} <= set(REGISTRY)
+    for modifier in REGISTRY.values():
+        assert modifier.explanation and modifier.targets in ("function", "class")
+
+
+def test_chosen_candidates_parse_differ_and_round_trip(cachetools, shared_data):
+    candidates = candidates_of(cachetools, REGISTRY)
+    isodate = candidates_of(library_modules(shared_data, "isodate-0.7.2.tar.gz"), REGISTRY)
+    assert {c.modifier for c in candidates + isodate} == set(REGISTRY)
+    assert len({c.digest for c in candidates}) == len(candidates)  # deduplicated by content
+    trees = {path: ast.dump(ast.parse(source)) for path, source in cachetools.items()}
+    chosen = choose(candidates, 120, 0, "cachetools-8.0.1", lambda c: changes_code(c, trees[c.path]))
+    assert len(chosen) == 120 and {c.modifier for c in chosen} == {c.modifier for c in candidates}
+    for c in chosen:
+        clean = cachetools[c.path]
+        assert ast.dump(ast.parse(c.buggy_source)) != trees[c.path], c
+        assert apply_patch(clean, c.patch(clean)) == c.buggy_source
+        assert apply_patch(c.buggy_source, unified_diff(c.path, c.buggy_source, clean)) == clean
+
+
+def test_applicability_follows_complexity_bounds(cachetools):
+    for path, source in cachetools.items():
+        for site in sites_of(path, source):
+            for name in ("class_rm_funcs", "ctrl_invert_if", "ctrl_shuffle", "remove_assign"):
+                modifier = REGISTRY[name]
+                if not modifier.applies(site):
+                    assert modifier.bugs(site) == []
+            if site.is_class:
+                assert REGISTRY["class_rm_funcs"].applies(site) == (site.complexity >= 10)
+            else:
+                assert REGISTRY["ctrl_shuffle"].applies(site) == (3 <= site.complexity <= 10)
+                assert REGISTRY["ctrl_invert_if"].applies(site) == (site.complexity >= 5)
+
+
+def test_complexity_counts_branches_boolean_operators_handlers_comparisons():
+    source = ("def f(a, b):\n    if a and b or a:\n        return 1\n    for x in b:\n        pass\n"
+              "    try:\n        pass\n    except ValueError:\n        pass\n    return a < b < 3\n")
+    (site,) = sites_of("m.py", source)
+    # 1 + if + (and: 1, or: 1) + for + handler + 2 comparisons
+    assert complexity(site.node) == 1 + 1 + 2 + 1 + 1 + 2
+
+
+def test_inversion_table_and_numeric_perturbation_on_a_known_function():
+    source = "def f(a, b):\n    if a < b and a != 0:\n        return a + 2\n    return a * b\n"
+    (site,) = sites_of("m.py", source)
+    inverted = {apply_edits(source, bug.edits) for bug in REGISTRY["op_invert"].bugs(site)}
+    assert "def f(a, b):\n    if a <= b and a != 0:\n        return a + 2\n    return a * b\n" in inverted
+    assert "def f(a, b):\n    if (a < b or a != 0):\n        return a + 2\n    return a * b\n" in inverted
+    assert "def f(a, b):\n    if a < b and a != 0:\n        return a - 2\n    return a * b\n" in inverted
+    assert "def f(a, b):\n    if a < b and a != 0:\n        return a + 2\n    return a / b\n" in inverted
+    perturbed = {apply_edits(source, bug.edits) for bug in REGISTRY["numeric_perturb"].bugs(site)}
+    assert "def f(a, b):\n    if a < b and a != 0:\n        return a + 3\n    return a * b\n" in perturbed
+    assert "def f(a, b):\n    if a < b and a != (-1):\n        return a + 2\n    return a * b\n" in perturbed
+
+
+def test_choice_is_seeded_round_robin_and_stable(cachetools):
+    candidates = candidates_of(cachetools, REGISTRY)
+    first = choose(candidates, 30, 7, "cachetools-8.0.1")
+    assert first == choose(list(reversed(candidates)), 30, 7, "cachetools-8.0.1")
+    assert first != choose(candidates, 30, 8, "cachetools-8.0.1")
+    modifiers = sorted({c.modifier for c in candidates})
+    assert [c.modifier for c in first[:len(modifiers)]] == modifiers
+
+
+def test_instance_ids():
+    assert instance_id("toolz", "1.2.0", "op_swap", "0123abcd") == "toolz.1.2.0.op_swap__0123abcd"
+    assert instance_id("orbital mechanics/Hohmann", "1", "llm_variant", "ffffffff") == \
+        "orbital-mechanics-Hohmann.1.llm_variant__ffffffff"

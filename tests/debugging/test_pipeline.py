@@ -1,0 +1,159 @@
+"""The debug-conversations job on two shared libraries, against the real sandbox: every instance is re-run here,
+independently of the job's records; the file-edit tasks re-validate; reruns and a RabbitMQ run are identical."""
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from flawforge.debugging.layout import layout_of, name_and_version, read_archive
+from flawforge.debugging.patches import apply_patch
+from flawforge.proto.debugging import BugReject, Conversation, Instance
+
+LIBRARIES = ("inflection-0.5.1.tar.gz", "isodate-0.7.2.tar.gz")
+PARAMS = {"per_library": 6, "seed": 3}
+IDENTICAL = ("instances.jsonl", "conversations.jsonl", "rejects.jsonl", "tasks.tar")
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def libraries(shared_data, tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("libraries")
+    for name in LIBRARIES:
+        shutil.copy(shared_data / "python-libraries" / name, folder / name)
+    return folder
+
+
+def run_embedded(libraries: Path, root: Path) -> Path:
+    from flawforge.cli.jobs_client import run_embedded as run
+    from flawforge.settings import Settings
+
+    out = root / "out"
+    run("debug-conversations", {"libraries": str(libraries), **PARAMS}, out,
+        Settings(bus="memory", blob_backend="local", blob_dir=str(root / "blobs")))
+    return out
+
+
+@pytest.fixture(scope="module")
+def first_run(libraries, tmp_path_factory) -> Path:
+    return run_embedded(libraries, tmp_path_factory.mktemp("run-a"))
+
+
+def read_jsonl(path: Path, model):
+    return [model.model_validate_json(line) for line in path.read_text().splitlines()]
+
+
+def outcomes(run) -> dict[str, str]:
+    return {t.name: t.outcome for t in run.tests}
+
+
+def test_instances_fail_with_the_patch_and_pass_without_it(first_run, libraries):
+    from flawforge.debugging.generate import SUITE_LIMITS
+    from flawforge.pipelines.debug_conversations import suite_sandbox
+
+    instances = read_jsonl(first_run / "instances.jsonl", Instance)
+    rejects = read_jsonl(first_run / "rejects.jsonl", BugReject)
+    summary = json.loads((first_run / "summary.json").read_text())
+    assert summary["tried"] == len(instances) + len(rejects) == len(LIBRARIES) * PARAMS["per_library"]
+    assert summary["valid"] == len(instances) and {i.source for i in instances} == {"inflection", "isodate"}
+    sandbox = suite_sandbox()
+    for name in LIBRARIES:
+        archive = (libraries / name).read_bytes()
+        files = read_archive(archive)
+        layout = layout_of(*name_and_version(name), list(files))
+        clean = outcomes(sandbox.run_suite(archive, source_roots=layout.source_roots, args=layout.test_paths,
+                                           limits=SUITE_LIMITS))
+        for instance in (i for i in instances if f"{i.source}-{i.version}.tar.gz" == name):
+            assert instance.FAIL_TO_PASS and instance.PASS_TO_PASS
+            assert not set(instance.FAIL_TO_PASS) & set(instance.PASS_TO_PASS)
+            assert len(instance.failing_output.encode()) <= 8 * 1024
+            buggy = apply_patch(files[instance.path].decode(), instance.patch)
+            assert apply_patch(buggy, instance.fix_patch) == files[instance.path].decode()
+            with_bug = outcomes(sandbox.run_suite(archive, {instance.path: buggy}, source_roots=layout.source_roots,
+                                                  args=layout.test_paths, limits=SUITE_LIMITS))
+            for test in instance.FAIL_TO_PASS:
+                assert clean[test] == "passed" and with_bug.get(test, "missing") in ("failed", "error", "missing"), \
+                    (instance.instance_id, test)
+            for test in instance.PASS_TO_PASS:
+                assert clean[test] == "passed" and with_bug[test] == "passed", (instance.instance_id, test)
+
+
+def test_conversations_state_the_facts(first_run):
+    instances = {i.instance_id: i for i in read_jsonl(first_run / "instances.jsonl", Instance)}
+    conversations = read_jsonl(first_run / "conversations.jsonl", Conversation)
+    assert [c.instance_id for c in conversations] == sorted(instances)
+    for conversation in conversations:
+        instance = instances[conversation.instance_id]
+        text = "\n".join(m.content for m in conversation.messages)
+        assert [m.role for m in conversation.messages][:3] == ["system", "user", "assistant"]
+        assert instance.FAIL_TO_PASS[0] in text and instance.fix_patch in text and instance.qualname in text
+        assert conversation.buggy_code is not None and instance.path in text
+
+
+def test_file_edit_tasks_fail_before_and_pass_after_the_fix(first_run, tmp_path):
+    from flawforge.cli.debugging import unpack_tasks, validate_conversation
+
+    out = tmp_path / "out"
+    shutil.copytree(first_run, out)
+    unpack_tasks(out)
+    instances = read_jsonl(out / "instances.jsonl", Instance)
+    folders = sorted((out / "tasks").iterdir())
+    assert [f.name for f in folders] == sorted(i.instance_id for i in instances)
+    for folder in folders:
+        record = json.loads((folder / "conversation.json").read_text())
+        assert record["conversation"]["buggy_code"] is None and (folder / "run_tests.py").is_file()
+        assert not Path(record["conversation"]["code_path"]).is_absolute()
+        report = validate_conversation(folder / "conversation.json", tmp_path / "dump")
+        assert report["reproduced"], report
+    assert len(list((tmp_path / "dump").iterdir())) == len(folders)
+
+
+def test_two_runs_are_byte_identical(first_run, libraries, tmp_path):
+    second = run_embedded(libraries, tmp_path)
+    for name in IDENTICAL:
+        assert (second / name).read_bytes() == (first_run / name).read_bytes(), name
+    one, two = (json.loads((out / "summary.json").read_text()) for out in (first_run, second))
+    assert one.pop("elapsed_seconds") >= 0 and two.pop("elapsed_seconds") >= 0 and one == two
+
+
+@pytest.mark.rabbitmq
+def test_rabbitmq_run_through_the_services_is_identical(first_run, libraries, amqp_url, tmp_path):
+    from flawforge.jobs.pipeline import pipelines
+    from flawforge.jobs.runner import submit
+    from flawforge.jobs.store import JobStore
+    from flawforge.proto.jobs import JobState
+    from flawforge.assembly import platform_for
+    from flawforge.runtime.service import Workers
+    from flawforge.services import consumers_of, load_service
+    from flawforge.settings import Settings
+
+    settings = Settings(bus="rabbitmq", amqp_url=amqp_url, blob_backend="local", blob_dir=str(tmp_path / "blobs"))
+    platform = platform_for(settings)
+    consumers = [c for name in ("template-loader", "mutator") for c in consumers_of(load_service(name))]
+    workers = Workers(platform, consumers).start()
+    try:
+        jobs = JobStore(platform.store)
+        status = submit(platform, pipelines()["debug-conversations"], {"libraries": str(libraries), **PARAMS})
+        deadline = time.monotonic() + 900
+        while not (status := jobs.get(status.job_id)).state.finished and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert status.state == JobState.succeeded, status.error
+        for name in IDENTICAL:
+            assert jobs.artifact(status.job_id, name) == (first_run / name).read_bytes(), name
+    finally:
+        workers.stop()
+        platform.close()
+
+
+def test_bad_input_is_a_clear_error(tmp_path):
+    from flawforge.errors import FlawforgeError
+
+    with pytest.raises(FlawforgeError, match="does not exist"):
+        run_embedded(tmp_path / "none", tmp_path / "a")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FlawforgeError, match="no \\*.tar.gz"):
+        run_embedded(tmp_path / "empty", tmp_path / "b")
