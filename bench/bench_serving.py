@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import socket
 import sys
 import threading
@@ -41,14 +42,12 @@ def questions(count: int) -> list[str]:
 def serve(settings) -> tuple[str, object]:
     import uvicorn
 
-    from flawforge.runtime.app import create_app
-    from flawforge.runtime.platform import Platform
-    from flawforge.services import load_service
+    from flawforge.assembly import platform_for, service_app
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(load_service("inference-server"), Platform.from_settings(settings)),
+    server = uvicorn.Server(uvicorn.Config(service_app("inference-server", platform_for(settings)),
                                            host="127.0.0.1", port=port, log_level="warning"))
     threading.Thread(target=server.run, daemon=True).start()
     while not server.started:
@@ -94,14 +93,16 @@ def main() -> None:
     from flawforge.services.inference_server.host import host_for
     from flawforge.settings import Settings
 
+    token = secrets.token_urlsafe(16)  # the server wants one, like every service
     settings = Settings(bus="memory", blob_backend="local", blob_dir=str(REPO / "var" / "bench-serving"),
-                        inference_backend="transformers", inference_cache_dir=str(REPO / "var" / "models"))
+                        inference_backend="transformers", inference_cache_dir=str(REPO / "var" / "models"),
+                        api_tokens=f"bench:{token}")
     backend = host_for(settings).wait()
     lm = backend.lm
     base_url, server = serve(settings)
     prompts = questions(args.prompts)
     fmt = {"type": "json_schema", "json_schema": {"name": "answer", "schema": ANSWER_SCHEMA}}
-    with httpx.Client(base_url=base_url, timeout=None) as client:
+    with httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {token}"}, timeout=None) as client:
         through_server(client, lm.name, prompts[:1], 8, fmt)  # warm-up, and the grammar compiler's first build
         direct(lm, prompts[:1], 8)
         served = through_server(client, lm.name, prompts, args.max_tokens)

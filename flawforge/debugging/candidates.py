@@ -85,6 +85,9 @@ def choose(candidates: list[Candidate], count: int, seed: int, project: str,
         pool = sorted(by_modifier[name], key=lambda c: c.digest)
         random.Random(f"{seed}:{project}:{name}").shuffle(pool)
         queues.append(pool)
+    # Each project's round starts at its own modifier, so a small count still tries every modifier somewhere.
+    start = random.Random(f"{seed}:{project}").randrange(len(queues)) if queues else 0
+    queues = queues[start:] + queues[:start]
     picked: list[Candidate] = []
     while len(picked) < count and any(queues):
         for queue in queues:

@@ -1,10 +1,11 @@
 """Which tests a candidate must run, and what its run says: valid bug or reject with a reason.
 
 A bug is valid when at least one baseline test fails with it (FAIL_TO_PASS), at least one
-still passes (PASS_TO_PASS) and nothing timed out. Only the test files that can notice the
-change are run: those with a test that executed the changed function in the clean run,
-or the whole suite when the function runs at import or the change is to a class. A baseline
-test in a file that is not run did not execute the changed code, so it passes as it did.
+still passes (PASS_TO_PASS) and nothing timed out. Only the tests that can notice the change
+are run: those that executed the changed function in the clean run (the whole file of one
+that uses a module-, class- or session-wide fixture), or the whole suite when the function
+runs at import or the change is to a class. A baseline test that is not run did not execute
+the changed code, so it passes as it did.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from flawforge.proto.debugging import FAILING_OUTPUT_BYTES
 from flawforge.proto.sandbox import SuiteRunResult
 
 IMPORT_TIME = ""  # the coverage entry of what ran outside any test
+SHARED_FIXTURES = "<shared fixtures>"  # the coverage key of a test using a fixture wider than itself
 ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 WORKDIR = re.compile(r"/tmp/\d+/")
 
@@ -35,12 +37,15 @@ def covered(coverage: dict[str, list[str]], path: str, qualname: str) -> bool:
 
 def tests_to_run(coverage: dict[str, list[str]], test_paths: list[str], path: str, qualname: str,
                  is_class: bool) -> list[str]:
-    """pytest arguments for a candidate: the test files that can notice the change (sorted)."""
+    """pytest arguments for a candidate (sorted): the tests that executed the changed function; the whole file
+    of one that uses a fixture wider than itself (an earlier test's run of the function reaches it)."""
     if is_class or any(_covers(key, path, qualname) for key in coverage.get(IMPORT_TIME, [])):
         return list(test_paths)
-    files = {test_file(test) for test, keys in coverage.items()
-             if test != IMPORT_TIME and any(_covers(key, path, qualname) for key in keys)}
-    return sorted(files) or list(test_paths)
+    covering = [test for test, keys in coverage.items()
+                if test != IMPORT_TIME and any(_covers(key, path, qualname) for key in keys)]
+    shared = {test_file(test) for test in covering if SHARED_FIXTURES in coverage[test]}
+    chosen = shared | {test for test in covering if test_file(test) not in shared}
+    return sorted(chosen) or list(test_paths)
 
 
 def normalized(text: str) -> str:
@@ -65,12 +70,16 @@ def bounded(text: str, limit: int = FAILING_OUTPUT_BYTES) -> str:
     return data[:limit - 20].decode("utf-8", "ignore") + "\n... (output cut)\n"
 
 
+def _selected(test: str, args: set[str]) -> bool:
+    return test in args or test_file(test) in args
+
+
 def judge(baseline_passing: list[str], run: SuiteRunResult, args: list[str], test_paths: list[str],
           baseline_collection_errors: list[str]) -> Verdict:
-    """The verdict on a candidate's run of `args` (test files, or the whole suite)."""
+    """The verdict on a candidate's run of `args` (tests, test files, or the whole suite)."""
     whole = sorted(args) == sorted(test_paths)
-    ran_files = set(args)
-    in_run = [t for t in baseline_passing if whole or test_file(t) in ran_files]
+    selected = set(args)
+    in_run = [t for t in baseline_passing if whole or _selected(t, selected)]
     outcomes = {t.name: t for t in run.tests}
     if run.outcome in ("timeout", "memory_limit", "output_limit", "crashed"):  # no trustworthy test outcomes
         return Verdict(False, run.outcome, run.detail, [], [], "")

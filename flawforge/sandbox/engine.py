@@ -107,6 +107,18 @@ class SandboxUnavailable(Unavailable):
     code = "sandbox_unavailable"
 
 
+ADDR_NO_RANDOMIZE = 0x0040000
+
+
+def _no_randomisation():
+    """What the child runs before exec: no address-space randomisation for the program it becomes. The C
+    function is looked up here, in the parent: a forked child of a threaded process must not load libraries."""
+    import ctypes
+
+    personality = ctypes.CDLL(None, use_errno=True).personality
+    return lambda: personality(personality(0xFFFFFFFF) | ADDR_NO_RANDOMIZE)
+
+
 class _Zygote:
     """One running fork server and the thread that reads its replies."""
 
@@ -115,13 +127,14 @@ class _Zygote:
         try:  # out of processes or descriptors: the platform's failure, like a server that never answers
             service_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             # A fixed hash seed can only come from the environment, which -I (-E) ignores: then -s -P, the rest
-            # of -I, and an environment holding that one variable.
+            # of -I, and an environment holding that one variable. Hashes of some objects (None's, in Python
+            # 3.11) are their addresses: the same in every run only without address-space randomisation.
             seed = config.get("hash_seed")
             isolated, env = (["-I"], {}) if seed is None else (["-s", "-P"], {"PYTHONHASHSEED": str(seed)})
             self.process = subprocess.Popen(
                 [sys.executable, *isolated, "-S", "-c", BOOTSTRAP, str(zygote_end.fileno())],
                 env=env, cwd="/", stdin=subprocess.DEVNULL, pass_fds=(zygote_end.fileno(),), close_fds=True,
-                start_new_session=True)
+                start_new_session=True, preexec_fn=None if seed is None else _no_randomisation())
         except OSError as exc:
             for end in (service_end, zygote_end):
                 if end is not None:

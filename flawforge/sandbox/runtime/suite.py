@@ -6,7 +6,8 @@ imported from `python_path` (a read-only path of the host) with plugin autoloadi
 reports through an in-process plugin: ["ts", id] when a test starts, ["tr", id, outcome,
 message] when it ends, ["ce", id, message] for a file that fails to collect. With
 `coverage`, ["cv", id, [keys]] names the project functions each test executed ("path::qualname";
-id "" holds what ran outside any test, e.g. at import), for choosing the tests a change can affect.
+id "" holds what ran outside any test, e.g. at import; "<shared fixtures>" marks a test that uses a
+fixture wider than itself), for choosing the tests a change can affect.
 """
 import base64
 import builtins
@@ -18,6 +19,7 @@ import tarfile
 from flawforge.sandbox.runtime import policy
 
 MESSAGE_CHARS = 20000
+SHARED_FIXTURES = "<shared fixtures>"  # a coverage key: the test uses a fixture wider than itself
 BASE_ARGS = ["-q", "--tb=short", "-p", "no:cacheprovider", "-p", "no:faulthandler", "-o", "addopts=",
              "--continue-on-collection-errors", "--color=no"]
 
@@ -127,6 +129,17 @@ class Reporter:
             self.coverage.stop()
         outcome, message = self.outcomes.get(nodeid, ("error", "the test ended without a result"))
         self.send(["tr", nodeid, outcome, message], True)
+
+    def pytest_collection_modifyitems(self, session, config, items):
+        """With coverage, marks the tests that use a fixture wider than the test (module, class, session,
+        setUpClass, setup_module): what such a fixture computed in an earlier test reaches them too."""
+        if self.coverage is None:
+            return
+        for item in items:
+            info = getattr(item, "_fixtureinfo", None)
+            definitions = info.name2fixturedefs.values() if info is not None else ()
+            if any(getattr(d, "scope", "function") != "function" for defs in definitions for d in defs):
+                self.coverage.by_test.setdefault(item.nodeid, set()).add(SHARED_FIXTURES)
 
     def pytest_collectreport(self, report):
         if report.failed:
