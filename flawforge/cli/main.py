@@ -265,8 +265,9 @@ def run_pressure_dataset(out: Path = OutOption,
 
             from flawforge.runtime.local_server import KEY_ENV
 
+            # The local server enforces the reply schemas while decoding, as the default provider says.
             overrides = {"llm_providers": json.dumps({"local": {"base_url": f"{base}/v1", "api_key_env": KEY_ENV,
-                                                                 "timeout_s": 3600}})}
+                                                                 "timeout_s": 3600, "json_schema": True}})}
         run_pipeline("pressure-dataset", params, out, stack, settings_overrides=overrides)
     typer.echo((out / "summary.json").read_text())
 
