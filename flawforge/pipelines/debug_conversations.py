@@ -53,7 +53,8 @@ def suite_sandbox(settings_json: str | None = None):
     settings = Settings.model_validate_json(settings_json) if settings_json else Settings()
     return Sandbox.from_settings(settings, in_process=True,
                                  read_paths=[*csv_setting(settings.sandbox_read_paths), pytest_path()],
-                                 workers=CONCURRENT_LIBRARIES * SUITES_PER_LIBRARY, hash_seed=SUITE_HASH_SEED)
+                                 workers=CONCURRENT_LIBRARIES * SUITES_PER_LIBRARY, hash_seed=SUITE_HASH_SEED,
+                                 preload=("pytest", pytest_path()))
 
 
 def all_modifiers() -> list[str]:
