@@ -324,8 +324,9 @@ DEMO_PATCHED_PROMPTS = 6  # patching costs some 30 forward passes a kind per pro
 @run_app.command("pressure-study")
 def run_pressure_study(prompts: Optional[Path] = typer.Option(None, "--prompts", help="prompts.jsonl of the dataset "
                                                                                        "stage (one record a line)."),
-                       demo: bool = typer.Option(False, "--demo", help="Build a small prompt set from built-in "
-                                                                       "questions and run the whole study on it."),
+                       demo: bool = typer.Option(False, "--demo", help="Build a small prompt set with the dataset "
+                                                                       "stage's offline generators and run the whole "
+                                                                       "study on it."),
                        demo_prompts: int = typer.Option(24, "--demo-prompts", help="Prompts the demo builds."),
                        model: Optional[Path] = typer.Option(None, "--model", help="Model folder or .gguf (embedded "
                                                                                   "runs); default: the configured one."),
