@@ -127,7 +127,8 @@ def trace_at(lm: LoadedModel, prefixes: Sequence[Sequence[int]], prompt_lengths:
             results.append({
                 "input_ids": torch.tensor(list(prefixes[row])),
                 "prompt_tokens": int(prompt_lengths[row]),
-                "hidden_states": hidden[row].float().cpu(),
+                # clone: a row of the batch's tensor would carry the whole batch's storage into torch.save
+                "hidden_states": hidden[row].float().cpu().clone(),
                 "attentions": torch.stack([a[row, :, -1, start:start + prompt_lengths[row]] for a in out.attentions])
                 .float().cpu(),
                 "lens": lens[row][:, ids].sum(-1).float().cpu(),

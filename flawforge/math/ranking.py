@@ -163,10 +163,10 @@ def cross_validated_auc(rows: Sequence[Mapping[str, float]], labels: Sequence[in
     return roc_auc(scores, labels)
 
 
-def quotas_from(accepted: Mapping[str, int], rejected: Mapping[str, int], per_problem: int) -> dict[str, int]:
-    """Each conceptual type's part of a problem's candidates, by its human accept rate: the rates, scaled to
-    sum to `per_problem`, rounded up (so the most often accepted types keep two, the least one)."""
+def quotas_from(accepted: Mapping[str, int], rejected: Mapping[str, int], per_type: int) -> dict[str, int]:
+    """Each conceptual type's cap on a problem's candidates, by its human accept rate relative to the best
+    type's: round(per_type * rate / best rate), at least one (with the shared decisions and a per-type cap of
+    2: input misrepresentation, accepted 69% of the time, keeps 1; the others 2)."""
     rates = {t: accepted.get(t, 0) / max(1, accepted.get(t, 0) + rejected.get(t, 0)) for t in CONCEPTUAL_TYPES}
-    total = sum(rates.values()) or 1.0
-    return {t: max(1, math.ceil(per_problem * rate / total - 1e-9)) for t, rate in rates.items()}
-
+    best = max(rates.values()) or 1.0
+    return {t: max(1, math.floor(per_type * rate / best + 0.5)) for t, rate in rates.items()}

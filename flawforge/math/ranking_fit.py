@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     rows, labels, groups = examples(labelled(decisions, candidates))
     accepted = Counter(d.error_type for d in decisions if d.status == "accepted")
     rejected = Counter(d.error_type for d in decisions if d.status == "rejected")
-    ranker = Ranker(weights=fit(rows, labels, L2), quotas=quotas_from(accepted, rejected, Caps().conceptual))
+    ranker = Ranker(weights=fit(rows, labels, L2), quotas=quotas_from(accepted, rejected, Caps().per_type))
     args.out.write_text(ranker.to_json(), encoding="utf-8")
     print(json.dumps({"examples": len(rows), "accepted": sum(labels), "rejected": len(labels) - sum(labels),
                       "cross_validated_auc": round(cross_validated_auc(rows, labels, groups, l2=L2), 4),

@@ -122,13 +122,17 @@ def select_category(category: str, validated: list[Scored], wanted: int, tracker
     taken = {item.key for item in chosen}
     prioritized = chosen + [item for item in eligible if item.key not in taken]
     kept: list[Scored] = []
+    capped = 0
     for item in prioritized:
         if len(kept) >= wanted:
             break
         if tracker.register(item.target, category):
             kept.append(item)
+        else:
+            capped += 1
     if len(kept) < wanted:
-        selection.log("repetition_cap", len(kept), eligible=len(eligible))
+        if capped:
+            selection.log("repetition_cap", len(kept), refused=capped)
         taken = {item.key for item in kept}
         rest = sorted((item for item in validated if item.key not in taken and not item.accepted),
                       key=lambda i: i.rank)

@@ -79,13 +79,17 @@ class BearerAuthMiddleware:
         self.refuse = refuse
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or any(route.matches(scope)[0] == Match.FULL for route in self.public_routes()):
+        if scope["type"] not in ("http", "websocket") or any(
+                route.matches(scope)[0] == Match.FULL for route in self.public_routes()):
             await self.app(scope, receive, send)
             return
         try:
             name = self.authenticator.identify(Headers(scope=scope).get("authorization"))
         except Unauthorized as exc:
-            await self.refuse(scope, exc)(scope, receive, send)
+            if scope["type"] == "websocket":  # refused before it is accepted (policy violation)
+                await send({"type": "websocket.close", "code": 1008, "reason": str(exc)})
+            else:
+                await self.refuse(scope, exc)(scope, receive, send)
             return
         scope.setdefault("state", {})["caller"] = name
         await self.app(scope, receive, send)

@@ -26,8 +26,10 @@ def client(tmp_path):
         yield client
 
 
-def test_ready_and_lists_providers_without_secrets(client):
-    assert client.get("/readyz").json()["checks"]["llm_providers"] == "ok"
+def test_unready_while_no_provider_answers_and_lists_providers_without_secrets(client):
+    ready = client.get("/readyz")  # nothing listens on the provider's port
+    assert ready.status_code == 503
+    assert ready.json()["checks"]["llm_providers"].startswith("failed: no provider reachable (local: ConnectError")
     [provider] = client.get("/llm/providers").json()
     assert provider["name"] == "local" and provider["models"] == ["m"] and provider["api_key_env"] == "LLM_TEST_KEY"
 

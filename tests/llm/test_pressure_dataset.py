@@ -65,12 +65,12 @@ def test_batch_replies_that_are_not_json_or_empty_are_rejects_and_every_exchange
     records = [AuditRecord.model_validate_json(line) for line in run.audit.content().splitlines()]
     requests_logged = [r for r in records if r.kind == "request"]
     responses = {r.audit_id: r for r in records if r.kind == "response"}
-    assert [r.audit_id for r in requests_logged] == ["fallback/00000", "fallback/00000", "fallback/00001",
-                                                     "fallback/00002"]
+    assert [r.audit_id for r in requests_logged] == ["fallback-probe/00000", "fallback-facts/00000",
+                                                     "fallback-facts/00001", "fallback-facts/00002"]
     assert requests_logged[-1].request["stop"] == [first_token] and requests_logged[-1].candidate_ids == [
         "facts-00002"]
-    assert responses["fallback/00002"].response == "" and "empty" in responses["fallback/00002"].error
-    assert responses["fallback/00001"].error and responses["fallback/00001"].cached is False
+    assert responses["fallback-facts/00002"].response == "" and "empty" in responses["fallback-facts/00002"].error
+    assert responses["fallback-facts/00001"].error and responses["fallback-facts/00001"].cached is False
     # The gateway's own log holds the provider exchanges (the batch file with every request).
     assert any(".request.json" in key for key in ctx.platform.store.list("llm/log/"))
 

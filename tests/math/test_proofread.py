@@ -7,7 +7,7 @@ from fractions import Fraction
 
 import pytest
 
-from flawforge.math.proofread import (changed_values, check_correct, check_flawed, false_statements,
+from flawforge.math.proofread import (changed_values, check_correct, check_flawed,
                                       line_findings, numbers_in, question_numbers, stale_numbers)
 from tests.math.mutation_corpus import corpus_outputs
 

@@ -26,6 +26,7 @@ from tests.math.mutation_corpus import LIMITS, all_templates, corpus_outputs, ge
 POOL_ACCEPTED = 378    # of 395
 CAPPED_ACCEPTED = 214  # of 395
 CAPPED_REJECTED = 26   # of 79
+RANKER_AUC = 0.70      # grouped cross-validation on the pool's reproduced decisions (0.724 on the main job's pool)
 
 
 def accepted_file(solution: str, error_type: str = "operator_swap", line: str = "L2") -> str:
@@ -84,9 +85,15 @@ def test_pool_recall(decisions, shared_data):
     assert len(templates) == len(reviewed)
     with Sandbox.from_settings(limits=LIMITS, workers=4) as sandbox:
         outputs = generate_all(sandbox, templates, families=["conceptual"], caps=NO_CAPS)
-    report = recall(decisions, [c for output in outputs.values() for c in output.candidates])
+    pool = [c for output in outputs.values() for c in output.candidates]
+    report = recall(decisions, pool)
     print(report.summary())
     assert report.accepted_produced >= POOL_ACCEPTED
+    from flawforge.cli.main import ranker_report
+
+    ranked = ranker_report(decisions, pool)
+    print(ranked)
+    assert ranked["cross_validated_auc"] >= RANKER_AUC
 
 
 def run_cli(*args: str):
@@ -121,6 +128,7 @@ def test_recall_command_reports_what_the_library_computes_and_caps_none_keeps_th
                 reports[caps]["rejected_reproduced"]) == (expected.accepted, expected.accepted_produced,
                                                           expected.rejected, expected.rejected_produced)
         assert len(reports[caps]["missed"]) == expected.accepted - expected.accepted_produced
+        assert reports[caps]["ranker"]["decisions_scored"] <= expected.accepted_produced + expected.rejected_produced
     uncapped, capped = reports["none"], reports["per_type=2,per_line=2,conceptual=5"]
     assert counts["none"] > counts["per_type=2,per_line=2,conceptual=5"]
     assert uncapped["accepted"] == capped["accepted"] > 10

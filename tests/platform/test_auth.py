@@ -8,7 +8,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from fastapi import APIRouter, WebSocket
 from fastapi.testclient import TestClient
+from starlette.websockets import WebSocketDisconnect
 
 from auth_support import API_TOKENS, AUTHORIZATION
 from flawforge.errors import ConfigError
@@ -82,3 +84,23 @@ def test_a_service_without_tokens_refuses_to_start_unless_auth_is_disabled(tmp_p
         # A token sent is still checked: a wrong one is not quietly anonymous.
         assert client.get("/jobs", headers={"Authorization": "Bearer wrong"}).status_code == 401
 
+
+
+def test_a_websocket_route_a_service_adds_is_refused_without_a_token(tmp_path):
+    app = app_of("metrics", tmp_path)
+    router = APIRouter()
+
+    @router.websocket("/echo")
+    async def echo(socket: WebSocket) -> None:
+        await socket.accept()
+        await socket.send_text("hello")
+        await socket.close()
+
+    app.include_router(router)  # added as a service's router would be: no auth of its own
+    client = TestClient(app)
+    with pytest.raises(WebSocketDisconnect) as refused:
+        with client.websocket_connect("/echo"):
+            pass
+    assert refused.value.code == 1008
+    with client.websocket_connect("/echo", headers=AUTHORIZATION) as socket:
+        assert socket.receive_text() == "hello"
