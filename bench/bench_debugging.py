@@ -51,7 +51,7 @@ def run_job(libraries: Path, per_library: int, seed: int, root: Path) -> tuple[d
     cpu = self_cpu(resource.RUSAGE_SELF)
     started = time.monotonic()
     run_embedded("debug-conversations", {"libraries": str(libraries), "per_library": per_library, "seed": seed}, out,
-                 Settings(bus="memory", blob_backend="local", blob_dir=str(root / "blobs")))
+                 Settings(bus="memory", blob_backend="local", blob_dir=str(root / "blobs"), data_roots=str(libraries)))
     wall = time.monotonic() - started
     cpu = self_cpu(resource.RUSAGE_SELF) - cpu + children_cpu(os.getpid())
     return json.loads((out / "summary.json").read_text()), wall, cpu, out

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import secrets
 import socket
 import sys
 import threading
@@ -29,6 +28,7 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("FLAWFORGE_SHARED_DATA", REPO.parent / "shared" / "data"))
 TARGET_RATIO = 0.85
+TOKEN = "bench-serving-token"
 ANSWER_SCHEMA = {"type": "object", "properties": {
     "reasoning": {"type": "string", "maxLength": 600}, "answer": {"type": "integer"}},
     "required": ["reasoning", "answer"], "additionalProperties": False}
@@ -47,8 +47,8 @@ def serve(settings) -> tuple[str, object]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(service_app("inference-server", platform_for(settings)),
-                                           host="127.0.0.1", port=port, log_level="warning"))
+    app = service_app("inference-server", platform_for(settings))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     threading.Thread(target=server.run, daemon=True).start()
     while not server.started:
         time.sleep(0.05)
@@ -93,16 +93,15 @@ def main() -> None:
     from flawforge.services.inference_server.host import host_for
     from flawforge.settings import Settings
 
-    token = secrets.token_urlsafe(16)  # the server wants one, like every service
     settings = Settings(bus="memory", blob_backend="local", blob_dir=str(REPO / "var" / "bench-serving"),
-                        inference_backend="transformers", inference_cache_dir=str(REPO / "var" / "models"),
-                        api_tokens=f"bench:{token}")
+                        api_tokens=f"bench:{TOKEN}", inference_backend="transformers",
+                        inference_cache_dir=str(REPO / "var" / "models"))
     backend = host_for(settings).wait()
     lm = backend.lm
     base_url, server = serve(settings)
     prompts = questions(args.prompts)
     fmt = {"type": "json_schema", "json_schema": {"name": "answer", "schema": ANSWER_SCHEMA}}
-    with httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {token}"}, timeout=None) as client:
+    with httpx.Client(base_url=base_url, timeout=None, headers={"Authorization": f"Bearer {TOKEN}"}) as client:
         through_server(client, lm.name, prompts[:1], 8, fmt)  # warm-up, and the grammar compiler's first build
         direct(lm, prompts[:1], 8)
         served = through_server(client, lm.name, prompts, args.max_tokens)

@@ -73,3 +73,7 @@ class Unauthorized(FlawforgeError):
 
 class Interrupted(FlawforgeError):
     """The user pressed Ctrl-C; the message says what became of the work (exit status 130)."""
+
+
+class NothingDone(FlawforgeError):
+    """The command ran but produced nothing (no template matched, every model call failed): exit status 1."""

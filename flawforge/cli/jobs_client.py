@@ -1,8 +1,12 @@
 """Runs a job embedded or on a running stack, shows progress, and writes its artifacts to a folder."""
 from __future__ import annotations
 
+import logging
+import signal
 import sys
+import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -17,7 +21,8 @@ from flawforge.proto.jobs import Artifact, JobState, JobStatus
 
 
 def _follow(read_status, poll_s: float, label: str) -> JobStatus:
-    bar = tqdm(desc=label, unit="item", dynamic_ncols=True, leave=False)
+    # At a terminal only: piped into a log, a progress bar is noise.
+    bar = tqdm(desc=label, unit="item", dynamic_ncols=True, leave=False, disable=None)
     try:
         while True:
             status = read_status()
@@ -59,6 +64,35 @@ def _keep_or_cancel(job: str, cancel_on_exit: bool | None, cancel) -> str:
     return f"interrupted: {job} keeps running"
 
 
+@contextmanager
+def _quieted(logger: logging.Logger):
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+@contextmanager
+def _quiet_after_ctrl_c():
+    """Ctrl-C at a terminal reaches the job's worker and sandbox processes too: from that moment, what the
+    winding-down stack logs about them dying is no news to the user, who gets one line."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupted(signum, frame):
+        logging.disable(logging.WARNING)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, interrupted)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def run_embedded(pipeline_name: str, params: dict, out: Path, settings) -> JobStatus:
     from pydantic import ValidationError
 
@@ -71,14 +105,17 @@ def run_embedded(pipeline_name: str, params: dict, out: Path, settings) -> JobSt
     services = EMBEDDED_SERVICES
     if pipeline.owner not in services:  # a pipeline owned by a heavy service (the inference-server) brings it
         services += (pipeline.owner,)
-    with embedded_stack(settings, services) as stack:
+    # The command reports the job's outcome itself, in one line: the runner's own log line would repeat it.
+    runner_log = logging.getLogger("flawforge.jobs.runner")
+    with embedded_stack(settings, services) as stack, _quieted(runner_log):
         jobs = JobStore(stack.platform.store)
         try:
             status = submit(stack.platform, pipeline, params)
         except ValidationError as exc:
             raise invalid_params(exc) from None
         try:
-            status = _follow(lambda: jobs.get(status.job_id), 0.1, pipeline_name)
+            with _quiet_after_ctrl_c():
+                status = _follow(lambda: jobs.get(status.job_id), 0.1, pipeline_name)
         except KeyboardInterrupt:
             # The job dies with this process: cancel it so its threads stop at once.
             jobs.request_cancel(status.job_id)

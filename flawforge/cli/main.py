@@ -1,16 +1,18 @@
 """The `flawforge` command."""
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import typer
 
+from flawforge.cli.outputs import output_folder
 from flawforge.cli.review import review_app
 from flawforge.cli.sandbox import sandbox_app
-from flawforge.errors import FlawforgeError, Interrupted
+from flawforge.errors import FlawforgeError, Interrupted, NothingDone
 
 app = typer.Typer(help="Flawforge: realistic failures for training and studying language models.",
                   no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
@@ -29,9 +31,27 @@ CancelOption = typer.Option(None, "--cancel-on-exit/--keep-on-exit",
                                  "terminal, cancel otherwise.")
 
 
+def check_stack_url(url: str) -> None:
+    """--stack is a service's base URL: http(s)://host:port, nothing after it (jobs go to URL/jobs)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    try:
+        parts.port
+    except ValueError:
+        raise FlawforgeError(f"--stack {url!r} has no valid port") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise FlawforgeError(f"--stack {url!r} is not an http(s)://host:port URL")
+    if parts.path.strip("/") or parts.query or parts.fragment:
+        raise FlawforgeError(f"--stack {url!r} has a path; give the service's base URL, "
+                             f"e.g. {parts.scheme}://{parts.netloc}")
+
+
 def run_pipeline(pipeline: str, params: dict, out: Path, stack: Optional[str], token: Optional[str] = None,
-                 settings_overrides: Optional[dict] = None, cancel_on_exit: Optional[bool] = None) -> None:
-    """Shared by every `run` subcommand: validate, run, write artifacts, report."""
+                 settings_overrides: Optional[dict] = None, cancel_on_exit: Optional[bool] = None,
+                 nothing_done: Optional[Callable[[Path], Optional[str]]] = None) -> None:
+    """Shared by every `run` subcommand: validate, run, write artifacts, report. `nothing_done` reads the
+    artifacts and says why the job, though it succeeded, produced nothing (the command then exits 1)."""
     from flawforge.cli.jobs_client import run_embedded, run_on_stack
     from flawforge.jobs.pipeline import pipelines
     from flawforge.jobs.runner import invalid_params
@@ -43,17 +63,23 @@ def run_pipeline(pipeline: str, params: dict, out: Path, stack: Optional[str], t
     except ValidationError as exc:
         raise invalid_params(exc) from None
     if stack:
-        status = run_on_stack(stack, pipeline, params, out, token or Settings().token,
-                              cancel_on_exit=cancel_on_exit)
-    elif _keep_blobs() or pipelines()[pipeline].resumable:
-        status = run_embedded(pipeline, params, out, _embedded_settings(out, out / ".blobs", settings_overrides))
-    else:
-        import tempfile
+        check_stack_url(stack)
+    with output_folder(out):
+        if stack:
+            status = run_on_stack(stack, pipeline, params, out, token or Settings().token,
+                                  cancel_on_exit=cancel_on_exit)
+        elif _keep_blobs() or pipelines()[pipeline].resumable:
+            status = run_embedded(pipeline, params, out, _embedded_settings(out, out / ".blobs", settings_overrides))
+        else:
+            import tempfile
 
-        # the blob store lives only as long as the run: OUT keeps the artifacts, not a copy of every blob
-        out.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix=".blobs-", dir=out) as scratch:
-            status = run_embedded(pipeline, params, out, _embedded_settings(out, Path(scratch), settings_overrides))
+            # the blob store lives only as long as the run: OUT keeps the artifacts, not a copy of every blob
+            with tempfile.TemporaryDirectory(prefix=".blobs-", dir=out) as scratch:
+                status = run_embedded(pipeline, params, out,
+                                      _embedded_settings(out, Path(scratch), settings_overrides))
+    why = nothing_done(out) if nothing_done else None
+    if why:
+        raise NothingDone(f"{pipeline}: job {status.job_id} produced nothing: {why}; artifacts in {out}")
     typer.echo(f"{pipeline}: job {status.job_id} {status.state.value}; artifacts in {out}", err=True)
 
 
@@ -113,7 +139,14 @@ def run_templates(gsm8k: Path = typer.Option(..., "--gsm8k", help="GSM8K jsonl f
               "templates": str(templates.resolve()) if templates else None, "max_tokens": max_tokens,
               "mode": mode, "concurrency": concurrency, "max_repairs": max_repairs, "budget_requests": budget_requests,
               "budget_tokens": budget_tokens}
-    run_pipeline("templates", params, out, stack, token, cancel_on_exit=cancel_on_exit)
+    def no_reply(out: Path) -> Optional[str]:
+        report = json.loads((out / "report.json").read_text())
+        if report["attempted"] and not report["model_calls"] and not report["cache_hits"]:
+            reasons = ", ".join(f"{reason} ({n})" for reason, n in report["rejects_by_reason"].items())
+            return f"no model reply for any of the {report['attempted']} problems ({reasons})"
+        return None
+
+    run_pipeline("templates", params, out, stack, token, cancel_on_exit=cancel_on_exit, nothing_done=no_reply)
     report = out / "report.json"
     if report.exists():
         typer.echo(report.read_text())
@@ -143,7 +176,13 @@ def run_math_errors(gsm8k: Path = typer.Option(..., "--gsm8k", help="GSM8K jsonl
         params["model_preference"] = [m.strip() for m in models.split(",") if m.strip()]
     if caps is not None:
         params["caps"] = caps_of(caps)
-    run_pipeline("math-errors", params, out, stack, token, cancel_on_exit=cancel_on_exit)
+    def no_template(out: Path) -> Optional[str]:
+        if json.loads((out / "summary.json").read_text())["problems_with_template"]:
+            return None
+        return (f"no problem of {indices or 'the folder'} has a template of {models or 'the default models'} in "
+                f"{templates} (reasons in rejects.jsonl)")
+
+    run_pipeline("math-errors", params, out, stack, token, cancel_on_exit=cancel_on_exit, nothing_done=no_template)
     typer.echo((out / "summary.json").read_text())
 
 
@@ -181,8 +220,6 @@ def validate_conversation(file: Path = typer.Argument(..., help="A task's conver
                                                                   help="Also write the clean and buggy file here.")
                           ) -> None:
     """Re-runs a saved task in the sandbox: the buggy code still fails, the fixed code still passes."""
-    import json
-
     from flawforge.cli.debugging import validate_conversation as revalidate
 
     report = revalidate(file, dump_dir)
@@ -287,8 +324,9 @@ DEMO_PATCHED_PROMPTS = 6  # patching costs some 30 forward passes a kind per pro
 @run_app.command("pressure-study")
 def run_pressure_study(prompts: Optional[Path] = typer.Option(None, "--prompts", help="prompts.jsonl of the dataset "
                                                                                        "stage (one record a line)."),
-                       demo: bool = typer.Option(False, "--demo", help="Build a small prompt set from built-in "
-                                                                       "questions and run the whole study on it."),
+                       demo: bool = typer.Option(False, "--demo", help="Build a small prompt set with the dataset "
+                                                                       "stage's offline generators and run the whole "
+                                                                       "study on it."),
                        demo_prompts: int = typer.Option(24, "--demo-prompts", help="Prompts the demo builds."),
                        model: Optional[Path] = typer.Option(None, "--model", help="Model folder or .gguf (embedded "
                                                                                   "runs); default: the configured one."),
@@ -323,18 +361,21 @@ def recall_report(candidates: Path = typer.Option(..., "--candidates", help="can
                                                                    "range the candidates were made for)."),
                   missed: bool = typer.Option(False, help="Also list the accepted errors the candidates miss.")) -> None:
     """How many human review decisions the candidates reproduce, accepted and rejected, as JSON."""
-    import json
-
     from flawforge.math.gsm8k import index_range
     from flawforge.math.recall import read_human_review, recall
 
-    found = read_candidates(candidates)
-    decisions = read_human_review(human_review)
+    # Every argument is checked before the candidates are parsed (seconds for a whole run's file).
+    wanted = None
     if indices is not None:
         try:
             wanted = index_range(indices)
         except ValueError as exc:
             raise FlawforgeError(f"--indices: {exc}") from None
+    if not candidates.is_file():
+        raise FlawforgeError(f"--candidates {candidates}: no such file")
+    decisions = read_human_review(human_review)
+    found = read_candidates(candidates)
+    if wanted is not None:
         decisions = [decision for decision in decisions if decision.problem_index in wanted]
     report = recall(decisions, found)
     result = {"accepted": report.accepted, "accepted_reproduced": report.accepted_produced,
@@ -374,15 +415,13 @@ def export_dataset(candidates: Path = typer.Option(..., "--candidates", help="ca
                    test_fraction: float = typer.Option(0.2, help="Share of GSM8K problems on the test side."),
                    seed: int = typer.Option(0, help="Seed of the problem split.")) -> None:
     """The error-detection dataset: OUT/train.jsonl and OUT/test.jsonl, split by GSM8K problem."""
-    import json
-
     from flawforge.math.export import build_dataset
     from flawforge.math.gsm8k import read_gsm8k
 
-    splits = build_dataset(read_candidates(candidates), read_gsm8k(gsm8k), test_fraction, seed)
-    out.mkdir(parents=True, exist_ok=True)
-    for split, rows in splits.items():
-        (out / f"{split}.jsonl").write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+    with output_folder(out):
+        splits = build_dataset(read_candidates(candidates), read_gsm8k(gsm8k), test_fraction, seed)
+        for split, rows in splits.items():
+            (out / f"{split}.jsonl").write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
     counts = {split: {"rows": len(rows), "problems": len({r["problem_index"] for r in rows})}
               for split, rows in splits.items()}
     typer.echo(json.dumps(counts))
@@ -425,19 +464,55 @@ def serve(service: str = typer.Argument(..., help="Service name, e.g. trace-exec
                 port=port or settings.http_port or spec.port, log_level="info")
 
 
+def settings_error(exc) -> str:
+    """A bad FLAWFORGE_* value, named by its environment variable (pydantic names the field)."""
+    import os
+
+    from flawforge.settings_doc import env_name
+
+    err = exc.errors(include_url=False)[0]
+    name = env_name(str(err["loc"][0])) if err["loc"] else "FLAWFORGE_*"
+    value = os.environ.get(name)
+    return f"{name}{'' if value is None else '=' + repr(value)}: {err['msg']}"
+
+
 def main() -> None:
+    """Runs the command; every user mistake ends as one line on stderr and a non-zero status, never a traceback."""
+    from pydantic import ValidationError
+    # typer carries its own copy of click: these are the exceptions its commands raise.
+    from typer._click import exceptions as click
+
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        app()
+        code = app(standalone_mode=False)
+    except click.NoArgsIsHelpError as exc:  # a bare command group: its help, as the user asked
+        typer.echo(exc.ctx.get_help() if exc.ctx else exc.format_message())
+        code = 0
+    except click.UsageError as exc:
+        command = exc.ctx.command_path if exc.ctx else "flawforge"
+        typer.echo(f"flawforge: error: {exc.format_message()} (see '{command} --help')", err=True)
+        code = 2
+    except click.ClickException as exc:
+        typer.echo(f"flawforge: error: {exc.format_message()}", err=True)
+        code = exc.exit_code
     except Interrupted as exc:
         typer.echo(f"flawforge: {exc}", err=True)
-        sys.exit(130)
-    except KeyboardInterrupt:
+        code = 130
+    except (KeyboardInterrupt, typer.Abort):
         typer.echo("flawforge: interrupted", err=True)
-        sys.exit(130)
+        code = 130
+    except NothingDone as exc:
+        typer.echo(f"flawforge: {exc}", err=True)
+        code = 1
     except FlawforgeError as exc:
         typer.echo(f"flawforge: error: {exc}", err=True)
-        sys.exit(2)
+        code = 2
+    except ValidationError as exc:
+        if exc.title != "Settings":
+            raise
+        typer.echo(f"flawforge: error: {settings_error(exc)}", err=True)
+        code = 2
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

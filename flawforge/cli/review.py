@@ -12,12 +12,21 @@ from typing import Optional
 
 import typer
 
+from flawforge.cli.outputs import output_folder
 from flawforge.errors import FlawforgeError
 
 review_app = typer.Typer(help="Human review of conceptual candidates: shortlist, import, agreement, export.",
                          no_args_is_help=True)
 
-RoundOption = typer.Option(..., "--round", help="Review round name (letters, digits, '_', '.', '-').")
+def _round_name(value: str) -> str:
+    """--round is checked before any work (a round is created only after its shortlist is drawn)."""
+    from flawforge.review.store import check_name
+
+    return check_name("round name", value)
+
+
+RoundOption = typer.Option(..., "--round", help="Review round name (letters, digits, '_', '.', '-').",
+                           callback=_round_name)
 Gsm8kOption = typer.Option(..., "--gsm8k", help="GSM8K train jsonl (row N is problem N).")
 
 
@@ -105,6 +114,7 @@ def import_decisions(decisions_csv: Path = typer.Argument(..., help="decisions.c
 def dump_decisions(round_name: str = RoundOption) -> None:
     """The round's decision log, oldest first, one JSON object a line."""
     reviews, _ = _reviews()
+    reviews.manifest(round_name)  # an unknown round is an error, not an empty log
     for decision in reviews.decisions(round_name):
         typer.echo(decision.model_dump_json())
 
@@ -120,6 +130,7 @@ def agreement(round_name: str = RoundOption,
     from flawforge.review.agreement import agreement_report
 
     reviews, _ = _reviews()
+    reviews.manifest(round_name)  # an unknown round is an error, not an empty report
     report = agreement_report(round_name, reviews.decisions(round_name))
     if as_json:
         typer.echo(report.model_dump_json(indent=1))
@@ -173,9 +184,9 @@ def export(round_name: str = RoundOption, gsm8k: Path = Gsm8kOption,
     splits = build_final_dataset(conceptual=conceptual, computational=computational_candidates,
                                  problems=read_gsm8k(gsm8k), sizes=class_sizes, test_fraction=test_fraction,
                                  seed=seed)
-    out.mkdir(parents=True, exist_ok=True)
-    for split, rows in splits.items():
-        (out / f"{split}.jsonl").write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+    with output_folder(out):
+        for split, rows in splits.items():
+            (out / f"{split}.jsonl").write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
     typer.echo(json.dumps({split: {"rows": len(rows), "problems": len({r["problem_index"] for r in rows}),
                                    "by_family": {f: sum(r["family"] == f for r in rows)
                                                  for f in ("correct", "computational", "conceptual")}}

@@ -19,7 +19,7 @@ from typing import Callable, Iterator
 
 from pydantic import ValidationError
 
-from flawforge.inference.backend import Backend, Delta, OutputFormat, Sample, SamplingParams, TokenChoice
+from flawforge.inference.backend import Backend, OutputFormat, Sample, SamplingParams, TokenChoice
 from flawforge.inference.errors import RequestError
 from flawforge.proto.inference import (
     AssistantMessage, ChatChoice, ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, ChatMessage,

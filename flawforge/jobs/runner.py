@@ -12,10 +12,18 @@ from flawforge.jobs.context import JobCancelled, JobContext
 from flawforge.jobs.pipeline import Pipeline, pipelines
 from flawforge.jobs.store import JobNotFound, JobStore
 from flawforge.proto.jobs import JobRequested, JobState, JobStatus
+from flawforge.runtime.metrics import JOB_STATES, JOBS_RUNNING
 from flawforge.runtime.platform import Platform
 from flawforge.runtime.service import Consumer
 
 log = logging.getLogger(__name__)
+
+
+def enter_state(jobs: JobStore, pipeline: str, job_id: str, state: JobState, **changes) -> JobStatus:
+    """Records the job's new state, and counts it (flawforge_jobs_total)."""
+    status = jobs.update(job_id, state=state, **changes)
+    JOB_STATES.labels(pipeline, state.value).inc()
+    return status
 
 
 def validated_params(platform: Platform, pipeline: Pipeline, params: dict, *, inputs_must_exist: bool = True
@@ -39,7 +47,9 @@ def run_job(platform: Platform, pipeline: Pipeline, job_id: str) -> None:
         return  # deleted while it waited in the queue
     if status.state.finished:
         return  # a redelivered request for a job already settled
-    ctx.jobs.update(job_id, state=JobState.running, error=None)
+    enter_state(ctx.jobs, pipeline.name, job_id, JobState.running, error=None)
+    running = JOBS_RUNNING.labels(pipeline.name)
+    running.inc()
     try:
         # Checked again where the files are read, before any is opened: the service that took the job may not
         # see them, and they may have changed since.
@@ -49,15 +59,17 @@ def run_job(platform: Platform, pipeline: Pipeline, job_id: str) -> None:
             raise invalid_params(exc) from None
         pipeline.run(ctx, params)
     except JobCancelled:
-        ctx.jobs.update(job_id, state=JobState.cancelled)
+        enter_state(ctx.jobs, pipeline.name, job_id, JobState.cancelled)
     except Exception as exc:
         error = str(exc) if isinstance(exc, FlawforgeError) else f"{type(exc).__name__}: {exc}"
         # One line with the reason; the traceback only for whoever debugs.
         log.error("job %s (%s) failed: %s", job_id, pipeline.name, error)
         log.debug("job %s failed", job_id, exc_info=True)
-        ctx.jobs.update(job_id, state=JobState.failed, error=error)
+        enter_state(ctx.jobs, pipeline.name, job_id, JobState.failed, error=error)
     else:
-        ctx.jobs.update(job_id, state=JobState.succeeded)
+        enter_state(ctx.jobs, pipeline.name, job_id, JobState.succeeded)
+    finally:
+        running.dec()
 
 
 def job_consumer(pipeline: Pipeline) -> Consumer:
@@ -81,7 +93,8 @@ def fail_if_unclaimed(platform: Platform, status: JobStatus) -> JobStatus:
     queue = pipelines()[status.pipeline].queue
     if platform.bus.consumer_count(queue) > 0:
         return status
-    return JobStore(platform.store).update(status.job_id, state=JobState.failed, error=missing_consumer(queue, waited_s))
+    return enter_state(JobStore(platform.store), status.pipeline, status.job_id, JobState.failed,
+                       error=missing_consumer(queue, waited_s))
 
 
 def submit(platform: Platform, pipeline: Pipeline, params: dict):
@@ -92,4 +105,5 @@ def submit(platform: Platform, pipeline: Pipeline, params: dict):
     status = JobStore(platform.store).create(pipeline.name, validated.model_dump(mode="json"))
     platform.bus.declare(pipeline.queue)
     platform.bus.publish(pipeline.queue, JobRequested(job_id=status.job_id, pipeline=pipeline.name))
+    JOB_STATES.labels(pipeline.name, JobState.queued.value).inc()
     return status

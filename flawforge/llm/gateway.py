@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Generic, Literal, TypeVar
@@ -18,6 +19,7 @@ from flawforge.llm.limits import Backoff, CallScope
 from flawforge.llm.openai_compat import OpenAICompatibleProvider
 from flawforge.llm.structured import parse_reply, repair_request
 from flawforge.proto.llm import BatchRow, ChatRequest, ChatResult
+from flawforge.runtime.metrics import MODEL_REQUESTS, MODEL_SECONDS, MODEL_TOKENS
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -87,9 +89,26 @@ class Gateway:
                              f"(fingerprint {fp[:16]}); replay makes no model calls")
         provider, upstream = self.resolve(request.model, scope)
         scope.budget.spend_request()
-        result = provider.chat(request, upstream, fp, scope)
+        result = self._timed_chat(provider, request, upstream, fp, scope)
         scope.budget.spend_tokens(result.usage.total_tokens)
         return self.cache.put(result, provider.secrets)
+
+    @staticmethod
+    def _timed_chat(provider: OpenAICompatibleProvider, request: ChatRequest, upstream: str, fp: str,
+                    scope: CallScope) -> ChatResult:
+        """The model call, counted and timed (flawforge_model_*): every call the platform makes passes here."""
+        labels = (provider.name, upstream)
+        started = time.perf_counter()
+        try:
+            result = provider.chat(request, upstream, fp, scope)
+        except Exception:
+            MODEL_REQUESTS.labels(*labels, "error").inc()
+            raise
+        MODEL_SECONDS.labels(*labels).observe(time.perf_counter() - started)
+        MODEL_REQUESTS.labels(*labels, "ok").inc()
+        MODEL_TOKENS.labels(*labels, "prompt").inc(result.usage.prompt_tokens)
+        MODEL_TOKENS.labels(*labels, "completion").inc(result.usage.completion_tokens)
+        return result
 
     def chat_many(self, requests: list[ChatRequest], scope: CallScope | None = None, concurrency: int = 4,
                   on_settled: Callable[[], None] = lambda: None) -> list[ChatResult | LLMError]:

@@ -60,6 +60,7 @@ _DIGITS = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+"
 _NUMBER_OR_WORD = re.compile(rf"(?<![\w./])(?P<over>\d+)/(?P<under>\d+)(?![\w/]|\.\d)"
                              rf"|(?<![\w.])(?P<digits>{_DIGITS})(?![\w]|\.\d)"
                              r"|(?P<word>[A-Za-z]+(?:-[A-Za-z]+)?)")
+# the same without words (its "word" group never matches)
 _DIGITS_ONLY = re.compile(rf"(?<![\w./])(?P<over>\d+)/(?P<under>\d+)(?![\w/]|\.\d)"
                           rf"|(?<![\w.])(?P<digits>{_DIGITS})(?![\w]|\.\d)|(?P<word>(?!))")
 _LOWER_WORD = re.compile(r"[a-z]+")
@@ -91,8 +92,8 @@ def numbers_in(line: str) -> tuple[Number, ...]:
     words. A whole number's value is an int (ints, floats and Fractions compare and hash alike)."""
     found = []
     # most lines have no number word: one pass in C says so, and the digits are read alone
-    words = _NUMBER_WORD_SET.isdisjoint(_LOWER_WORD.findall(line.lower()))
-    for match in (_DIGITS_ONLY if words else _NUMBER_OR_WORD).finditer(line):
+    no_words = _NUMBER_WORD_SET.isdisjoint(_LOWER_WORD.findall(line.lower()))
+    for match in (_DIGITS_ONLY if no_words else _NUMBER_OR_WORD).finditer(line):
         word = match.group("word")
         if word is not None:
             value = _WORD_VALUES.get(word.lower())

@@ -100,7 +100,7 @@ def patching(table: dict) -> bytes:
         ax.set_xlabel("patched layer (block index)")
         ax.legend(fontsize=8)
     n = table["patching_effects_by_bin"]["prompts"]
-    fig.suptitle(f"Activation patching baseline → negative at the last position ({n} prompts): {table['model']}")
+    fig.suptitle(f"Activation patching baseline → negative at the last position\n({n} prompts, {table['model']})")
     return _png(fig)
 
 

@@ -13,6 +13,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from flawforge import __version__
 from flawforge.errors import Unauthorized
 from flawforge.runtime.auth import Authenticator, BearerAuthMiddleware, caller
+from flawforge.runtime.docs import serve_docs_locally
+from flawforge.runtime.http_metrics import HttpMetrics
 from flawforge.runtime.http_errors import BodyLimitMiddleware, ErrorAnswer, ErrorAnswers
 from flawforge.runtime.platform import Platform
 from flawforge.runtime.service import Consumer, ServiceSpec, Workers
@@ -50,7 +52,8 @@ def create_app(spec: ServiceSpec, platform: Platform, *, routers: Sequence[Calla
         workers.stop()
 
     app = FastAPI(title=f"flawforge {spec.name}", description=spec.description, version=__version__,
-                  lifespan=lifespan)
+                  lifespan=lifespan, docs_url=None, redoc_url=None)
+    serve_docs_locally(app)
     app.state.platform = platform
     app.state.workers = workers
     answers = ErrorAnswers(spec.error_format_functions())
@@ -97,6 +100,8 @@ def create_app(spec: ServiceSpec, platform: Platform, *, routers: Sequence[Calla
     app.add_middleware(BodyLimitMiddleware, max_bytes=platform.settings.max_request_bytes, answers=answers)
     app.add_middleware(BearerAuthMiddleware, authenticator=authenticator, public_routes=lambda: public_routes,
                        refuse=refuse)
+    # Outermost: every request is counted and timed, those refused before routing included.
+    app.add_middleware(HttpMetrics, service=spec.name, routes=lambda: app.routes)
     # Included with `caller` so the OpenAPI document shows the token each route wants.
     authenticated = [Depends(caller)]
     for make_router in routers:

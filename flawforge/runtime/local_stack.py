@@ -43,7 +43,7 @@ def plan(services: list[str], own_ports: dict[str, int], port_offset: int, envir
     every service's own port."""
     settings = Settings()
     Authenticator(settings)  # no tokens and authentication not disabled: say so before starting six processes
-    if os.environ.get("FLAWFORGE_BUS", "rabbitmq") != "rabbitmq":
+    if environ.get("FLAWFORGE_BUS", "rabbitmq") != "rabbitmq":
         raise ConfigError("FLAWFORGE_BUS: the local stack runs its services as processes, which share RabbitMQ "
                           "(unset it or set it to rabbitmq)")
     base = {k: v for k, v in environ.items() if k not in ("FLAWFORGE_HTTP_PORT", "FLAWFORGE_SERVICE")}

@@ -33,6 +33,7 @@ from itertools import count
 from flawforge.errors import Unavailable
 from flawforge.proto.sandbox import (LAYERS, ExecutionResult, LayerReport, SandboxLimits, SuiteRunResult,
                                      TestRunResult)
+from flawforge.runtime.metrics import SANDBOX_OUTCOMES
 from flawforge.sandbox import outcome
 from flawforge.sandbox.runtime import MODULES, wire
 from flawforge.settings import Settings
@@ -265,7 +266,7 @@ class Sandbox:
             "read_paths": csv_setting(settings.sandbox_read_paths),
             "audit": settings.sandbox_audit,
         }
-        unknown = sorted(set(overrides) - set(arguments) - {"namespaces", "hash_seed"})
+        unknown = sorted(set(overrides) - set(arguments) - {"namespaces", "hash_seed", "preload"})
         if unknown:
             raise TypeError(f"unknown sandbox argument(s): {', '.join(unknown)}")
         arguments.update(overrides)
@@ -278,7 +279,8 @@ class Sandbox:
 
     def __init__(self, limits: SandboxLimits | None = None, *, workers: int | None = None,
                  required_layers: tuple[str, ...] | list[str] = (), read_paths: tuple[str, ...] | list[str] = (),
-                 audit: bool = True, namespaces: bool = True, hash_seed: int | None = None):
+                 audit: bool = True, namespaces: bool = True, hash_seed: int | None = None,
+                 preload: tuple[str, str] | None = None):
         unknown = sorted(set(required_layers) - set(LAYERS))
         if unknown:
             raise SandboxUnavailable(f"unknown isolation layer(s) {', '.join(unknown)}; known: {', '.join(LAYERS)}")
@@ -288,7 +290,9 @@ class Sandbox:
         uid_base = random.choice(UID_BLOCKS)
         self.unit_uids = range(uid_base, uid_base + self.workers)
         self._config = {"slots": self.workers, "uid_base": uid_base, "audit": audit, "namespaces": namespaces,
-                        "read_paths": [os.path.abspath(p) for p in read_paths], "hash_seed": hash_seed}
+                        "read_paths": [os.path.abspath(p) for p in read_paths], "hash_seed": hash_seed,
+                        # (module, folder): a trusted module the zygote imports once, from a folder units may read
+                        "preload": [preload[0]] if preload else [], "preload_path": [preload[1]] if preload else []}
         self._free_slots = self.workers
         self._slot_freed = threading.Condition()  # guards _free_slots and _waiting
         self._waiting: dict[tuple, list[_Waiting]] = {}  # single programs, by (call, trace, limits)
@@ -409,7 +413,7 @@ class Sandbox:
                     self._slot_freed.notify_all()  # their callers wait for the result now, not for a slot
         if group is not None:
             self._run_taken(group, call, trace, limits)
-        return entry.future.result()
+        return _counted(entry.future.result())
 
     def _run_taken(self, group: list[_Waiting], call: str | None, trace: bool, limits: SandboxLimits) -> None:
         """Runs the programs on the slot already taken: one alone in an exec unit, several in a batch unit
@@ -471,6 +475,8 @@ class Sandbox:
             self.counts["alone"] += len(alone)
         for index, future in alone.items():
             results[index] = outcome.execution_result(*self._wait(future, limits), limits)
+        for result in results:
+            _counted(result)
         return results
 
     def run_tests(self, module_source: str, test_source: str, module_name: str, *,
@@ -479,7 +485,7 @@ class Sandbox:
         limits = limits or self.limits
         future = self._submit({"unit": wire.TESTS, "module_source": module_source, "test_source": test_source,
                                "module_name": module_name}, limits)
-        return outcome.suite_result(*self._wait(future, limits), limits)
+        return _counted(outcome.suite_result(*self._wait(future, limits), limits))
 
     def run_suite(self, archive: bytes, overlay: dict[str, str] | None = None, *, source_roots: list[str] = ("",),
                   args: list[str] = (), coverage_files: list[str] | None = None,
@@ -492,7 +498,13 @@ class Sandbox:
                                "overlay": overlay or {}, "source_roots": list(source_roots), "args": list(args),
                                "coverage": coverage_files is not None, "coverage_files": coverage_files or [],
                                "python_path": [pytest_path()]}, limits)
-        return outcome.project_suite_result(*self._wait(future, limits), limits)
+        return _counted(outcome.project_suite_result(*self._wait(future, limits), limits))
+
+
+def _counted(result):
+    """Every result the sandbox hands out passes here: counted by outcome (flawforge_sandbox_units_total)."""
+    SANDBOX_OUTCOMES.labels(result.outcome).inc()
+    return result
 
 
 def pytest_path() -> str:

@@ -8,6 +8,7 @@ import time
 
 from pydantic import BaseModel
 
+from flawforge.proto.debugging import SUITE_HASH_SEED
 from flawforge.proto.sandbox import BatchRequest, BatchResult, ExecRequest, SuiteExecRequest, TestRunRequest, UnitKind
 from flawforge.sandbox import Sandbox
 from flawforge.sandbox.engine import csv_setting, pytest_path
@@ -27,14 +28,19 @@ _lock = threading.Lock()
 _sandboxes: dict[tuple, Sandbox] = {}
 
 
-def sandbox_for(settings: Settings) -> Sandbox:
-    """Starts the sandbox on first use (reporting its layers); raises SandboxUnavailable if a required one is missing."""
-    key = tuple(getattr(settings, name) for name in SANDBOX_SETTINGS)
+def sandbox_for(settings: Settings, *, suites: bool = False) -> Sandbox:
+    """Starts the sandbox on first use (reporting its layers); raises SandboxUnavailable if a required one is missing.
+
+    Suites run in a sandbox of their own: its zygote has pytest imported and hashes strings with a fixed seed,
+    so that tests parametrized over a set get the same ids in every run (the pipeline's records name them)."""
+    key = (suites, *(getattr(settings, name) for name in SANDBOX_SETTINGS))
     with _lock:
         sandbox = _sandboxes.get(key)
         if sandbox is None:
+            suite_options = {"hash_seed": SUITE_HASH_SEED, "preload": ("pytest", pytest_path())} if suites else {}
             sandbox = Sandbox.from_settings(settings, in_process=True,  # this service is where units run
-                                            read_paths=[*csv_setting(settings.sandbox_read_paths), *suite_reads()])
+                                            read_paths=[*csv_setting(settings.sandbox_read_paths), *suite_reads()],
+                                            **suite_options)
             report = sandbox.layer_report()
             log.warning("sandbox isolation layers active: %s; missing: %s", ", ".join(report.active),
                         "; ".join(f"{k} ({v})" for k, v in report.missing.items()) or "none")
@@ -62,7 +68,7 @@ def run_unit(settings: Settings, unit: UnitKind, request: BaseModel) -> BaseMode
     """Runs a request of kind `unit` (a key of REQUESTS) in the process's sandbox; the result is the matching
     result model. A request above the server's maximums raises AboveMaximum, before anything runs."""
     Maximums.from_settings(settings).check(request)
-    sandbox = sandbox_for(settings)
+    sandbox = sandbox_for(settings, suites=unit == UnitKind.SUITE)
     if unit == UnitKind.EXEC:
         return sandbox.execute(request.source, request.call, trace=request.trace, limits=request.limits)
     if unit == UnitKind.BATCH:

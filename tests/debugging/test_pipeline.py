@@ -121,6 +121,7 @@ def test_two_runs_are_byte_identical(first_run, libraries, tmp_path):
 
 
 @pytest.mark.rabbitmq
+@pytest.mark.timeout(900)  # an embedded run, then the same job through the services, on a busy machine
 def test_rabbitmq_run_through_the_services_is_identical(first_run, libraries, amqp_url, tmp_path):
     from flawforge.jobs.pipeline import pipelines
     from flawforge.jobs.runner import submit

@@ -248,6 +248,28 @@ def test_compose_runs_every_service_on_its_port(compose, specs):
             assert str(mapping).rsplit(":", 1)[-1] == str(port), f"compose {name}: publishes {mapping}, serves {port}"
 
 
+def test_compose_publishes_broker_and_store_ports_only_in_a_profile(compose):
+    """A developer's own RabbitMQ or MinIO (the tests') keeps its ports unless the `ports` profile is asked for."""
+    published = {}
+    for name, service in compose["services"].items():
+        for mapping in service.get("ports", []):
+            published.setdefault(str(mapping).rsplit(":", 1)[-1], []).append((name, service.get("profiles")))
+    infra = {"5672", "15672", "9000", "9001"}
+    assert infra <= set(published), "the ports profile no longer reaches the broker and the store"
+    for port in infra:
+        for name, profiles in published[port]:
+            assert profiles == ["ports"], f"compose {name} publishes {port} outside the ports profile"
+    for name in ("rabbitmq", "minio"):
+        assert not compose["services"][name].get("ports"), f"compose {name} publishes its ports"
+
+
+def test_keda_scaled_deployments_leave_replicas_to_keda(k8s):
+    scaled = {obj["spec"]["scaleTargetRef"]["name"] for obj in objects(k8s, "ScaledObject").values()}
+    for name, deployment in objects(k8s, "Deployment").items():
+        if name in scaled:
+            assert "replicas" not in deployment["spec"], f"k8s {name}: `replicas` fights KEDA's ScaledObject"
+
+
 def test_compose_services_wait_for_healthy_broker_and_store(compose):
     everything = compose["services"]
     for name, service in served(compose).items():

@@ -7,7 +7,7 @@ from fractions import Fraction
 
 import pytest
 
-from flawforge.math.proofread import (changed_values, check_correct, check_flawed, false_statements,
+from flawforge.math.proofread import (changed_values, check_correct, check_flawed,
                                       line_findings, numbers_in, question_numbers, stale_numbers)
 from tests.math.mutation_corpus import corpus_outputs
 
@@ -95,18 +95,19 @@ def test_a_candidate_is_read_whole():
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # generates the whole corpus when no other test of the session has
 def test_every_candidate_of_the_corpus_reads_true(shared_data, problems):
     """Zero stale numbers, zero false written calculations but on a computational candidate's own line, zero
     final answers written as fractions, on every candidate of every template of the shared corpus."""
     candidates = [c for output in corpus_outputs(shared_data).values() for c in output.candidates]
-    problems = {}
+    failures = {}
     for c in candidates:
         correct = {step.name: step.value.to_python() for step in c.correct_trace}
         flawed = {step.name: step.value.to_python() for step in c.flawed_trace}
         verdict = check_flawed(c.flawed_solution, family=c.family, erroneous_line=c.erroneous_line_number,
                                correct=correct, flawed=flawed, keep=question_numbers(problems[c.problem_index].question))
         if not verdict.ok:
-            problems[c.id] = verdict.reason()
+            failures[c.id] = verdict.reason()
         assert check_correct(c.original_solution).ok, c.id
-    assert not problems, list(problems.items())[:5]
+    assert not failures, list(failures.items())[:5]
     assert len(candidates) > 10_000

@@ -1,6 +1,7 @@
 """Jobs leave the blob store: DELETE /jobs/{id}, and the retention sweep of finished jobs."""
 from __future__ import annotations
 
+import time
 from datetime import datetime, timedelta, timezone
 
 from auth_support import API_TOKENS, AUTHORIZATION
@@ -64,6 +65,7 @@ def test_a_queued_job_whose_queue_nothing_consumes_fails_naming_the_owner(tmp_pa
     with TestClient(service_app("template-loader", platform, run_worker=False),
                     headers=AUTHORIZATION) as client:
         job = client.post("/jobs", json={"pipeline": "smoke", "params": {"count": 1}}).json()
+        time.sleep(0.05)  # past the consumer timeout
         status = client.get(f"/jobs/{job['job_id']}").json()
     assert status["state"] == "failed"
     assert status["error"].startswith("nothing consumes queue 'jobs.smoke' after 0 s: start the metrics service")

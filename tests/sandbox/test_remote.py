@@ -114,13 +114,14 @@ def test_a_projects_suite_runs_in_the_trace_executor(served, tmp_path):
     archive = project_archive({"mod.py": "def double(x):\n    return 2 * x\n",
                                "test_mod.py": "from mod import double\n\ndef test_ok():\n    assert double(2) == 4\n\n"
                                               "def test_bad():\n    assert double(2) == 5\n"})
+    suites = sandbox_for(served.settings, suites=True)  # pytest preloaded, strings hashed with a fixed seed
     with Sandbox.from_settings(served.client_settings(tmp_path)) as remote:
-        before = served.sandbox.counts["suite"]
+        before = suites.counts["suite"]
         run = remote.run_suite(archive, args=["test_mod.py"])
         fixed = remote.run_suite(archive, {"mod.py": "def double(x):\n    return x + x\n"}, args=["test_mod.py"],
                                  coverage_files=["mod.py"])
     assert {t.name: t.outcome for t in run.tests} == {"test_mod.py::test_ok": "passed", "test_mod.py::test_bad": "failed"}
-    assert fixed.passed == 1 and fixed.failed == 1 and served.sandbox.counts["suite"] == before + 2
+    assert fixed.passed == 1 and fixed.failed == 1 and suites.counts["suite"] == before + 2
     assert fixed.coverage["test_mod.py::test_ok"] == ["mod.py::double"]
 
 

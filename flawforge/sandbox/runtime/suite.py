@@ -159,6 +159,9 @@ def import_pytest(request: dict) -> None:
     os.environ["USER"] = os.environ["LOGNAME"] = "sandbox"
     import pytest  # noqa: F401
 
+    tempfile = sys.modules.get("tempfile")
+    if tempfile is not None:  # imported with pytest in the zygote, before there was a work dir
+        tempfile.tempdir = os.getcwd()
     builtins.__import__ = _absent(policy.DENIED_MODULES, builtins.__import__)
 
 

@@ -582,7 +582,8 @@ class Server:
 def main(fd: int, config: dict) -> None:
     sock = socket.socket(fileno=fd)
     os.environ.clear()  # started with none, but the interpreter may add some (locale coercion)
-    for name in PRELOAD:
+    sys.path.extend(config.get("preload_path", []))  # a sandbox's own trusted modules (a suite sandbox's pytest)
+    for name in PRELOAD + tuple(config.get("preload", ())):
         try:
             importlib.import_module(name)
         except ImportError:

@@ -1,0 +1,23 @@
+"""The platform's Prometheus metrics, defined once; /metrics of each service exports them. No web framework
+here: the embedded stack and the sandbox record into these too.
+
+Each is recorded at the one seam its events pass through: HTTP requests in http_metrics.HttpMetrics
+(an ASGI middleware of every service app), job states in the job runner, sandbox outcomes in the sandbox
+engine, model calls in the llm-gateway; bus messages in the bus's own Metrics middleware.
+"""
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+HTTP_REQUESTS = Counter("flawforge_http_requests_total", "HTTP requests answered",
+                        ["service", "method", "route", "status"])
+HTTP_SECONDS = Histogram("flawforge_http_request_seconds", "HTTP request latency, to the end of the answer",
+                         ["service", "method", "route"])
+JOB_STATES = Counter("flawforge_jobs_total", "Jobs entering each state", ["pipeline", "state"])
+JOBS_RUNNING = Gauge("flawforge_jobs_running", "Jobs running in this process", ["pipeline"])
+SANDBOX_OUTCOMES = Counter("flawforge_sandbox_units_total", "Sandboxed programs by outcome", ["outcome"])
+MODEL_REQUESTS = Counter("flawforge_model_requests_total", "Model calls by the gateway (cache hits excluded)",
+                         ["provider", "model", "outcome"])
+MODEL_TOKENS = Counter("flawforge_model_tokens_total", "Tokens of model calls", ["provider", "model", "kind"])
+MODEL_SECONDS = Histogram("flawforge_model_request_seconds", "Model call latency", ["provider", "model"],
+                          buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300))
