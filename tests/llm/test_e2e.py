@@ -211,6 +211,7 @@ def test_an_enforcing_provider_gets_the_schema_and_no_repairs(inference_server, 
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
 def test_schema_constrained_replies_parse_on_100_of_100_prompts(inference_server, enforcing_providers, tmp_path):
     gateway = Gateway(LocalBlobStore(tmp_path), parse_providers(enforcing_providers))
     names, cities = ["Ann", "Bo", "Chen", "Dara", "Eli"], ["Oslo", "Lima", "Pune", "Accra", "Kyiv"]
