@@ -171,12 +171,14 @@ def test_cli_run_records_fallbacks_and_missing_templates_then_exports(shared_dat
     gsm8k = str(shared_data / "gsm8k" / "train.jsonl")
     templates = str(shared_data / "formalization-templates")
     runner = CliRunner()
-    # 116: the preferred model's template raises, the fallback's works; 150 has no template at all
-    for indices in ("116-116", "150"):
+    # 116: the preferred model's template raises, the fallback's works; 150 has no template at all, so its run
+    # produced nothing: a non-zero exit that says so, its rejects kept
+    for indices, exit_code in (("116-116", 0), ("150", 1)):
         result = runner.invoke(app, ["run", "math-errors", "--gsm8k", gsm8k, "--templates", templates,
                                      "--indices", indices, "--families", "conceptual", "--out",
                                      str(tmp_path / indices)])
-        assert result.exit_code == 0, result.output
+        assert result.exit_code == exit_code, result.output
+    assert "produced nothing: no problem of 150 has a template" in str(result.exception)
     fallback = tmp_path / "116-116"
     candidates = read_jsonl(fallback / "candidates.jsonl", Candidate)
     assert candidates and {(c.problem_index, c.template_model, c.family) for c in candidates} == \

@@ -64,7 +64,15 @@ def test_submit_run_and_fetch_artifacts(settings):
 
     from flawforge.pipelines.smoke import payload_for
 
+    def processed(client) -> float:  # the process's counter: other tests' jobs may have counted before this one
+        import re
+
+        found = re.search(r'^flawforge_messages_processed_total\{queue="smoke.digest"\} (\S+)$',
+                          client.get("/metrics").text, re.M)
+        return float(found.group(1)) if found else 0.0
+
     with make_client(settings) as client:
+        before = processed(client)
         created = client.post("/jobs", json={"pipeline": "smoke", "params": {"count": 12, "payload_bytes": 64}})
         assert created.status_code == 201
         job = wait_for_state(client, created.json()["job_id"], {"succeeded", "failed"})
@@ -75,7 +83,7 @@ def test_submit_run_and_fetch_artifacts(settings):
         digests = client.get(f"/jobs/{job['job_id']}/artifacts/digests.json").json()
         expected = [hashlib.sha256(payload_for(job["job_id"], i, 64)).hexdigest() for i in range(12)]
         assert digests == {"count": 12, "sha256": expected}
-        assert 'flawforge_messages_processed_total{queue="smoke.digest"} 12.0' in client.get("/metrics").text
+        assert processed(client) == before + 12
         assert [j["job_id"] for j in client.get("/jobs").json()] == [job["job_id"]]
 
 
