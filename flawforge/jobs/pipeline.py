@@ -25,8 +25,8 @@ class Pipeline:
     params: type[BaseModel]
     owner: str  # the service whose worker runs the job
     run: Callable[["JobContext", BaseModel], None]
-    # Picks up where a stopped run left off from what it keeps in the blob store: embedded runs keep that
-    # store in OUT/.blobs instead of a scratch folder.
+    # Keeps state in the blob store that a later run reads (finished work, the model-reply cache, claimed
+    # catalog entries): embedded runs keep that store in OUT/.blobs instead of a scratch folder.
     resumable: bool = False
 
     @property

@@ -261,4 +261,4 @@ def write_outputs(ctx: JobContext, results: list[LibraryResult], projects: dict,
 PIPELINE = register(Pipeline(name="debug-conversations",
                              description="Bugs injected into real libraries, proven per test in the sandbox, with "
                                          "debugging conversations and file-edit tasks.",
-                             params=DebugConversationsParams, owner="template-loader", run=run))
+                             params=DebugConversationsParams, owner="template-loader", run=run, resumable=True))

@@ -329,4 +329,4 @@ def run(ctx: JobContext, params: PressureDatasetParams) -> None:
 PIPELINE = register(Pipeline(name="pressure-dataset", description="Semantic-pressure prompts (seed 001): offline "
                                                                   "sources and batch fallbacks, validated, scored "
                                                                   "by P_sem and balanced over P0 bins.",
-                             params=PressureDatasetParams, owner="llm-gateway", run=run))
+                             params=PressureDatasetParams, owner="llm-gateway", run=run, resumable=True))

@@ -164,4 +164,4 @@ def validate_outcomes(ctx: JobContext, params: TemplateGenerationParams, todo: l
 
 PIPELINE = register(Pipeline(name="templates", description="Formalization templates written by a model through "
                                                            "the llm-gateway, validated, with the pass rate.",
-                             params=TemplateGenerationParams, owner="llm-gateway", run=run))
+                             params=TemplateGenerationParams, owner="llm-gateway", run=run, resumable=True))
