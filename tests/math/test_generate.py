@@ -13,7 +13,10 @@ from tests.math.mutation_corpus import LIMITS, all_templates, corpus_outputs, ge
 from tests.math.test_reconstruct import PLANT_CODE, PLANT_STEPS, plant_template
 
 REJECT_REASONS = {"invalid_template", "not_executable", "answer_not_a_number", "template_not_renderable",
-                  "no_applicable_mutation", "no_plausible_mutation"}
+                  "no_applicable_mutation", "no_plausible_mutation", "template_text_false",
+                  # a candidate the proofreader refused, by its first finding
+                  *(f"text_{kind}" for kind in ("false_calculation", "unreadable_calculation", "stale_number",
+                                                "fraction_answer", "no_final_answer"))}
 
 
 class CountingSandbox:
