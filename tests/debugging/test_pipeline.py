@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from pathlib import Path
 
 import pytest
+
+from stack_support import job_through_the_services
 
 from flawforge.debugging.layout import layout_of, name_and_version, read_archive
 from flawforge.debugging.patches import apply_patch
@@ -123,31 +124,13 @@ def test_two_runs_are_byte_identical(first_run, libraries, tmp_path):
 @pytest.mark.rabbitmq
 @pytest.mark.timeout(900)  # an embedded run, then the same job through the services, on a busy machine
 def test_rabbitmq_run_through_the_services_is_identical(first_run, libraries, amqp_url, tmp_path):
-    from flawforge.jobs.pipeline import pipelines
-    from flawforge.jobs.runner import submit
-    from flawforge.jobs.store import JobStore
     from flawforge.proto.jobs import JobState
-    from flawforge.assembly import platform_for
-    from flawforge.runtime.service import Workers
-    from flawforge.services import consumers_of, load_service
-    from flawforge.settings import Settings
 
-    settings = Settings(bus="rabbitmq", amqp_url=amqp_url, blob_backend="local", blob_dir=str(tmp_path / "blobs"))
-    platform = platform_for(settings)
-    consumers = [c for name in ("template-loader", "mutator") for c in consumers_of(load_service(name))]
-    workers = Workers(platform, consumers).start()
-    try:
-        jobs = JobStore(platform.store)
-        status = submit(platform, pipelines()["debug-conversations"], {"libraries": str(libraries), **PARAMS})
-        deadline = time.monotonic() + 900
-        while not (status := jobs.get(status.job_id)).state.finished and time.monotonic() < deadline:
-            time.sleep(0.5)
+    params = {"libraries": str(libraries), **PARAMS}
+    with job_through_the_services(amqp_url, tmp_path / "blobs", "debug-conversations", params, 900) as (jobs, status):
         assert status.state == JobState.succeeded, status.error
         for name in IDENTICAL:
             assert jobs.artifact(status.job_id, name) == (first_run / name).read_bytes(), name
-    finally:
-        workers.stop()
-        platform.close()
 
 
 def test_bad_input_is_a_clear_error(tmp_path):

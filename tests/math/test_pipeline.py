@@ -4,12 +4,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import time
 from collections import Counter
 from fractions import Fraction
 from pathlib import Path
 
 import pytest
+
+from stack_support import job_through_the_services
 
 from flawforge.math.gsm8k import index_range, numbered_lines
 from flawforge.proto.math import COMPUTATIONAL_TYPES, CONCEPTUAL_TYPES, Candidate, Reject, TemplateValidation
@@ -127,32 +128,14 @@ def test_a_second_run_gives_the_same_bytes(shared_data, corpus_run, tmp_path):
 @pytest.mark.slow
 @pytest.mark.rabbitmq
 def test_rabbitmq_run_through_the_services_is_identical(shared_data, corpus_run, amqp_url, tmp_path):
-    from flawforge.jobs.pipeline import pipelines
-    from flawforge.jobs.runner import submit
-    from flawforge.jobs.store import JobStore
     from flawforge.proto.jobs import JobState
-    from flawforge.assembly import platform_for
-    from flawforge.runtime.service import Workers
-    from flawforge.services import consumers_of, load_service
-    from flawforge.settings import Settings
 
-    settings = Settings(bus="rabbitmq", amqp_url=amqp_url, blob_backend="local", blob_dir=str(tmp_path / "blobs"))
-    platform = platform_for(settings)
-    consumers = [c for name in ("template-loader", "mutator") for c in consumers_of(load_service(name))]
-    workers = Workers(platform, consumers).start()
-    try:
-        jobs = JobStore(platform.store)
-        status = submit(platform, pipelines()["math-errors"], corpus_params(shared_data, indices=IDENTITY_SAMPLE))
-        deadline = time.monotonic() + 600
-        while not (status := jobs.get(status.job_id)).state.finished and time.monotonic() < deadline:
-            time.sleep(0.2)
+    params = corpus_params(shared_data, indices=IDENTITY_SAMPLE)
+    with job_through_the_services(amqp_url, tmp_path / "blobs", "math-errors", params, 600) as (jobs, status):
         assert status.state == JobState.succeeded, status.error
         for name in IDENTICAL:
             assert jobs.artifact(status.job_id, name) == lines_of_sample(corpus_run / name,
                                                                          index_range(IDENTITY_SAMPLE)), name
-    finally:
-        workers.stop()
-        platform.close()
 
 
 def test_bad_parameters_fail_the_job_with_a_clear_error(shared_data, tmp_path):
