@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any, Callable, Sequence
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from flawforge.errors import FlawforgeError
@@ -114,6 +116,7 @@ class ErrorAnswers:
     def install(self, app: FastAPI) -> None:
         app.add_exception_handler(FlawforgeError, self.on_flawforge_error)
         app.add_exception_handler(RequestValidationError, self.on_invalid_request)
+        app.add_exception_handler(HTTPException, self.on_http_exception)
 
     async def on_flawforge_error(self, request: Request, exc: FlawforgeError) -> JSONResponse:
         status = getattr(exc, "http_status", 500)
@@ -129,6 +132,17 @@ class ErrorAnswers:
         answer = ErrorAnswer(422, "invalid_request", f"{where}: {first['msg']}",
                              param=where, errors=findings)
         return self.response(request.url.path, answer)
+
+
+    async def on_http_exception(self, request: Request, exc: HTTPException) -> JSONResponse:
+        """The router's own answers (no such path, method not allowed) in the prefix's format, as OpenAI words
+        them: an unknown URL names the method and path."""
+        phrase = HTTPStatus(exc.status_code).phrase
+        message = str(exc.detail) if exc.detail != phrase else phrase
+        if exc.status_code in (404, 405) and exc.detail == phrase:
+            message = f"Invalid URL ({request.method} {cut(request.url.path, EXCERPT_CHARS)})"
+        code = phrase.lower().replace(" ", "_")
+        return self.response(request.url.path, ErrorAnswer(exc.status_code, code, cut(message)), headers=exc.headers)
 
 
 class BodyLimitMiddleware:

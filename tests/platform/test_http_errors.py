@@ -133,3 +133,25 @@ def test_a_body_over_the_limit_is_refused_before_it_is_read(settings):
                               f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n{payload}")
         assert read_status(conn)[0] == 201
         conn.close()
+
+
+def test_an_unknown_path_or_method_answers_in_its_prefix_format(client):
+    from fastapi import FastAPI
+
+    from flawforge.inference.errors import openai_error
+    from flawforge.runtime.http_errors import ErrorAnswers
+
+    missing = client.get("/no/such/route")
+    assert (missing.status_code, missing.json()) == (404, {"detail": "Invalid URL (GET /no/such/route)",
+                                                           "code": "not_found"})
+    app = FastAPI()
+    app.post("/v1/chat/completions")(lambda: {})
+    ErrorAnswers([("/v1", lambda a: openai_error(a.status, a.message, a.param, a.code))]).install(app)
+    with TestClient(app) as openai_client:
+        unknown = openai_client.post("/v1/nosuch", json={})
+        assert unknown.status_code == 404
+        assert unknown.json() == {"error": {"message": "Invalid URL (POST /v1/nosuch)", "type": "invalid_request_error",
+                                            "param": None, "code": "not_found"}}
+        wrong_method = openai_client.get("/v1/chat/completions")
+        assert wrong_method.status_code == 405 and wrong_method.json()["error"]["code"] == "method_not_allowed"
+        assert wrong_method.headers["allow"] == "POST"
