@@ -3,14 +3,58 @@ from __future__ import annotations
 
 import torch
 
+# Tokens ranked by a partial sort (topk) when looking for a row's nucleus, in widening steps; only a row
+# whose nucleus is wider than the last step has its whole vocabulary sorted. A full sort of 256 rows of a
+# 49k vocabulary cost about 1.1 s of CPU and a draw over the whole vocabulary 0.35 s; a small model at
+# temperature 1 often needs more than 256 tokens to reach top_p 0.9, rarely more than 4,096.
+RANKED_TOKENS = (256, 4096)
+
+
+def nucleus_candidates(probs: torch.Tensor, top_p: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row's nucleus (the smallest set of most likely tokens whose mass reaches top_p) as token ids and
+    their renormalised probabilities [..., width], most likely first, zeros past the nucleus. A row is ranked
+    only as far as its nucleus needs: topk in widening steps, the whole row (a stable sort) as the last one."""
+    shape, probs = probs.shape, probs.reshape(-1, probs.shape[-1])
+    rows, vocab = probs.shape
+    pending = torch.arange(rows)
+    found = []
+    for ranked in [r for r in RANKED_TOKENS if r < vocab] + [vocab]:
+        part = probs[pending]
+        if ranked < vocab:
+            top, tokens = part.topk(ranked, -1)
+            covered = top.sum(-1) >= top_p
+        else:
+            top, tokens = part.sort(dim=-1, descending=True, stable=True)
+            covered = torch.ones(len(pending), dtype=torch.bool)
+        top, tokens = top[covered], tokens[covered]
+        top = top.masked_fill(top.cumsum(-1) - top >= top_p, 0.0)
+        width = int((top > 0).sum(-1).max()) if len(top) else 0  # the widest nucleus of these rows
+        found.append((pending[covered], top[:, :width], tokens[:, :width]))
+        pending = pending[~covered]
+        if not len(pending):
+            break
+    width = max(top.shape[-1] for _, top, _ in found)
+    all_top = torch.zeros((rows, width), dtype=probs.dtype)
+    all_tokens = torch.zeros((rows, width), dtype=torch.long)
+    for where, top, tokens in found:
+        all_top[where, :top.shape[-1]] = top
+        all_tokens[where, :tokens.shape[-1]] = tokens
+    width = (*shape[:-1], width)
+    return all_tokens.reshape(width), (all_top / all_top.sum(-1, keepdim=True)).reshape(width)
+
 
 def nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
-    """Keeps the smallest set of most likely tokens whose mass reaches top_p, renormalised."""
-    sorted_probs, order = probs.sort(-1, descending=True)
-    mass_before = sorted_probs.cumsum(-1) - sorted_probs
-    sorted_probs = sorted_probs.masked_fill(mass_before >= top_p, 0.0)
-    kept = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
-    return kept / kept.sum(-1, keepdim=True)
+    """Keeps the smallest set of most likely tokens whose mass reaches top_p, renormalised (over the vocabulary)."""
+    tokens, weights = nucleus_candidates(probs, top_p)
+    return torch.zeros_like(probs).scatter(-1, tokens, weights)
+
+
+def draw(probs: torch.Tensor, top_p: float, generator: torch.Generator) -> torch.Tensor:
+    """One token id per row of `probs` [rows, vocab], from its nucleus."""
+    if top_p >= 1:
+        return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    tokens, weights = nucleus_candidates(probs, top_p)
+    return tokens.gather(-1, torch.multinomial(weights, 1, generator=generator)).squeeze(-1)
 
 
 def choose_next(logits: torch.Tensor, temperature: float, top_p: float,
@@ -18,7 +62,4 @@ def choose_next(logits: torch.Tensor, temperature: float, top_p: float,
     """Next token id for each row of `logits` [rows, vocab]."""
     if temperature == 0:
         return logits.argmax(-1)
-    probs = torch.softmax(logits.float() / temperature, -1)
-    if top_p < 1:
-        probs = nucleus(probs, top_p)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    return draw(torch.softmax(logits.float() / temperature, -1), top_p, generator)

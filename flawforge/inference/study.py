@@ -1,9 +1,10 @@
 """Model passes of the semantic-pressure study on a transformers model, batched across prompts.
 
-- `generate`: greedy or nucleus sampling for many prompts at once (left-padded, KV cache). Each
-  prompt's samples come from its own generator seeded with the study's seed, so a prompt's samples
-  do not depend on which prompts share its batch.
-- `trace_at`: one forward pass per prefix (prompt + completion[:T]) keeping, at the last position,
+- `prefill`: the prompts once (left-padded), their key/value cache kept for the passes below.
+- `generate`: the greedy completion and the nucleus samples of many prompts at once, in one batch,
+  from the prefill. Each prompt's samples come from its own generator seeded with the study's seed,
+  so a prompt's samples do not depend on which prompts share its batch.
+- `trace_at`: the prefixes (prompt + completion[:T]) continued from the prefill, keeping, at step T,
   the residual stream of every layer, the attention of every head to the prompt's keys, the logit
   lens over the target's first tokens, and the attention / MLP decomposition of the last layers.
 - `patch_effects`: activation patching baseline -> negative per layer at the last position, for the
@@ -15,16 +16,18 @@ Layers are block indices 0..L-1; block l's output is Hugging Face's hidden_state
 """
 from __future__ import annotations
 
+import copy
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import Sequence
 
 import torch
+from transformers import DynamicCache
 
 from flawforge.inference.loading import LoadedModel
 from flawforge.inference.research import Padded, anatomy, eager_attention, left_pad, pad_id, residual_hooks
-from flawforge.inference.sampling import nucleus
+from flawforge.inference.sampling import nucleus_candidates
 
 PATCH_KINDS = ("residual", "attn_out", "kv_question", "instruction")
 
@@ -37,100 +40,170 @@ class Sampling:
     seed: int
 
 
-def _step_inputs(padded: Padded, generated: int, next_ids: torch.Tensor) -> dict:
-    rows = next_ids.shape[0]
-    mask = torch.cat([padded.attention_mask, torch.ones((rows, generated), dtype=torch.long,
-                                                        device=padded.attention_mask.device)], 1)
-    positions = torch.tensor(padded.lengths, device=next_ids.device)[:, None] + generated - 1
-    return {"input_ids": next_ids[:, None], "attention_mask": mask, "position_ids": positions}
+@dataclass
+class Prefill:
+    """The prompts run once (left-padded): their key/value cache and the logits at their last position. The
+    greedy pass, the traces and the sampling pass all continue from it, each from a fork of the cache."""
+
+    padded: Padded
+    cache: DynamicCache
+    logits: torch.Tensor  # [rows, vocab], float, on the CPU
+
+    def fork(self) -> DynamicCache:
+        """A cache sharing the prompt's tensors: a layer's update concatenates into new tensors and crop and
+        row selection rebind them, so what a continuation does to its fork never reaches the prompt's."""
+        forked = copy.copy(self.cache)
+        forked.layers = [copy.copy(layer) for layer in self.cache.layers]
+        return forked
 
 
-def generate(lm: LoadedModel, prompts: Sequence[Sequence[int]], max_new_tokens: int,
-             sampling: Sampling | None = None) -> list[list[int]]:
-    """Completion token ids (end of sequence excluded) of every prompt: one greedy completion each, or
-    `sampling.n` samples each (prompt-major). Each prompt runs once; its key/value cache is repeated for
-    its samples."""
-    n = sampling.n if sampling else 1
-    eos = lm.eos_ids
+def prefill(lm: LoadedModel, prompts: Sequence[Sequence[int]]) -> Prefill:
     padded = left_pad([list(p) for p in prompts], pad_id(lm), lm.device)
-    generators = [torch.Generator().manual_seed(sampling.seed) for _ in prompts] if sampling else []
-    out_ids: list[list[int]] = [[] for _ in range(len(prompts) * n)]
-    done = [False] * len(out_ids)
     with lm.lock, torch.inference_mode():
         out = lm.model(**padded.inputs(), use_cache=True, logits_to_keep=1)
-        cache = out.past_key_values
-        logits = out.logits[:, -1].float().cpu()
-        if n > 1:
-            cache.batch_repeat_interleave(n)
-            logits = logits.repeat_interleave(n, 0)
-            padded = Padded(padded.input_ids.repeat_interleave(n, 0), padded.attention_mask.repeat_interleave(n, 0),
-                            padded.position_ids.repeat_interleave(n, 0), [x for x in padded.lengths for _ in range(n)])
-        for step in range(max_new_tokens):
-            if sampling is None:
-                chosen = logits.argmax(-1)
-            else:
-                probs = nucleus(torch.softmax(logits / sampling.temperature, -1), sampling.top_p)
-                chosen = torch.cat([torch.multinomial(probs[p * n:(p + 1) * n], 1, generator=g).squeeze(-1)
-                                    for p, g in enumerate(generators)])
-            for row, token in enumerate(chosen.tolist()):
-                if not done[row]:
-                    if token in eos:
-                        done[row] = True
-                    else:
-                        out_ids[row].append(token)
-            if all(done) or step == max_new_tokens - 1:
+    return Prefill(padded, out.past_key_values, out.logits[:, -1].float().cpu())
+
+
+def _step_inputs(mask: torch.Tensor, lengths: torch.Tensor, generated: int, next_ids: torch.Tensor) -> dict:
+    mask = torch.cat([mask, torch.ones((mask.shape[0], generated), dtype=torch.long, device=mask.device)], 1)
+    return {"input_ids": next_ids[:, None], "attention_mask": mask, "position_ids": lengths[:, None] + generated - 1}
+
+
+def generate(lm: LoadedModel, prompts: Prefill, greedy_tokens: int, sampling: Sampling | None = None,
+             sample_tokens: int = 0) -> tuple[list[list[int]], list[list[list[int]]]]:
+    """Continues the prompts' prefill: per prompt, a greedy completion of at most `greedy_tokens` (none at 0)
+    and `sampling.n` samples of at most `sample_tokens` (none without `sampling`), token ids with the end of
+    sequence excluded. Both run in one batch.
+
+    The batch holds sequences, not completions: completions of one prompt whose tokens so far are the same
+    share one sequence (one forward pass gives their common next-token distribution; each picks its own
+    token from it), and a finished completion leaves, so the work follows the distinct prefixes actually
+    generated. A prompt's samples come from its own generator, so they do not depend on its batch."""
+    eos = lm.eos_ids
+    padded = prompts.padded
+    count = padded.input_ids.shape[0]
+    n = sampling.n if sampling else 0
+    kinds = ([("greedy", greedy_tokens)] if greedy_tokens else []) + [("sample", sample_tokens)] * n
+    rows = [(prompt, kind, limit) for prompt in range(count) for kind, limit in kinds]
+    generators = [torch.Generator().manual_seed(sampling.seed) for _ in range(count)] if sampling else []
+    out_ids: list[list[int]] = [[] for _ in rows]
+    live = [row for row, (_, _, limit) in enumerate(rows) if limit > 0]
+    sequence_of = [prompt for prompt, _, _ in rows]  # each completion's sequence in the batch
+    with lm.lock, torch.inference_mode():
+        cache, logits = prompts.fork(), prompts.logits
+        mask, lengths = padded.attention_mask, torch.tensor(padded.lengths, device=lm.device)
+        for step in range(max((limit for _, limit in kinds), default=0)):
+            chosen = _choose(logits, [sequence_of[row] for row in live], [rows[row][:2] for row in live], sampling,
+                             generators)
+            going, parents, next_ids, index = [], [], [], {}
+            for row, token in zip(live, chosen):
+                if token in eos:
+                    continue
+                out_ids[row].append(token)
+                if len(out_ids[row]) == rows[row][2]:
+                    continue
+                key = (sequence_of[row], token)
+                if key not in index:
+                    index[key] = len(parents)
+                    parents.append(sequence_of[row])
+                    next_ids.append(token)
+                sequence_of[row] = index[key]
+                going.append(row)
+            live = going
+            if not live:
                 break
-            out = lm.model(**_step_inputs(padded, step + 1, chosen.to(lm.device)), past_key_values=cache,
-                           use_cache=True)
+            if parents != list(range(logits.shape[0])):
+                selected = torch.tensor(parents, device=lm.device)
+                cache.batch_select_indices(selected)
+                mask, lengths = mask[selected], lengths[selected]
+            out = lm.model(**_step_inputs(mask, lengths, step + 1, torch.tensor(next_ids, device=lm.device)),
+                           past_key_values=cache, use_cache=True)
             logits = out.logits[:, -1].float().cpu()
-    return out_ids
+    greedy = [out_ids[row] for row, (_, kind, _) in enumerate(rows) if kind == "greedy"]
+    samples = [[out_ids[row] for row, (p, kind, _) in enumerate(rows) if p == prompt and kind == "sample"]
+               for prompt in range(count)] if sampling else []
+    return greedy, samples
+
+
+def _choose(logits: torch.Tensor, sequences: list[int], rows: list[tuple[int, str]], sampling: Sampling | None,
+            generators: list[torch.Generator]) -> list[int]:
+    """The next token of each live completion (its sequence's logits; its prompt and kind in `rows`)."""
+    sequences_t = torch.tensor(sequences)
+    chosen = logits.argmax(-1)[sequences_t]
+    sampled = [i for i, (_, kind) in enumerate(rows) if kind == "sample"]
+    if sampled:
+        tokens, weights = nucleus_candidates(torch.softmax(logits / sampling.temperature, -1), sampling.top_p)
+        sizes = (weights > 0).sum(-1)
+        for prompt in sorted({rows[i][0] for i in sampled}):
+            mine = torch.tensor([i for i in sampled if rows[i][0] == prompt])
+            of = sequences_t[mine]
+            width = int(sizes[of].max())  # the draw reads only as far as these rows' nuclei reach
+            picks = torch.multinomial(weights[of, :width], 1, generator=generators[prompt])
+            chosen[mine] = tokens[of, :width].gather(-1, picks).squeeze(-1)
+    return chosen.tolist()
 
 
 def _capture_output(store: dict, layer: int, module, args, output):
     store[layer] = output[0] if isinstance(output, tuple) else output
 
 
-def trace_at(lm: LoadedModel, prefixes: Sequence[Sequence[int]], prompt_lengths: Sequence[int],
+def trace_at(lm: LoadedModel, prompts: Prefill, completions: Sequence[Sequence[int]], steps: Sequence[int],
              lens_ids: Sequence[Sequence[int]], decompose_layers: int) -> list[dict]:
-    """Per prefix, at its last position: `hidden_states` [L+1, d] (embedding and every block's output,
-    before the final norm), `attentions` [L, heads, prompt_length] (to the prompt's keys only),
-    `lens` [L+1] (the probability mass on the row's `lens_ids` read through the final norm and unembedding
-    at every layer) and `decomposition` [k, 3] for the last k blocks: the mass read from the block's
-    input, after adding its attention output, and after adding its MLP output."""
+    """Per row, at the last position of its prefix prompt + completion[:T] (T = `steps[row]`): `hidden_states`
+    [L+1, d] (embedding and every block's output, before the final norm), `attentions` [L, heads,
+    prompt_length] (to the prompt's keys only), `lens` [L+1] (the probability mass on the row's `lens_ids`
+    read through the final norm and unembedding at every layer) and `decomposition` [k, 3] for the last k
+    blocks: the mass read from the block's input, after adding its attention output, and after adding its
+    MLP output. Continues the prefill: its last prompt column and each row's completion tokens run again with
+    the prompt's cache, and each row is read at its own step (later columns cannot reach it)."""
     anat = anatomy(lm.model)
     last = list(range(anat.num_layers - decompose_layers, anat.num_layers))
+    padded = prompts.padded
+    rows, width = padded.input_ids.shape
+    extra = max(steps)
+    columns = torch.full((rows, extra + 1), pad_id(lm), dtype=torch.long)
+    columns[:, 0] = padded.input_ids[:, -1].cpu()
+    for row, (ids, step) in enumerate(zip(completions, steps)):
+        columns[row, 1:step + 1] = torch.tensor(list(ids[:step]), dtype=torch.long)
+    lengths = torch.tensor(padded.lengths)
+    inputs = {"input_ids": columns.to(lm.device),
+              "attention_mask": torch.cat([padded.attention_mask, torch.ones((rows, extra), dtype=torch.long,
+                                                                             device=lm.device)], 1),
+              "position_ids": (lengths[:, None] - 1 + torch.arange(extra + 1)).to(lm.device)}
+    at = (torch.arange(rows), torch.tensor(list(steps)))
     results = []
     with lm.lock, torch.inference_mode(), eager_attention(lm.model):
-        padded = left_pad([list(p) for p in prefixes], pad_id(lm), lm.device)
+        cache = prompts.fork()
+        cache.crop(-1)
         residual: dict[int, torch.Tensor] = {}
         attn_out: dict[int, torch.Tensor] = {}
         mlp_out: dict[int, torch.Tensor] = {}
         with ExitStack() as stack:
-            stack.enter_context(residual_hooks(anat, lambda layer, hidden: residual.__setitem__(layer, hidden[:, -1])))
+            stack.enter_context(residual_hooks(anat, lambda layer, hidden: residual.__setitem__(layer, hidden[at])))
             for layer in last:
                 block = anat.layers[layer]
                 stack.callback(block.self_attn.register_forward_hook(partial(_capture_output, attn_out, layer)).remove)
                 stack.callback(block.mlp.register_forward_hook(partial(_capture_output, mlp_out, layer)).remove)
-            out = lm.model(**padded.inputs(), output_attentions=True, logits_to_keep=1)
+            out = lm.model(**inputs, past_key_values=cache, use_cache=True, output_attentions=True, logits_to_keep=1)
         hidden = torch.stack([residual[layer] for layer in sorted(residual)], 1)  # [rows, L+1, d]
         lens = torch.stack([anat.readout(hidden[:, layer]) for layer in range(hidden.shape[1])], 1)  # [rows, L+1, V]
-        steps = []
+        steps_out = []
         for layer in last:
             h_in = hidden[:, layer]
-            h_mid = h_in + attn_out[layer][:, -1]
-            steps.append(torch.stack([anat.readout(h_in), anat.readout(h_mid),
-                                      anat.readout(h_mid + mlp_out[layer][:, -1])], 1))
-        decomposition = torch.stack(steps, 1) if steps else None  # [rows, k, 3, V]
-        for row in range(len(prefixes)):
-            start = padded.width - padded.lengths[row]
+            h_mid = h_in + attn_out[layer][at]
+            steps_out.append(torch.stack([anat.readout(h_in), anat.readout(h_mid),
+                                          anat.readout(h_mid + mlp_out[layer][at])], 1))
+        decomposition = torch.stack(steps_out, 1) if steps_out else None  # [rows, k, 3, V]
+        for row in range(rows):
+            start, length, step = width - padded.lengths[row], padded.lengths[row], steps[row]
             ids = torch.tensor(list(lens_ids[row]), dtype=torch.long, device=lens.device)
+            prompt = padded.input_ids[row, start:].cpu()
             results.append({
-                "input_ids": torch.tensor(list(prefixes[row])),
-                "prompt_tokens": int(prompt_lengths[row]),
+                "input_ids": torch.cat([prompt, torch.tensor(list(completions[row][:step]), dtype=torch.long)]),
+                "prompt_tokens": int(length),
                 # clone: a row of the batch's tensor would carry the whole batch's storage into torch.save
                 "hidden_states": hidden[row].float().cpu().clone(),
-                "attentions": torch.stack([a[row, :, -1, start:start + prompt_lengths[row]] for a in out.attentions])
-                .float().cpu(),
+                "attentions": torch.stack([a[row, :, step, start:width] for a in out.attentions]).float().cpu(),
                 "lens": lens[row][:, ids].sum(-1).float().cpu(),
                 "decomposition": (decomposition[row][..., ids].sum(-1).float().cpu() if decomposition is not None
                                   else torch.zeros((0, 3))),

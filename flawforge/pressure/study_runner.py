@@ -84,13 +84,12 @@ class StudyRunner:
         p = self.params
         rows = [(record, condition) for record in batch for condition in CONDITIONS]
         prompts = [self.encode_prompt(build_prompt(c, r.question_text, r.target_word)) for r, c in rows]
-        greedy = study.generate(self.lm, prompts, p.greedy_tokens)
+        prefilled = study.prefill(self.lm, prompts)  # the passes below continue the prompts' one run
+        greedy, samples = self.complete(prompts, prefilled)
         steps = [detector.decision_step(ids, r.target_word, self.decode) for ids, (r, _) in zip(greedy, rows)]
         seqs = {r.prompt_id: self.sequences(r.target_word) for r in batch}
         lens_ids = [psem.first_ids(seqs[r.prompt_id]) for r, _ in rows]
-        prefixes = [prompt + ids[:t] for prompt, ids, t in zip(prompts, greedy, steps)]
-        traces = study.trace_at(self.lm, prefixes, [len(x) for x in prompts], lens_ids, p.decompose_layers)
-        samples = self.sample(prompts)
+        traces = study.trace_at(self.lm, prefilled, greedy, steps, lens_ids, p.decompose_layers)
         out: dict[str, dict] = {r.prompt_id: {"prompt_id": r.prompt_id, "conditions": {}} for r in batch}
         for row, (record, condition) in enumerate(rows):
             trace = traces[row]
@@ -112,17 +111,19 @@ class StudyRunner:
             }
         return [out[r.prompt_id] for r in batch]
 
-    def sample(self, prompts: list[list[int]]) -> list[list[list[int]]]:
-        """`samples` completions per prompt: on vLLM where the server samples with it, else batched transformers."""
+    def complete(self, prompts: list[list[int]], prefilled: study.Prefill) -> tuple[list, list]:
+        """The greedy completion and `samples` samples of each prompt: both in one transformers batch, or the
+        samples on vLLM where the server samples with it."""
         p = self.params
         if self.backend.name == "vllm":
             from flawforge.inference.backend import SamplingParams
 
             params = SamplingParams(n=p.samples, temperature=p.temperature, top_p=p.top_p, max_tokens=p.sample_tokens,
                                     seed=p.seed)
-            return [[s.token_ids for s in self.backend.generate(prompt, params)] for prompt in prompts]
-        flat = study.generate(self.lm, prompts, p.sample_tokens, study.Sampling(p.samples, p.temperature, p.top_p, p.seed))
-        return [flat[i * p.samples:(i + 1) * p.samples] for i in range(len(prompts))]
+            greedy, _ = study.generate(self.lm, prefilled, p.greedy_tokens)
+            return greedy, [[s.token_ids for s in self.backend.generate(prompt, params)] for prompt in prompts]
+        return study.generate(self.lm, prefilled, p.greedy_tokens,
+                              study.Sampling(p.samples, p.temperature, p.top_p, p.seed), p.sample_tokens)
 
     # --- patching ------------------------------------------------------------------------------
 
