@@ -20,14 +20,16 @@ import copy
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from functools import partial
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import torch
-from transformers import DynamicCache
 
 from flawforge.inference.loading import LoadedModel
 from flawforge.inference.research import Padded, anatomy, eager_attention, left_pad, pad_id, residual_hooks
 from flawforge.inference.sampling import nucleus_candidates
+
+if TYPE_CHECKING:  # imported lazily: a service imports transformers on its model-loading thread
+    from transformers import DynamicCache
 
 PATCH_KINDS = ("residual", "attn_out", "kv_question", "instruction")
 
