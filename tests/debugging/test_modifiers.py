@@ -38,8 +38,9 @@ def test_every_required_modifier_is_registered():
 
 def test_chosen_candidates_parse_differ_and_round_trip(cachetools, shared_data):
     candidates = candidates_of(cachetools, REGISTRY)
-    isodate = candidates_of(library_modules(shared_data, "isodate-0.7.2.tar.gz"), REGISTRY)
-    assert {c.modifier for c in candidates + isodate} == set(REGISTRY)
+    others = [c for archive in ("isodate-0.7.2.tar.gz", "tinydb-4.9.0.tar.gz")
+              for c in candidates_of(library_modules(shared_data, archive), REGISTRY)]
+    assert {c.modifier for c in candidates + others} == set(REGISTRY)
     assert len({c.digest for c in candidates}) == len(candidates)  # deduplicated by content
     trees = {path: ast.dump(ast.parse(source)) for path, source in cachetools.items()}
     chosen = choose(candidates, 120, 0, "cachetools-8.0.1", lambda c: changes_code(c, trees[c.path]))
@@ -102,3 +103,23 @@ def test_instance_ids():
     assert instance_id("toolz", "1.2.0", "op_swap", "0123abcd") == "toolz.1.2.0.op_swap__0123abcd"
     assert instance_id("orbital mechanics/Hohmann", "1", "llm_variant", "ffffffff") == \
         "orbital-mechanics-Hohmann.1.llm_variant__ffffffff"
+
+
+def test_shuffling_methods_applies_only_where_the_winning_definition_changes():
+    source = ("from typing import overload\n\n\nclass Table:\n"
+              "    def size(self):\n        return 0\n\n    def name(self):\n        return 't'\n\n"
+              "    @property\n    def key(self):\n        return self._key\n\n"
+              "    @key.setter\n    def key(self, value):\n        self._key = value\n\n"
+              "    @overload\n    def get(self, a: int) -> int: ...\n\n"
+              "    @overload\n    def get(self, a: str) -> str: ...\n\n"
+              "    def get(self, a):\n        if a and a > 1 or a == 2 and a != 3:\n            return a\n"
+              "        return a if a else (a or a < 1 or a > 2)\n")
+    site = next(s for s in sites_of("m.py", source) if s.is_class)
+    (bug,) = REGISTRY["class_shuffle_methods"].bugs(site)  # only the last stub and the implementation
+    buggy = apply_edits(source, bug.edits)
+    namespace = {}
+    exec(compile(buggy, "m.py", "exec"), namespace)
+    with pytest.raises(NotImplementedError):  # typing's overload stub now wins over the implementation
+        namespace["Table"]().get(2)
+    assert "def size" in buggy and buggy.index("def size") < buggy.index("def name")
+    assert buggy.index("@key.setter") > buggy.index("@property")

@@ -80,15 +80,23 @@ class ClassRemoveFunctions(BugModifier):
 
 class ClassShuffleMethods(BugModifier):
     name = "class_shuffle_methods"
-    explanation = "Two methods of the class change places (a later definition now wins, or a property's setter "\
-                  "comes before its getter)."
+    explanation = "Two definitions of one method name change places, so the one that should be overridden wins "\
+                  "(an overload stub after its implementation, an earlier version after the later one)."
     targets = "class"
     min_complexity = 10
 
     def modify(self, site: Site) -> Iterable[Bug]:
-        methods = [m for m in site.node.body if isinstance(m, METHODS) and _own_line(site, m)]
+        # Where two methods have different names their order changes nothing a test can see, so only a swap
+        # that changes which definition of a name is the class's last one applies; a definition decorated with
+        # the earlier one (`@x.setter`) would fail when the class is created, so it is left out.
+        body = site.node.body
+        methods = [m for m in body if isinstance(m, METHODS) and _own_line(site, m)]
+        last = {m.name: m for m in body if isinstance(m, METHODS)}
         for first, second in zip(methods, methods[1:]):
-            if site.node.body.index(second) != site.node.body.index(first) + 1:
+            if body.index(second) != body.index(first) + 1 or first.name != second.name or last[second.name] is not second:
+                continue
+            if any(isinstance(d, ast.Attribute) and isinstance(d.value, ast.Name) and d.value.id == first.name
+                   for d in second.decorator_list):
                 continue
             a_start, a_end = statement_lines(site, first, first)
             b_start, b_end = statement_lines(site, second, second)
@@ -98,7 +106,8 @@ class ClassShuffleMethods(BugModifier):
             if not text_b.endswith("\n"):
                 continue
             edit = TextEdit(a_start, 0, b_end, len(site.lines[b_end - 1].encode("utf-8")), text_b + between + text_a)
-            yield Bug((edit,), f"methods {first.name} and {second.name} of {site.qualname} swapped")
+            yield Bug((edit,), f"the last two definitions of {site.qualname}.{second.name} swapped: the earlier "
+                               f"one (line {first.lineno}) now wins")
 
 
 class ControlInvertIf(BugModifier):
