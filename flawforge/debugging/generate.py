@@ -62,10 +62,11 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
     files = read_archive(archive)
     layout = layout_of(name, version, list(files))
     result = LibraryResult(source=name, version=version)
-    first = runner.run_suite(archive, source_roots=layout.source_roots, args=layout.test_paths,
-                             coverage_files=list(layout.modules), limits=SUITE_LIMITS)
-    second = runner.run_suite(archive, source_roots=layout.source_roots, args=layout.test_paths,
-                              limits=SUITE_LIMITS)
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:  # the two clean runs are independent
+        runs = [pool.submit(runner.run_suite, archive, source_roots=layout.source_roots, args=layout.test_paths,
+                            coverage_files=coverage_files, limits=SUITE_LIMITS)
+                for coverage_files in (list(layout.modules), None)]
+        first, second = (run.result() for run in runs)
     baseline = result.baseline = baseline_of(first, second)
     if not baseline.passing:
         result.rejects.append(BugReject(source=name, version=version, reason="no_baseline",

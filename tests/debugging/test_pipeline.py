@@ -29,12 +29,12 @@ def libraries(shared_data, tmp_path_factory) -> Path:
     return folder
 
 
-def run_embedded(libraries: Path, root: Path) -> Path:
+def run_embedded(libraries: Path, root: Path, params: dict = PARAMS) -> Path:
     from flawforge.cli.jobs_client import run_embedded as run
     from flawforge.settings import Settings
 
     out = root / "out"
-    run("debug-conversations", {"libraries": str(libraries), **PARAMS}, out,
+    run("debug-conversations", {"libraries": str(libraries), **params}, out,
         Settings(bus="memory", blob_backend="local", blob_dir=str(root / "blobs")))
     return out
 
@@ -52,17 +52,14 @@ def outcomes(run) -> dict[str, str]:
     return {t.name: t.outcome for t in run.tests}
 
 
-def test_instances_fail_with_the_patch_and_pass_without_it(first_run, libraries):
+def assert_instances_hold(instances: list[Instance], libraries: Path) -> None:
+    """Re-runs each instance's library suite, clean and with the patch, in fresh units, independently of the
+    job's records: FAIL_TO_PASS fail with the bug and pass without it, PASS_TO_PASS pass with it."""
     from flawforge.debugging.generate import SUITE_LIMITS
     from flawforge.pipelines.debug_conversations import suite_sandbox
 
-    instances = read_jsonl(first_run / "instances.jsonl", Instance)
-    rejects = read_jsonl(first_run / "rejects.jsonl", BugReject)
-    summary = json.loads((first_run / "summary.json").read_text())
-    assert summary["tried"] == len(instances) + len(rejects) == len(LIBRARIES) * PARAMS["per_library"]
-    assert summary["valid"] == len(instances) and {i.source for i in instances} == {"inflection", "isodate"}
     sandbox = suite_sandbox()
-    for name in LIBRARIES:
+    for name in sorted({f"{i.source}-{i.version}.tar.gz" for i in instances}):
         archive = (libraries / name).read_bytes()
         files = read_archive(archive)
         layout = layout_of(*name_and_version(name), list(files))
@@ -81,6 +78,32 @@ def test_instances_fail_with_the_patch_and_pass_without_it(first_run, libraries)
                     (instance.instance_id, test)
             for test in instance.PASS_TO_PASS:
                 assert clean[test] == "passed" and with_bug[test] == "passed", (instance.instance_id, test)
+
+
+def test_instances_fail_with_the_patch_and_pass_without_it(first_run, libraries):
+    instances = read_jsonl(first_run / "instances.jsonl", Instance)
+    rejects = read_jsonl(first_run / "rejects.jsonl", BugReject)
+    summary = json.loads((first_run / "summary.json").read_text())
+    assert summary["tried"] == len(instances) + len(rejects) == len(LIBRARIES) * PARAMS["per_library"]
+    assert summary["valid"] == len(instances) and {i.source for i in instances} == {"inflection", "isodate"}
+    assert_instances_hold(instances, libraries)
+
+
+def test_every_modifier_makes_a_valid_bug_on_a_real_library(shared_data, tmp_path):
+    """tinydb's classes and functions give every modifier a place; the job's seeded round robin tries each about
+    twice; one valid instance of each is re-run independently."""
+    from flawforge.debugging.modifiers import REGISTRY
+
+    folder = tmp_path / "libraries"
+    folder.mkdir()
+    shutil.copy(shared_data / "python-libraries" / "tinydb-4.9.0.tar.gz", folder)
+    out = run_embedded(folder, tmp_path, {"per_library": 30, "seed": 0})
+    instances = read_jsonl(out / "instances.jsonl", Instance)
+    first_of = {}
+    for instance in instances:
+        first_of.setdefault(instance.modifier, instance)
+    assert set(first_of) == set(REGISTRY), set(REGISTRY) - set(first_of)
+    assert_instances_hold(list(first_of.values()), folder)
 
 
 def test_conversations_state_the_facts(first_run):

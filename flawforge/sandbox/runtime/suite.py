@@ -20,7 +20,7 @@ from flawforge.sandbox.runtime import policy
 
 MESSAGE_CHARS = 20000
 SHARED_FIXTURES = "<shared fixtures>"  # a coverage key: the test uses a fixture wider than itself
-BASE_ARGS = ["-q", "--tb=short", "-p", "no:cacheprovider", "-p", "no:faulthandler", "-o", "addopts=",
+BASE_ARGS = ["-q", "--tb=native", "-p", "no:cacheprovider", "-p", "no:faulthandler", "-o", "addopts=",
              "--continue-on-collection-errors", "--color=no"]
 
 
