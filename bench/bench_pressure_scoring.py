@@ -14,10 +14,11 @@ from __future__ import annotations
 import argparse
 import random
 import sys
-import time
 from pathlib import Path
 
 import torch
+
+from bench_scoring import timed
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET_RATIO = 10.0
@@ -56,12 +57,6 @@ def naive_p_sem(lm, prompt: str, target: str) -> float:
                 prob *= float(torch.softmax(logits.float(), -1)[token])
             total += prob
     return min(1.0, total)
-
-
-def timed(run):
-    start = time.perf_counter()
-    result = run()
-    return result, time.perf_counter() - start
 
 
 def main() -> None:
