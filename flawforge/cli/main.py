@@ -4,8 +4,9 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 import typer
 
@@ -49,9 +50,12 @@ def check_stack_url(url: str) -> None:
 
 def run_pipeline(pipeline: str, params: dict, out: Path, stack: Optional[str], token: Optional[str] = None,
                  settings_overrides: Optional[dict] = None, cancel_on_exit: Optional[bool] = None,
-                 nothing_done: Optional[Callable[[Path], Optional[str]]] = None) -> None:
+                 nothing_done: Optional[Callable[[Path], Optional[str]]] = None,
+                 local_model: Optional[str] = None) -> None:
     """Shared by every `run` subcommand: validate, run, write artifacts, report. `nothing_done` reads the
-    artifacts and says why the job, though it succeeded, produced nothing (the command then exits 1)."""
+    artifacts and says why the job, though it succeeded, produced nothing (the command then exits 1). With
+    `local_model` (a model folder, or '' for the default), an embedded run with no FLAWFORGE_LLM_PROVIDERS
+    starts the local inference-server in this process as its provider, once the inputs are checked."""
     from flawforge.cli.jobs_client import run_embedded, run_on_stack
     from flawforge.jobs.pipeline import pipelines
     from flawforge.jobs.runner import invalid_params
@@ -68,15 +72,17 @@ def run_pipeline(pipeline: str, params: dict, out: Path, stack: Optional[str], t
         if stack:
             status = run_on_stack(stack, pipeline, params, out, token or Settings().token,
                                   cancel_on_exit=cancel_on_exit)
-        elif _keep_blobs() or pipelines()[pipeline].resumable:
-            status = run_embedded(pipeline, params, out, _embedded_settings(out, out / ".blobs", settings_overrides))
         else:
-            import tempfile
+            with local_provider(out, local_model) if local_model is not None else nullcontext() as provider:
+                overrides = {**(settings_overrides or {}), **(provider or {})}
+                if _keep_blobs() or pipelines()[pipeline].resumable:
+                    status = run_embedded(pipeline, params, out, _embedded_settings(out, out / ".blobs", overrides))
+                else:
+                    import tempfile
 
-            # the blob store lives only as long as the run: OUT keeps the artifacts, not a copy of every blob
-            with tempfile.TemporaryDirectory(prefix=".blobs-", dir=out) as scratch:
-                status = run_embedded(pipeline, params, out,
-                                      _embedded_settings(out, Path(scratch), settings_overrides))
+                    # the blob store lives only as long as the run: OUT keeps the artifacts, not a copy of every blob
+                    with tempfile.TemporaryDirectory(prefix=".blobs-", dir=out) as scratch:
+                        status = run_embedded(pipeline, params, out, _embedded_settings(out, Path(scratch), overrides))
     why = nothing_done(out) if nothing_done else None
     if why:
         raise NothingDone(f"{pipeline}: job {status.job_id} produced nothing: {why}; artifacts in {out}")
@@ -134,7 +140,9 @@ def run_templates(gsm8k: Path = typer.Option(..., "--gsm8k", help="GSM8K jsonl f
                   out: Path = OutOption, stack: Optional[str] = StackOption,
                   token: Optional[str] = TokenOption,
                   cancel_on_exit: Optional[bool] = CancelOption) -> None:
-    """Formalization templates for GSM8K problems, written by a model and validated; reports the pass rate."""
+    """Formalization templates for GSM8K problems, written by a model and validated; reports the pass rate.
+
+    Embedded, with no FLAWFORGE_LLM_PROVIDERS, the local inference-server is started in this process."""
     params = {"gsm8k": str(gsm8k.resolve()), "indices": indices, "model": model, "examples": examples,
               "templates": str(templates.resolve()) if templates else None, "max_tokens": max_tokens,
               "mode": mode, "concurrency": concurrency, "max_repairs": max_repairs, "budget_requests": budget_requests,
@@ -146,7 +154,8 @@ def run_templates(gsm8k: Path = typer.Option(..., "--gsm8k", help="GSM8K jsonl f
             return f"no model reply for any of the {report['attempted']} problems ({reasons})"
         return None
 
-    run_pipeline("templates", params, out, stack, token, cancel_on_exit=cancel_on_exit, nothing_done=no_reply)
+    run_pipeline("templates", params, out, stack, token, cancel_on_exit=cancel_on_exit, nothing_done=no_reply,
+                 local_model="")
     report = out / "report.json"
     if report.exists():
         typer.echo(report.read_text())
@@ -245,31 +254,31 @@ def run_pressure_dataset(out: Path = OutOption,
     """Semantic-pressure prompts (seed 001): OUT/prompts.jsonl, rejects.jsonl, audit.jsonl, summary.json.
 
     Embedded, with no FLAWFORGE_LLM_PROVIDERS, the local inference-server is started in this process."""
-    from contextlib import nullcontext
-
     from flawforge.settings import Settings
 
     params = {"per_category": per_category, "model": model, "validator_model": validator_model, "seed": seed,
               "categories": [c.strip() for c in categories.split(",") if c.strip()]}
-    settings = Settings()
-    local = None
-    if not stack and not settings.llm_providers.strip():
-        model_path = Path(model).expanduser() if model and Path(model).expanduser().exists() else None
-        if model_path is not None:
-            params["model"] = None  # the local server's one model, whatever it is named
-        local = _local_inference(out, str(model_path.resolve()) if model_path else "")
-    with local or nullcontext() as base:
-        overrides = None
-        if base:
-            import json
-
-            from flawforge.runtime.local_server import KEY_ENV
-
-            # The local server enforces the reply schemas while decoding, as the default provider says.
-            overrides = {"llm_providers": json.dumps({"local": {"base_url": f"{base}/v1", "api_key_env": KEY_ENV,
-                                                                 "timeout_s": 3600, "json_schema": True}})}
-        run_pipeline("pressure-dataset", params, out, stack, settings_overrides=overrides)
+    model_path = Path(model).expanduser() if model and Path(model).expanduser().exists() else None
+    if model_path is not None and not stack and not Settings().llm_providers.strip():
+        params["model"] = None  # the local server's one model, whatever it is named
+    run_pipeline("pressure-dataset", params, out, stack, local_model=str(model_path.resolve()) if model_path else "")
     typer.echo((out / "summary.json").read_text())
+
+
+@contextmanager
+def local_provider(out: Path, model_path: str) -> Iterator[Optional[dict]]:
+    """With no FLAWFORGE_LLM_PROVIDERS set: the local inference-server started in this process, and the settings
+    overrides that make it the llm-gateway's one provider (replies' JSON schemas enforced while decoding);
+    otherwise nothing to override."""
+    from flawforge.runtime.local_server import KEY_ENV
+    from flawforge.settings import Settings
+
+    if Settings().llm_providers.strip():
+        yield None
+        return
+    with _local_inference(out, model_path) as base:
+        yield {"llm_providers": json.dumps({"local": {"base_url": f"{base}/v1", "api_key_env": KEY_ENV,
+                                                      "timeout_s": 3600, "json_schema": True}})}
 
 
 def _local_inference(out: Path, model_path: str):
