@@ -29,8 +29,10 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("FLAWFORGE_SHARED_DATA", REPO.parent / "shared" / "data"))
 TARGET_RATIO = 0.85
 TOKEN = "bench-serving-token"
+# Bounded so that a reply closes within twice --max-tokens (a digit is a token): a small model otherwise writes
+# digits or reasoning until the limit.
 ANSWER_SCHEMA = {"type": "object", "properties": {
-    "reasoning": {"type": "string", "maxLength": 600}, "answer": {"type": "integer"}},
+    "reasoning": {"type": "string", "maxLength": 200}, "answer": {"type": "string", "pattern": "^-?[0-9]{1,9}$"}},
     "required": ["reasoning", "answer"], "additionalProperties": False}
 
 
@@ -106,7 +108,7 @@ def main() -> None:
         direct(lm, prompts[:1], 8)
         served = through_server(client, lm.name, prompts, args.max_tokens)
         baseline = direct(lm, prompts, args.max_tokens)
-        constrained = through_server(client, lm.name, prompts, args.max_tokens, fmt)
+        constrained = through_server(client, lm.name, prompts, 2 * args.max_tokens, fmt)
     server.should_exit = True
 
     def rate(run) -> float:
