@@ -42,12 +42,13 @@ class ChatRequest(Model):
     top_p: float | None = Field(None, gt=0.0, le=1.0)
     stop: list[str] | None = None
     seed: int | None = None
+    frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0)
     response_schema: dict[str, Any] | None = Field(
         None, description="JSON schema the reply must match; part of the request's fingerprint.")
 
     def parameters(self) -> dict[str, Any]:
         """The sampling parameters that were set."""
-        names = ("max_tokens", "temperature", "top_p", "stop", "seed")
+        names = ("max_tokens", "temperature", "top_p", "stop", "seed", "frequency_penalty")
         return {name: getattr(self, name) for name in names if getattr(self, name) is not None}
 
 

@@ -33,6 +33,10 @@ class StructuredOutcome(Generic[T]):
     replies: list[ChatResult] = field(default_factory=list)
 
 
+# The frequency penalty of the one retry of a reply cut at max_tokens under an enforced schema.
+LOOP_PENALTY = 0.5
+
+
 class Gateway:
     def __init__(self, store: BlobStore, providers: dict[str, ProviderConfig], *, replay: bool = False,
                  backoff: Backoff = Backoff(), max_repairs: int = 2, batch_poll_s: float = 2.0):
@@ -135,15 +139,18 @@ class Gateway:
                         max_repairs: int | None = None,
                         on_settled: Callable[[], None] = lambda: None) -> list[StructuredOutcome[T]]:
         """JSON replies validated against `schema`. A provider that enforces the schema while decoding gets
-        it in response_format and no repairs (a reply it cut at max_tokens would come back cut again);
-        for the others, invalid replies are sent back for repair a bounded number of times."""
+        it in response_format and no repairs (a reply it cut at max_tokens would come back cut again): a
+        reply it cut is asked for once more with a frequency penalty, which breaks the repetition loop a
+        small model falls into under greedy decoding. For the other providers, invalid replies are sent
+        back for repair a bounded number of times."""
         scope = scope or CallScope()
         repairs = self.max_repairs if max_repairs is None else max_repairs
         with_schema = {"response_schema": schema.model_json_schema()}
         outcomes = [StructuredOutcome[T]() for _ in requests]
         pending = {i: r.model_copy(update=with_schema) for i, r in enumerate(requests)}
-        repairs_of = {i: 0 if self._enforces_schema(r.model, scope) else repairs for i, r in enumerate(requests)}
-        for round_no in range(repairs + 1):
+        enforced = {i: self._enforces_schema(r.model, scope) for i, r in enumerate(requests)}
+        repairs_of = {i: 0 if enforced[i] else repairs for i in range(len(requests))}
+        for round_no in range(max(repairs, 1) + 1):
             if not pending:
                 break
             indices = list(pending)
@@ -162,6 +169,8 @@ class Gateway:
                     outcomes[i].error = InvalidModelOutput(f"{exc}{cut} (after {round_no} repairs)")
                     if round_no < repairs_of[i]:
                         next_pending[i] = repair_request(pending[i], reply.content, str(exc))
+                    elif enforced[i] and cut and pending[i].frequency_penalty is None:
+                        next_pending[i] = pending[i].model_copy(update={"frequency_penalty": LOOP_PENALTY})
             pending = next_pending
         return outcomes
 

@@ -244,3 +244,56 @@ def test_schema_is_stated_with_the_first_instructions_or_sent_as_response_format
     body = gateway.providers["vllm"].chat_body(request(response_schema=schema), "m")
     assert body["response_format"]["json_schema"]["schema"] == schema and len(body["messages"]) == 1
     assert body["model"] == "m" and body["max_tokens"] == 8
+
+
+def test_a_reply_cut_under_an_enforced_schema_is_asked_again_with_a_frequency_penalty(tmp_path):
+    """A provider (real HTTP, scripted) that loops until max_tokens unless a frequency penalty is set."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from flawforge.blobstore import LocalBlobStore
+    from flawforge.llm.gateway import LOOP_PENALTY, Gateway
+
+    bodies = []
+
+    class Looping(BaseHTTPRequestHandler):
+        def answer(self, payload: dict) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):  # the model list
+            self.answer({"object": "list", "data": [{"id": "m", "object": "model", "created": 0, "owned_by": "t"}]})
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            bodies.append(body)
+            penalised = body.get("frequency_penalty") is not None
+            content, finish = ('{"x": 1, "y": 2}', "stop") if penalised else ('{"x": 11111111111111', "length")
+            self.answer({"id": "c", "object": "chat.completion", "created": 0, "model": body["model"],
+                         "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                                      "finish_reason": finish}],
+                         "usage": {"prompt_tokens": 3, "completion_tokens": 8, "total_tokens": 11}})
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Looping)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        enforcing = Gateway(LocalBlobStore(tmp_path / "a"), parse_providers(json.dumps(
+            {"p": {"base_url": base, "json_schema": True}})), max_repairs=0)
+        (outcome,) = enforcing.structured_many([request(model="m")], Point)
+        assert outcome.value == Point(x=1, y=2) and len(outcome.replies) == 2
+        assert "frequency_penalty" not in bodies[0] and bodies[1]["frequency_penalty"] == LOOP_PENALTY
+        bodies.clear()
+        plain = Gateway(LocalBlobStore(tmp_path / "b"), parse_providers(json.dumps({"p": {"base_url": base}})),
+                        max_repairs=0)
+        (outcome,) = plain.structured_many([request(model="m")], Point)
+        assert outcome.value is None and "cut at max_tokens" in str(outcome.error) and len(bodies) == 1
+    finally:
+        server.shutdown()
