@@ -198,7 +198,7 @@ def enforcing_providers(providers_json) -> str:
     return json.dumps(providers)
 
 
-def test_an_enforcing_provider_gets_the_schema_and_no_repairs(inference_server, enforcing_providers, tmp_path):
+def test_an_enforcing_provider_gets_the_schema_and_no_repairs_a_cut_reply_one_penalised_retry(inference_server, enforcing_providers, tmp_path):
     gateway = Gateway(LocalBlobStore(tmp_path), parse_providers(enforcing_providers))
     model = inference_server["model"]
     question = [{"role": "user", "content": "Ann, 5, lives in Oslo. Give her record."}]
@@ -206,8 +206,9 @@ def test_an_enforcing_provider_gets_the_schema_and_no_repairs(inference_server, 
     roomy, cramped = gateway.structured_many([ChatRequest(model=model, messages=question, max_tokens=96),
                                               ChatRequest(model=model, messages=question, max_tokens=3)], Record)
     assert isinstance(roomy.value, Record) and len(roomy.replies) == 1, [r.content for r in roomy.replies]
-    assert isinstance(cramped.error, InvalidModelOutput) and len(cramped.replies) == 1  # a repair would be cut too
-    assert "cut at max_tokens" in str(cramped.error)
+    # No repair (it would be cut too): the cut reply is asked for once more, with a frequency penalty, and cut again.
+    assert isinstance(cramped.error, InvalidModelOutput) and len(cramped.replies) == 2
+    assert all(r.finish_reason == "length" for r in cramped.replies) and "cut at max_tokens" in str(cramped.error)
 
 
 @pytest.mark.slow
