@@ -254,12 +254,10 @@ def run_pressure_dataset(out: Path = OutOption,
     """Semantic-pressure prompts (seed 001): OUT/prompts.jsonl, rejects.jsonl, audit.jsonl, summary.json.
 
     Embedded, with no FLAWFORGE_LLM_PROVIDERS, the local inference-server is started in this process."""
-    from flawforge.settings import Settings
-
     params = {"per_category": per_category, "model": model, "validator_model": validator_model, "seed": seed,
               "categories": [c.strip() for c in categories.split(",") if c.strip()]}
     model_path = Path(model).expanduser() if model and Path(model).expanduser().exists() else None
-    if model_path is not None and not stack and not Settings().llm_providers.strip():
+    if model_path is not None and not stack and not _providers_configured():
         params["model"] = None  # the local server's one model, whatever it is named
     run_pipeline("pressure-dataset", params, out, stack, local_model=str(model_path.resolve()) if model_path else "")
     typer.echo((out / "summary.json").read_text())
@@ -271,14 +269,19 @@ def local_provider(out: Path, model_path: str) -> Iterator[Optional[dict]]:
     overrides that make it the llm-gateway's one provider (replies' JSON schemas enforced while decoding);
     otherwise nothing to override."""
     from flawforge.runtime.local_server import KEY_ENV
-    from flawforge.settings import Settings
 
-    if Settings().llm_providers.strip():
+    if _providers_configured():
         yield None
         return
     with _local_inference(out, model_path) as base:
         yield {"llm_providers": json.dumps({"local": {"base_url": f"{base}/v1", "api_key_env": KEY_ENV,
                                                       "timeout_s": 3600, "json_schema": True}})}
+
+
+def _providers_configured() -> bool:
+    from flawforge.settings import Settings
+
+    return bool(Settings().llm_providers.strip())
 
 
 def _local_inference(out: Path, model_path: str):

@@ -43,18 +43,19 @@ def nucleus_candidates(probs: torch.Tensor, top_p: float) -> tuple[torch.Tensor,
     return all_tokens.reshape(width), (all_top / all_top.sum(-1, keepdim=True)).reshape(width)
 
 
-def nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
-    """Keeps the smallest set of most likely tokens whose mass reaches top_p, renormalised (over the vocabulary)."""
-    tokens, weights = nucleus_candidates(probs, top_p)
-    return torch.zeros_like(probs).scatter(-1, tokens, weights)
+def pick(tokens: torch.Tensor, weights: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """One token id per row of a nucleus (as `nucleus_candidates` gives them); the draw reads only as far as
+    the widest nucleus of these rows."""
+    width = int((weights > 0).sum(-1).max())
+    chosen = torch.multinomial(weights[:, :width], 1, generator=generator)
+    return tokens[:, :width].gather(-1, chosen).squeeze(-1)
 
 
 def draw(probs: torch.Tensor, top_p: float, generator: torch.Generator) -> torch.Tensor:
     """One token id per row of `probs` [rows, vocab], from its nucleus."""
     if top_p >= 1:
         return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-    tokens, weights = nucleus_candidates(probs, top_p)
-    return tokens.gather(-1, torch.multinomial(weights, 1, generator=generator)).squeeze(-1)
+    return pick(*nucleus_candidates(probs, top_p), generator)
 
 
 def choose_next(logits: torch.Tensor, temperature: float, top_p: float,

@@ -26,7 +26,7 @@ import torch
 
 from flawforge.inference.loading import LoadedModel
 from flawforge.inference.research import Padded, anatomy, eager_attention, left_pad, pad_id, residual_hooks
-from flawforge.inference.sampling import nucleus_candidates
+from flawforge.inference.sampling import nucleus_candidates, pick
 
 if TYPE_CHECKING:  # imported lazily: a service imports transformers on its model-loading thread
     from transformers import DynamicCache
@@ -135,13 +135,10 @@ def _choose(logits: torch.Tensor, sequences: list[int], rows: list[tuple[int, st
     sampled = [i for i, (_, kind) in enumerate(rows) if kind == "sample"]
     if sampled:
         tokens, weights = nucleus_candidates(torch.softmax(logits / sampling.temperature, -1), sampling.top_p)
-        sizes = (weights > 0).sum(-1)
         for prompt in sorted({rows[i][0] for i in sampled}):
             mine = torch.tensor([i for i in sampled if rows[i][0] == prompt])
             of = sequences_t[mine]
-            width = int(sizes[of].max())  # the draw reads only as far as these rows' nuclei reach
-            picks = torch.multinomial(weights[of, :width], 1, generator=generators[prompt])
-            chosen[mine] = tokens[of, :width].gather(-1, picks).squeeze(-1)
+            chosen[mine] = pick(tokens[of], weights[of], generators[prompt])
     return chosen.tolist()
 
 

@@ -9,7 +9,13 @@ import torch
 from flawforge.errors import ConfigError
 from flawforge.inference.batches import parse_input
 from flawforge.inference.loading import BUNDLED_NAME, resolve_source
-from flawforge.inference.sampling import choose_next, nucleus
+from flawforge.inference.sampling import choose_next, nucleus_candidates
+
+
+def nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
+    """The nucleus over the whole vocabulary: each token's renormalised probability, zero outside it."""
+    tokens, weights = nucleus_candidates(probs, top_p)
+    return torch.zeros_like(probs).scatter(-1, tokens, weights)
 
 
 def test_nucleus_keeps_the_smallest_set_reaching_top_p():
@@ -18,6 +24,17 @@ def test_nucleus_keeps_the_smallest_set_reaching_top_p():
     assert nucleus(probs, 0.75).tolist() == pytest.approx([2 / 3, 1 / 3, 0, 0])  # 0.5 + 0.25 reaches 0.75
     assert nucleus(probs, 0.76).tolist() == pytest.approx([4 / 7, 2 / 7, 1 / 7, 0])
     assert nucleus(probs, 0.1).tolist() == pytest.approx([1, 0, 0, 0])  # the top token always stays
+
+
+def test_ranking_by_topk_keeps_the_nucleus_a_full_sort_keeps():
+    # Rows peaked and flat enough to need 256 ranked tokens, 4,096, or the whole 49,152-token row.
+    logits = torch.randn(12, 49152, generator=torch.Generator().manual_seed(0))
+    probs = torch.softmax(logits * torch.tensor([8.0, 6.0, 4.0, 3.0, 2.0, 1.5, 1.0, 0.7, 0.5, 0.3, 0.1, 0.0])[:, None], -1)
+    for top_p in (0.5, 0.9, 0.99):
+        ranked, order = probs.sort(dim=-1, descending=True, stable=True)
+        expected = torch.zeros_like(probs).scatter(-1, order, ranked.masked_fill(ranked.cumsum(-1) - ranked >= top_p, 0))
+        expected = expected / expected.sum(-1, keepdim=True)
+        assert torch.allclose(nucleus(probs, top_p), expected, atol=1e-7)
 
 
 def test_choose_next_is_greedy_at_zero_temperature_and_reproducible_with_a_seed():
