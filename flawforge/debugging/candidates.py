@@ -73,6 +73,31 @@ def changes_code(candidate: Candidate, clean_tree: str) -> bool:
         return False
 
 
+def body_only_change(clean: str, buggy: str, qualname: str) -> bool:
+    """The buggy module differs from the clean one only in the body of the function `qualname`, defined once at
+    module or class level: replacing the live function's code then is exactly importing the buggy module (what a
+    suite batch does instead)."""
+    try:
+        trees = [ast.parse(clean), ast.parse(buggy)]
+    except (SyntaxError, ValueError, RecursionError):
+        return False
+    for tree in trees:
+        found = list(_definitions(tree.body, qualname.split(".")))
+        if len(found) != 1 or not isinstance(found[0], (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return False
+        found[0].body = []
+    return ast.dump(trees[0]) == ast.dump(trees[1])
+
+
+def _definitions(body: list[ast.stmt], names: list[str]):
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == names[0]:
+            if len(names) == 1:
+                yield node
+            elif isinstance(node, ast.ClassDef):
+                yield from _definitions(node.body, names[1:])
+
+
 def choose(candidates: list[Candidate], count: int, seed: int, project: str,
            eligible: Callable[[Candidate], bool] = lambda candidate: True) -> list[Candidate]:
     """Up to `count` eligible candidates: round robin over modifiers (by name), each in a seeded order; eligibility

@@ -4,8 +4,12 @@ The clean suite runs twice (the first time with coverage); tests whose outcomes 
 flaky and left out, the rest that passed both times are the baseline. Candidates come from
 the modifiers over the library's modules; only candidates in code some test executes are
 eligible; `per_library` of them are chosen with the seed and each runs the test files that
-can notice it (see verdict). Runs go out concurrently; results are put in candidate order,
-so the output does not depend on which finished first.
+can notice it (see verdict). A candidate that changes only a function's body, in a function
+that does not run at import, runs in a suite batch: the suite collected once per batch, the
+function's code replaced in place (one batch per worker); the others, and any change a batch
+hands back, run in a unit of their own with the changed file written over the project. Runs
+go out concurrently; results are put in candidate order, so the output does not depend on
+which finished first.
 """
 from __future__ import annotations
 
@@ -13,12 +17,12 @@ import ast
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
-from flawforge.debugging.candidates import Candidate, candidates_of, changes_code, choose
+from flawforge.debugging.candidates import Candidate, body_only_change, candidates_of, changes_code, choose
 from flawforge.debugging.layout import ProjectLayout, layout_of, name_and_version, read_archive
 from flawforge.debugging.patches import instance_id, unified_diff
-from flawforge.debugging.verdict import covered, judge, tests_to_run
+from flawforge.debugging.verdict import covered, judge, runs_at_import, test_file, tests_to_run
 from flawforge.proto.debugging import Baseline, BugReject, Instance, LibraryResult
-from flawforge.proto.sandbox import SandboxLimits, SuiteRunResult
+from flawforge.proto.sandbox import SandboxLimits, SuiteChange, SuiteRunResult
 
 SUITE_LIMITS = SandboxLimits(timeout_s=120, memory_mb=1024, workdir_mb=64, file_size_mb=16, open_files=256,
                              output_bytes=4 << 20, result_bytes=64 << 20)
@@ -31,6 +35,9 @@ MIN_TIMEOUT_S = 15.0
 class SuiteRunner(Protocol):
     def run_suite(self, archive: bytes, overlay: dict[str, str] | None = None, *, source_roots=(""), args=(),
                   coverage_files=None, limits: SandboxLimits | None = None) -> SuiteRunResult: ...
+
+    def run_suite_batch(self, archive: bytes, changes: list[SuiteChange], *, source_roots=(""), args, modules=(),
+                        baseline=(), limits: SandboxLimits | None = None) -> list[SuiteRunResult | None]: ...
 
 
 def _outcomes(run: SuiteRunResult) -> dict[str, str]:
@@ -86,17 +93,42 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
         return result
     limits = SUITE_LIMITS.model_copy(update={"timeout_s": min(SUITE_LIMITS.timeout_s, max(
         MIN_TIMEOUT_S, TIMEOUT_FACTOR * max(first.usage.wall_s, second.usage.wall_s)))})
-    is_class = {(c.path, c.qualname): c.qualname in _class_names(modules[c.path]) for c in chosen}
+    class_names = {path: _class_names(source) for path, source in modules.items()}
+    args = {c: tests_to_run(coverage, list(layout.test_paths), c.path, c.qualname, c.qualname in class_names[c.path])
+            for c in chosen}
 
-    def validate(candidate: Candidate):
-        args = tests_to_run(coverage, list(layout.test_paths), candidate.path, candidate.qualname,
-                            is_class[candidate.path, candidate.qualname])
-        run = runner.run_suite(archive, {candidate.path: candidate.buggy_source}, source_roots=layout.source_roots,
-                               args=args, limits=limits)
-        return judge(baseline.passing, run, args, list(layout.test_paths), baseline.collection_errors)
+    def alone(candidate: Candidate) -> SuiteRunResult:
+        return runner.run_suite(archive, {candidate.path: candidate.buggy_source}, source_roots=layout.source_roots,
+                                args=args[candidate], limits=limits)
 
+    def batch(group: list[Candidate]) -> dict[Candidate, SuiteRunResult]:
+        """The group's runs, in suite batches: a change the batch hands back runs alone (the first one of a batch's
+        tail, which ended it) or in the next batch (the rest of the tail)."""
+        runs: dict[Candidate, SuiteRunResult] = {}
+        pending = group
+        while pending:
+            results = runner.run_suite_batch(
+                archive, [SuiteChange(path=c.path, qualname=c.qualname, source=c.buggy_source, tests=args[c])
+                          for c in pending],
+                source_roots=layout.source_roots, args=sorted({test_file(t) for c in pending for t in args[c]}),
+                modules=list(layout.modules), baseline=baseline.passing, limits=limits)
+            last = max((i for i, run in enumerate(results) if run is not None), default=-1)
+            for i, (candidate, run) in enumerate(zip(pending, results)):
+                if run is not None or i <= last + 1:
+                    runs[candidate] = run if run is not None else alone(candidate)
+            pending = pending[last + 2:]
+        return runs
+
+    batchable = [c for c in chosen if c.qualname not in class_names[c.path]
+                 and not runs_at_import(coverage, c.path, c.qualname)
+                 and body_only_change(modules[c.path], c.buggy_source, c.qualname)]
+    others = [c for c in chosen if c not in set(batchable)]
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        verdicts = list(pool.map(validate, chosen))
+        batches = [pool.submit(batch, batchable[start::concurrency]) for start in range(concurrency)]
+        single = dict(zip(others, pool.map(alone, others)))
+        runs = {**single, **{c: run for done in batches for c, run in done.result().items()}}
+    verdicts = [judge(baseline.passing, runs[c], args[c], list(layout.test_paths), baseline.collection_errors)
+                for c in chosen]
     for candidate, verdict in zip(chosen, verdicts):
         result.tried += 1
         result.tried_by_modifier[candidate.modifier] = result.tried_by_modifier.get(candidate.modifier, 0) + 1

@@ -35,11 +35,16 @@ def covered(coverage: dict[str, list[str]], path: str, qualname: str) -> bool:
     return any(_covers(key, path, qualname) for keys in coverage.values() for key in keys)
 
 
+def runs_at_import(coverage: dict[str, list[str]], path: str, qualname: str) -> bool:
+    """The function (or a method of the class) ran outside any test, e.g. while the library was imported."""
+    return any(_covers(key, path, qualname) for key in coverage.get(IMPORT_TIME, []))
+
+
 def tests_to_run(coverage: dict[str, list[str]], test_paths: list[str], path: str, qualname: str,
                  is_class: bool) -> list[str]:
     """pytest arguments for a candidate (sorted): the tests that executed the changed function; the whole file
     of one that uses a fixture wider than itself (an earlier test's run of the function reaches it)."""
-    if is_class or any(_covers(key, path, qualname) for key in coverage.get(IMPORT_TIME, [])):
+    if is_class or runs_at_import(coverage, path, qualname):
         return list(test_paths)
     covering = [test for test, keys in coverage.items()
                 if test != IMPORT_TIME and any(_covers(key, path, qualname) for key in keys)]

@@ -31,8 +31,8 @@ from importlib import resources
 from itertools import count
 
 from flawforge.errors import Unavailable
-from flawforge.proto.sandbox import (LAYERS, ExecutionResult, LayerReport, SandboxLimits, SuiteRunResult,
-                                     TestRunResult)
+from flawforge.proto.sandbox import (LAYERS, ExecutionResult, LayerReport, SandboxLimits, SuiteChange,
+                                     SuiteRunResult, TestRunResult)
 from flawforge.runtime.metrics import SANDBOX_OUTCOMES
 from flawforge.sandbox import outcome
 from flawforge.sandbox.runtime import MODULES, wire
@@ -499,6 +499,21 @@ class Sandbox:
                                "coverage": coverage_files is not None, "coverage_files": coverage_files or [],
                                "python_path": [pytest_path()]}, limits)
         return _counted(outcome.project_suite_result(*self._wait(future, limits), limits))
+
+
+    def run_suite_batch(self, archive: bytes, changes: list[SuiteChange], *, source_roots: list[str] = ("",),
+                        args: list[str], modules: list[str] = (), baseline: list[str] = (),
+                        limits: SandboxLimits | None = None) -> list[SuiteRunResult | None]:
+        """Collects the suite of `args` once, then runs each change's tests with the change made in place (see
+        runtime.suite.ChangeLoop); each change has the whole wall-clock limit. Results in order; None for a change
+        that must run alone (run_suite with its file as the overlay)."""
+        limits = limits or self.limits
+        future = self._submit({"unit": wire.SUITE_BATCH, "archive": base64.b64encode(archive).decode("ascii"),
+                               "changes": [change.model_dump() for change in changes],
+                               "source_roots": list(source_roots), "args": list(args), "modules": list(modules),
+                               "baseline": list(baseline), "python_path": [pytest_path()]}, limits)
+        results = outcome.suite_batch_results(*self._wait(future, limits, len(changes) + 1), limits, len(changes))
+        return [result if result is None else _counted(result) for result in results]
 
 
 def _counted(result):

@@ -60,7 +60,7 @@ class Maximums:
                            "(FLAWFORGE_SANDBOX_MAX_SOURCE_BYTES)")
 
     def errors(self, request: BaseModel) -> list[dict]:
-        """What in an API request (ExecRequest, BatchRequest, TestRunRequest, ValidateTemplateRequest) is
+        """What in an API request (ExecRequest, BatchRequest, TestRunRequest, SuiteBatchExecRequest, ...) is
         above a maximum, as pydantic-style errors located in the body."""
         errors = self.limit_errors(getattr(request, "limits", None), ("body", "limits"))
         for field in SOURCE_FIELDS:
@@ -75,6 +75,14 @@ class Maximums:
             else:
                 errors += [self.source_error(source, ("body", SOURCES_FIELD, index))
                            for index, source in enumerate(variants)]
+        changes = getattr(request, "changes", None)
+        if changes is not None:
+            if len(changes) > self.batch_variants:
+                errors.append(_error(("body", "changes"), f"{len(changes)} changes are above the server's "
+                                     f"maximum of {self.batch_variants} (FLAWFORGE_SANDBOX_MAX_BATCH_VARIANTS)"))
+            else:
+                errors += [self.source_error(change.source, ("body", "changes", index, "source"))
+                           for index, change in enumerate(changes)]
         return [error for error in errors if error is not None]
 
     def check(self, request: BaseModel) -> None:

@@ -5,7 +5,8 @@ is parsed defensively; anything malformed makes the unit `crashed`, never the se
 Every text taken from them is made fit for JSON (a lone surrogate becomes its escape), so
 a result always serialises and parses back.
 A batch unit's report is split into its programs' sections; a program gets its result
-from the batch only where that result cannot depend on having shared the unit.
+from the batch only where that result cannot depend on having shared the unit. A suite batch's
+report is split the same way, into its changes' sections after the collection's lines.
 """
 from __future__ import annotations
 
@@ -280,3 +281,49 @@ def project_suite_result(header: dict, data: bytes, limits) -> SuiteRunResult:
     result = suite_result(header, data, limits, report)
     return SuiteRunResult(**result.model_dump(exclude={"passed", "failed", "errors", "skipped"}),
                           collection_errors=report.collection_errors, coverage=report.coverage)
+
+
+def suite_batch_results(header: dict, data: bytes, limits, count: int) -> list[SuiteRunResult | None]:
+    """Each change's result from a suite batch's report, in order; None where it must run in a unit of its own:
+    the change could not be made in the batch, its section broke off (a limit, a crash), or an earlier change
+    ended the batch. A change the wall clock stopped keeps its timeout (alone, it would also have had to start
+    pytest and collect). The collection's errors belong to every change."""
+    results: list[SuiteRunResult | None] = [None] * count
+    if header.get("failed"):
+        return results
+    lines = data.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith(wire.PROGRAM_MARKER)), len(lines))
+    collection = Report.of_lines(lines[:start])
+    if collection.malformed or collection.tests or collection.done:
+        return results
+    cpu_limit = header.get("cpu_limit_s", 1e9)
+    sections = _sections(data)
+    for index, section in enumerate(sections[:count]):
+        if _frame(section[0]) != ["b", index]:
+            break
+        body, last = section[1:], _frame(section[-1])
+        if last[:1] == ["a"]:
+            continue
+        ended = last[:1] == ["p"]
+        if ended:
+            body = body[:-1]
+            last = _frame(body[-1]) if body else []
+        output = _frame(body[-2]) if len(body) >= 2 else []
+        if last == ["d"] and output[:1] == ["o"]:
+            try:
+                change_header = _program_header(output, cpu_limit)
+            except (ValueError, TypeError):
+                break
+            result = project_suite_result(change_header, b"\n".join(body[:-2] + body[-1:]), limits)
+            if result.outcome == "ok":
+                results[index] = result.model_copy(update={"collection_errors": collection.collection_errors})
+            if ended:
+                break
+        else:
+            if index == len(sections) - 1 and header.get("timed_out"):
+                result = project_suite_result({**header, "cpu_s": 0.0, "wall_s": limits.timeout_s},
+                                              b"\n".join(body), limits)
+                if result.outcome == "timeout":
+                    results[index] = result.model_copy(update={"collection_errors": collection.collection_errors})
+            break
+    return results

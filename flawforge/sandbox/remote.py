@@ -14,7 +14,8 @@ from pydantic import BaseModel
 
 from flawforge.errors import InvalidInput
 from flawforge.proto.sandbox import (BatchRequest, BatchResult, ExecRequest, ExecutionResult, LayerReport,
-                                     SandboxLimits, SuiteExecRequest, SuiteRunResult, TestRunRequest, TestRunResult)
+                                     SandboxLimits, SuiteBatchExecRequest, SuiteBatchResult, SuiteChange,
+                                     SuiteExecRequest, SuiteRunResult, TestRunRequest, TestRunResult)
 from flawforge.sandbox.engine import SandboxUnavailable
 
 # Besides the units' own time: the request's transfer and a wait for a free slot on a busy service.
@@ -101,6 +102,16 @@ class RemoteSandbox:
                                    coverage=coverage_files is not None, coverage_files=coverage_files or [],
                                    limits=limits)
         return self._call("POST", "/sandbox/suite", request, SuiteRunResult, limits.timeout_s + MARGIN_S)
+
+    def run_suite_batch(self, archive: bytes, changes: list[SuiteChange], *, source_roots: list[str] = ("",),
+                        args: list[str], modules: list[str] = (), baseline: list[str] = (),
+                        limits: SandboxLimits | None = None) -> list[SuiteRunResult | None]:
+        limits = limits or self.limits
+        request = SuiteBatchExecRequest(archive=base64.b64encode(archive), changes=changes,
+                                        source_roots=list(source_roots), args=list(args), modules=list(modules),
+                                        baseline=list(baseline), limits=limits)
+        return self._call("POST", "/sandbox/suite-batch", request, SuiteBatchResult,
+                          limits.timeout_s * (1 + len(changes)) + MARGIN_S).results
 
     def close(self) -> None:
         self._client.close()

@@ -9,7 +9,8 @@ import time
 from pydantic import BaseModel
 
 from flawforge.proto.debugging import SUITE_HASH_SEED
-from flawforge.proto.sandbox import BatchRequest, BatchResult, ExecRequest, SuiteExecRequest, TestRunRequest, UnitKind
+from flawforge.proto.sandbox import (BatchRequest, BatchResult, ExecRequest, SuiteBatchExecRequest, SuiteBatchResult,
+                                     SuiteExecRequest, TestRunRequest, UnitKind)
 from flawforge.sandbox import Sandbox
 from flawforge.sandbox.engine import csv_setting, pytest_path
 from flawforge.sandbox.maximums import Maximums
@@ -18,7 +19,8 @@ from flawforge.settings import Settings
 log = logging.getLogger(__name__)
 
 REQUESTS: dict[UnitKind, type[BaseModel]] = {UnitKind.EXEC: ExecRequest, UnitKind.BATCH: BatchRequest,
-                                             UnitKind.TESTS: TestRunRequest, UnitKind.SUITE: SuiteExecRequest}
+                                             UnitKind.TESTS: TestRunRequest, UnitKind.SUITE: SuiteExecRequest,
+                                             UnitKind.SUITE_BATCH: SuiteBatchExecRequest}
 # A unit that ended well this recently shows the sandbox works: readiness need not queue one behind the load.
 READY_WITHIN_S = 10.0
 
@@ -68,7 +70,7 @@ def run_unit(settings: Settings, unit: UnitKind, request: BaseModel) -> BaseMode
     """Runs a request of kind `unit` (a key of REQUESTS) in the process's sandbox; the result is the matching
     result model. A request above the server's maximums raises AboveMaximum, before anything runs."""
     Maximums.from_settings(settings).check(request)
-    sandbox = sandbox_for(settings, suites=unit == UnitKind.SUITE)
+    sandbox = sandbox_for(settings, suites=unit in (UnitKind.SUITE, UnitKind.SUITE_BATCH))
     if unit == UnitKind.EXEC:
         return sandbox.execute(request.source, request.call, trace=request.trace, limits=request.limits)
     if unit == UnitKind.BATCH:
@@ -78,4 +80,8 @@ def run_unit(settings: Settings, unit: UnitKind, request: BaseModel) -> BaseMode
         return sandbox.run_suite(request.archive, request.overlay, source_roots=request.source_roots, args=request.args,
                                  coverage_files=request.coverage_files if request.coverage else None,
                                  limits=request.limits)
+    if unit == UnitKind.SUITE_BATCH:
+        return SuiteBatchResult(results=sandbox.run_suite_batch(
+            request.archive, request.changes, source_roots=request.source_roots, args=request.args,
+            modules=request.modules, baseline=request.baseline, limits=request.limits))
     return sandbox.run_tests(request.module_source, request.test_source, request.module_name, limits=request.limits)

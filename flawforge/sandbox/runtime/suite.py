@@ -8,13 +8,21 @@ message] when it ends, ["ce", id, message] for a file that fails to collect. Wit
 `coverage`, ["cv", id, [keys]] names the project functions each test executed ("path::qualname";
 id "" holds what ran outside any test, e.g. at import; "<shared fixtures>" marks a test that uses a
 fixture wider than itself), for choosing the tests a change can affect.
+
+A `suite_batch` unit collects the suite once, then runs each of several changes to one function in
+turn (see run_suite_batch): pytest's start and the collection are paid once per batch, not once
+per change.
 """
 import base64
 import builtins
+import functools
 import io
 import os
+import resource
 import sys
 import tarfile
+import time
+import types
 
 from flawforge.sandbox.runtime import policy
 
@@ -193,3 +201,237 @@ def run_suite(request: dict, send) -> None:
     if coverage is not None:
         for test_id, keys in sorted(coverage.by_test.items()):
             send(["cv", test_id, sorted(keys)], False)
+
+
+# Attributes that lead from what a module or class holds to the function it wraps.
+WRAPPED = ("__wrapped__", "__func__", "fget", "fset", "fdel", "func")
+
+
+class CodeSwap:
+    """One change to one function, made to the collected library in place: the function object's code is
+    replaced (every reference to the function sees it, as after importing the changed file) and the changed
+    file is on disk meanwhile, so tracebacks quote the changed lines. The host sends only changes whose
+    file differs from the clean one in that function's body alone (flawforge.debugging.candidates)."""
+
+    def __init__(self, root: str, change: dict):
+        self.path = os.path.join(root, change["path"])
+        self.qualname, self.source = change["qualname"], change["source"]
+        self.function = None
+
+    def apply(self):
+        """None when the change is made, else why it cannot be made in this unit."""
+        module = next((m for m in list(sys.modules.values())
+                       if isinstance(getattr(m, "__file__", None), str) and m.__file__ == self.path), None)
+        if module is None:
+            return f"{self.path} was not imported by the collected tests"
+        self.function = _function_in(module, self.qualname, self.path)
+        if self.function is None:
+            return f"{self.qualname} is not reachable from its module"
+        try:
+            code = compile(self.source, self.path, "exec", dont_inherit=True)
+        except (SyntaxError, ValueError) as exc:
+            return f"the changed file does not compile: {exc}"
+        found = [c for c in _code_objects(code) if c.co_qualname == self.qualname]
+        if len(found) != 1 or found[0].co_freevars != self.function.__code__.co_freevars:
+            return f"the changed {self.qualname} does not fit the live function"
+        self.clean_code, self.clean_text = self.function.__code__, _read(self.path)
+        _write(self.path, self.source)
+        self.function.__code__ = found[0]
+        return None
+
+    def restore(self) -> None:
+        self.function.__code__ = self.clean_code
+        _write(self.path, self.clean_text)
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8") as source:
+        return source.read()
+
+
+def _write(path: str, text: str) -> None:
+    import linecache
+
+    with open(path, "w", encoding="utf-8") as out:
+        out.write(text)
+    linecache.cache.pop(path, None)
+
+
+def _code_objects(code):
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _code_objects(const)
+
+
+def _function_in(module, qualname: str, path: str):
+    """The live function `qualname` of `module`: through the namespaces the qualname names, then through what
+    decorators wrap (functools.wraps, staticmethod, classmethod, property, partial-like objects)."""
+    holder = module
+    for part in qualname.split("."):
+        if isinstance(holder, type) and part.startswith("__") and not part.endswith("__"):
+            part = f"_{holder.__name__.lstrip('_')}{part}"  # a private method's name, as the class stores it
+        try:
+            holder = vars(holder)[part]
+        except (KeyError, TypeError):
+            return None
+    seen, frontier = set(), [holder]
+    for _ in range(4):
+        following = []
+        for obj in frontier:
+            if id(obj) in seen:
+                continue
+            seen.add(id(obj))
+            code = getattr(obj, "__code__", None) if isinstance(obj, types.FunctionType) else None
+            if code is not None and code.co_qualname == qualname and code.co_filename == path:
+                return obj
+            following += [getattr(obj, name, None) for name in WRAPPED]
+        frontier = [obj for obj in following if obj is not None]
+    return None
+
+
+def library_modules(root: str, paths: list) -> list:
+    files = {os.path.join(root, path) for path in paths}
+    return [m for m in list(sys.modules.values()) if getattr(m, "__file__", None) in files]
+
+
+def clear_caches(modules: list) -> None:
+    """functools caches of the library's functions and methods: a result cached from one change's code must not
+    answer the next change's tests."""
+    for module in modules:
+        for value in list(vars(module).values()):
+            members = list(vars(value).values()) if isinstance(value, type) else []
+            for member in [value, *members]:
+                if isinstance(member, functools._lru_cache_wrapper):
+                    member.cache_clear()
+
+
+# What the interpreter keeps in a module or class on its own account (the warnings filter's record, copyreg's
+# cache of slot names): not the library's state.
+BOOKKEEPING = frozenset({"__warningregistry__", "__slotnames__"})
+_MISSING = object()
+
+
+class LibraryState:
+    """The library's module and class namespaces as they were after collection, which is where a unit of its own
+    starts its tests from, put back after each change: rebound names get their object back, added names go (but
+    submodules, which an import adds), and the containers they hold (caches, registries) their collected
+    contents. An object's own attributes and nested containers are not put back: the batch's other check is
+    that the tests a change failed pass again once it is taken back."""
+
+    def __init__(self, modules: list):
+        self.saved = []
+        for module in modules:
+            self._save(module)
+            for value in list(vars(module).values()):
+                if isinstance(value, type) and value.__module__ == module.__name__:
+                    self._save(value)
+
+    def _save(self, owner) -> None:
+        self.saved.append((owner, {name: (value, _contents(value)) for name, value in list(vars(owner).items())
+                                   if name not in BOOKKEEPING}))
+
+    def restore(self) -> None:
+        for owner, names in self.saved:
+            current = vars(owner)
+            for name in [n for n, v in list(current.items())
+                         if n not in names and n not in BOOKKEEPING and not isinstance(v, types.ModuleType)]:
+                delattr(owner, name)
+            for name, (value, contents) in names.items():
+                if current.get(name, _MISSING) is not value:
+                    setattr(owner, name, value)
+                if contents is not None:
+                    _put_back(value, contents)
+
+
+def _contents(value):
+    if isinstance(value, dict):
+        return dict(value)
+    if isinstance(value, (list, set)):
+        return type(value).__mro__[-2](value)  # list or set, whatever the subclass
+    return None
+
+
+def _put_back(container, contents) -> None:
+    if isinstance(container, list):
+        container[:] = contents
+    else:
+        container.clear()
+        container.update(contents)
+
+
+def _selected(nodeid: str, tests: set) -> bool:
+    """The test is one of `tests`, or in a file, class or folder they name."""
+    return nodeid in tests or any(nodeid.startswith(test + "::") or nodeid.startswith(test.rstrip("/") + "/")
+                                  for test in tests)
+
+
+class ChangeLoop:
+    """The pytest plugin of a suite batch: after collection, each change in turn, as a section of the report:
+    ["b", index]; the selected tests, reported as in a suite unit; ["o", "", 0, "", 0, cpu_s, wall_s,
+    max_rss_kb] and ["d"]. ["a", why] instead when the change cannot be made here. After its tests the change is
+    taken back, the library's namespaces are put back (LibraryState) and the baseline tests the change failed run
+    again: each must pass, or its failure may have come from an earlier run rather than the change (a test
+    whose parameters work once, state the namespaces do not show). Then ["p", why] ends the section before its
+    ["o"] and the batch with it: that change and the later ones run in units of their own."""
+
+    def __init__(self, channel, reporter: Reporter, root: str, request: dict):
+        self.channel, self.reporter, self.root, self.request = channel, reporter, root, request
+
+    def pytest_runtestloop(self, session):
+        from _pytest.runner import runtestprotocol
+
+        baseline = set(self.request.get("baseline", []))
+        modules = library_modules(self.root, self.request.get("modules", []))
+        collected = LibraryState(modules)
+        for index, change in enumerate(self.request["changes"]):
+            self.channel.section = 0
+            self.channel.send(["b", index], flush=True)
+            started, usage = time.monotonic(), resource.getrusage(resource.RUSAGE_SELF)
+            swap = CodeSwap(self.root, change)
+            why = swap.apply()
+            if why is not None:
+                self.channel.send(["a", why])
+                continue
+            clear_caches(modules)
+            tests = set(change["tests"])
+            items = [item for item in session.items if _selected(item.nodeid, tests)]
+            self.reporter.outcomes.clear()
+            for position, item in enumerate(items):
+                following = items[position + 1] if position + 1 < len(items) else None
+                item.config.hook.pytest_runtest_protocol(item=item, nextitem=following)
+            failed = {test for test, (outcome, _) in self.reporter.outcomes.items()
+                      if outcome in ("failed", "error") and test in baseline}
+            swap.restore()
+            collected.restore()
+            clear_caches(modules)
+            rerun = [item for item in items if item.nodeid in failed]
+            leak = None
+            for position, item in enumerate(rerun):
+                following = rerun[position + 1] if position + 1 < len(rerun) else None
+                if any(report.failed for report in runtestprotocol(item, log=False, nextitem=following)):
+                    leak = leak or f"{item.nodeid} still fails after the change was taken back"
+            collected.restore()
+            clear_caches(modules)
+            if leak is not None:  # the change's failures cannot be told from what earlier runs left: it runs alone
+                self.channel.send(["p", leak], flush=True)
+                break
+            now = resource.getrusage(resource.RUSAGE_SELF)
+            self.channel.send(["o", "", 0, "", 0, now.ru_utime + now.ru_stime - usage.ru_utime - usage.ru_stime,
+                               time.monotonic() - started, now.ru_maxrss])
+            self.channel.send(["d"], flush=True)
+        return True
+
+
+def run_suite_batch(request: dict, channel) -> None:
+    """Runs in the unit's work dir: the project, its suite collected once (`args`), then each change of
+    `changes` ({path, qualname, source, tests}) as ChangeLoop describes."""
+    import pytest
+
+    root = os.getcwd()
+    _extract(base64.b64decode(request["archive"]), root)
+    sys.path[:0] = [os.path.join(root, p) if p else root for p in request.get("source_roots", [""])]
+    reporter = Reporter(lambda frame, flush: channel.send(frame, flush=flush), None)
+    loop = ChangeLoop(channel, reporter, root, request)
+    pytest.main(BASE_ARGS + ["--no-summary", "--rootdir", root] + list(request.get("args", [])),
+                plugins=[reporter, loop])

@@ -385,8 +385,9 @@ def run(request: dict, interpreter: Interpreter, read_roots: list[str], audit: b
     """The unit's whole life after the fork; never returns. read_roots and the work dir (the
     current directory) are real paths."""
     status = 0
-    batch = request["unit"] == wire.BATCH
+    batch = wire.sections_of(request) > 0
     channel = Channel(RESULT_FD, request["limits"]["result_bytes"] if batch else None)
+    suite_unit = request["unit"] in (wire.SUITE, wire.SUITE_BATCH)
     forbidden: list[str] = []
 
     def report(event: str, reason: str) -> None:
@@ -395,7 +396,7 @@ def run(request: dict, interpreter: Interpreter, read_roots: list[str], audit: b
 
     try:
         interpreter.reset()
-        if request["unit"] == wire.SUITE:  # pytest is ours: imported before the audit hook judges the project
+        if suite_unit:  # pytest is ours: imported before the audit hook judges the project
             suite.import_pytest(request)
         if audit:
             policy.install(policy.Paths(os.getcwd(), read_roots), report)
@@ -403,6 +404,8 @@ def run(request: dict, interpreter: Interpreter, read_roots: list[str], audit: b
             run_tests(request, channel)
         elif request["unit"] == wire.SUITE:
             suite.run_suite(request, lambda frame, flush: channel.send(frame, flush=flush))
+        elif request["unit"] == wire.SUITE_BATCH:
+            suite.run_suite_batch(request, channel)
         else:
             run_programs(request, channel, forbidden)
         _flush_streams()

@@ -409,8 +409,8 @@ class Server:
     # --- one unit --------------------------------------------------------------------------
     def _start(self, request: dict) -> None:
         limits = request["limits"]
-        batch = request["unit"] == wire.BATCH
-        programs = len(request["sources"]) if batch else 1
+        sections = wire.sections_of(request)
+        programs = max(1, sections)
         slot = self.free_slots.pop()
         opened: list[int] = []
         workdir = None
@@ -435,7 +435,7 @@ class Server:
         u = Unit(id=request["id"], pid=pid, slot=slot, workdir=workdir, pipe=read_fd, out=out, err=err,
                  started=started, deadline=started + limits["timeout_s"], timeout=limits["timeout_s"],
                  result_cap=limits["result_bytes"] * programs, output_cap=limits["output_bytes"],
-                 cpu_limit=self._cpu_limit(limits), programs=programs if batch else 0)
+                 cpu_limit=self._cpu_limit(limits), programs=sections)
         self.units[pid] = u
         self.by_pipe[read_fd] = u
         self.selector.register(read_fd, selectors.EVENT_READ)
