@@ -71,3 +71,94 @@ def test_collection_errors_and_timeouts_are_reported(sandbox):
     slow = sandbox.run_suite(archive(), {"pkg/calc.py": looping}, args=["tests"],
                              limits=LIMITS.model_copy(update={"timeout_s": 5}))
     assert slow.outcome == "timeout"
+
+
+# A library with state between tests: a module-level memo, a functools cache, and a parameter that works once.
+STATEFUL = {
+    "lib-1.0/lib/__init__.py": "",
+    "lib-1.0/lib/core.py": ("import functools\n\n_MEMO = {}\n\n\ndef double(x):\n    if x not in _MEMO:\n"
+                            "        _MEMO[x] = x * 2\n    return _MEMO[x]\n\n\n@functools.lru_cache(maxsize=None)\n"
+                            "def square(x):\n    return x * x\n\n\ndef add(a, b):\n    return a + b\n\n\n"
+                            "class Box:\n    def size(self):\n        return 1\n\n    def __secret(self):\n"
+                            "        return 2\n\n    def reveal(self):\n        return self.__secret()\n"),
+    "lib-1.0/tests/test_core.py": ("import contextlib\n\nimport pytest\n\nfrom lib.core import Box, add, double, square\n\n\n"
+                                   "@contextlib.contextmanager\ndef once():\n    yield\n\n\n"
+                                   "def test_double():\n    assert double(3) == 6\n\n\n"
+                                   "def test_square():\n    assert square(4) == 16\n\n\n"
+                                   "@pytest.mark.parametrize('context', [once()])\n"
+                                   "def test_add_once(context):\n    with context:\n        assert add(2, 2) == 4\n\n\n"
+                                   "def test_box():\n    assert Box().size() == 1 and Box().reveal() == 2\n"),
+}
+CORE = STATEFUL["lib-1.0/lib/core.py"]
+STATEFUL_TESTS = [f"tests/test_core.py::{name}" for name in ("test_double", "test_square", "test_add_once[context0]",
+                                                               "test_box")]
+
+
+def stateful_archive() -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, text in STATEFUL.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def change(qualname: str, old: str, new: str, tests=("tests/test_core.py",)):
+    from flawforge.proto.sandbox import SuiteChange
+
+    assert old in CORE
+    return SuiteChange(path="lib/core.py", qualname=qualname, source=CORE.replace(old, new), tests=list(tests))
+
+
+def batch(sandbox, changes, timeout_s: float = 60):
+    return sandbox.run_suite_batch(stateful_archive(), changes, args=["tests"], modules=["lib/core.py"],
+                                   baseline=STATEFUL_TESTS, limits=LIMITS.model_copy(update={"timeout_s": timeout_s}))
+
+
+def test_each_change_of_a_suite_batch_gets_what_a_unit_of_its_own_gets(sandbox):
+    """Outcomes and failure texts (with the changed file's lines in tracebacks) as in a unit of its own."""
+    from flawforge.debugging.verdict import normalized
+
+    changes = [change("double", "x * 2", "x * 3", ["tests/test_core.py::test_double"]),
+               change("square", "x * x", "x + x", ["tests/test_core.py::test_square", "tests/test_core.py::test_box"]),
+               change("Box.size", "return 1", "return 1 // 0", ["tests/test_core.py::test_box"]),
+               change("Box.__secret", "return 2", "return 3", ["tests/test_core.py::test_box"])]
+    results = batch(sandbox, changes)
+    for one, result in zip(changes, results):
+        alone = sandbox.run_suite(stateful_archive(), {one.path: one.source}, args=one.tests, limits=LIMITS)
+        assert result is not None and outcomes(result) == outcomes(alone), one.qualname
+        assert [normalized(t.message) for t in result.tests] == [normalized(t.message) for t in alone.tests]
+    assert outcomes(results[0]) == {"tests/test_core.py::test_double": "failed"}
+    assert "assert 9 == 6" in results[0].tests[0].message
+    assert 'lib/core.py", line 23, in size\n    return 1 // 0\n' in results[2].tests[0].message
+    assert outcomes(results[1]) == {"tests/test_core.py::test_square": "failed", "tests/test_core.py::test_box": "passed"}
+
+
+def test_a_batch_puts_the_librarys_caches_back_between_changes(sandbox):
+    """The first change fills the module's memo and the functools cache with wrong values; the second change's
+    tests see them as a unit of its own would (empty), and a wrong change is not hidden by a cached right value."""
+    changes = [change("double", "_MEMO[x] = x * 2", "_MEMO[x] = x * 5"),
+               change("square", "x * x", "x * x + 1", ["tests/test_core.py::test_square"]),
+               change("add", "a + b", "a - b", ["tests/test_core.py::test_double", "tests/test_core.py::test_square"]),
+               change("square", "x * x", "x * x - 1", ["tests/test_core.py::test_square"])]
+    first, second, third, fourth = batch(sandbox, changes)
+    assert outcomes(first)["tests/test_core.py::test_double"] == "failed"
+    assert outcomes(second) == {"tests/test_core.py::test_square": "failed"}
+    assert outcomes(third) == {"tests/test_core.py::test_double": "passed", "tests/test_core.py::test_square": "passed"}
+    assert outcomes(fourth) == {"tests/test_core.py::test_square": "failed"}
+
+
+def test_a_change_whose_failure_may_come_from_an_earlier_run_is_handed_back(sandbox):
+    """test_add_once's parameter works once: after the change is taken back the test still fails, so neither that
+    change's result nor any later one's is trusted; both run alone. A change the unit cannot make is handed back
+    too, and the batch goes on; a change that loops is a timeout and ends the batch."""
+    unreachable = change("missing", "return 1", "return 5", ["tests/test_core.py::test_box"])
+    breaks_add = change("add", "a + b", "a * b + 1", ["tests/test_core.py::test_add_once"])
+    after = change("double", "x * 2", "x * 3", ["tests/test_core.py::test_double"])
+    loops = change("square", "return x * x", "while True:\n        pass", ["tests/test_core.py::test_square"])
+    assert batch(sandbox, [unreachable, breaks_add, after]) == [None, None, None]
+    made, looped, never = batch(sandbox, [after, loops, after], timeout_s=3)
+    assert outcomes(made) == {"tests/test_core.py::test_double": "failed"}
+    assert looped.outcome == "timeout" and never is None

@@ -125,6 +125,23 @@ def test_a_projects_suite_runs_in_the_trace_executor(served, tmp_path):
     assert fixed.coverage["test_mod.py::test_ok"] == ["mod.py::double"]
 
 
+def test_a_suite_batch_runs_in_the_trace_executor(served, tmp_path):
+    from flawforge.proto.sandbox import SuiteChange
+
+    archive = project_archive({"mod.py": "def double(x):\n    return 2 * x\n",
+                               "test_mod.py": "from mod import double\n\ndef test_ok():\n    assert double(2) == 4\n"})
+    changes = [SuiteChange(path="mod.py", qualname="double", source="def double(x):\n    return 3 * x\n",
+                           tests=["test_mod.py"]),
+               SuiteChange(path="mod.py", qualname="nosuch", source="def double(x):\n    return 2 * x\n",
+                           tests=["test_mod.py"])]
+    with Sandbox.from_settings(served.client_settings(tmp_path)) as remote:
+        broken, not_made = remote.run_suite_batch(archive, changes, args=["test_mod.py"], modules=["mod.py"],
+                                                  baseline=["test_mod.py::test_ok"])
+    assert {t.name: t.outcome for t in broken.tests} == {"test_mod.py::test_ok": "failed"}
+    assert "assert 6 == 4" in broken.tests[0].message
+    assert not_made is None
+
+
 def test_a_remote_sandbox_that_cannot_be_used_is_unavailable(served, tmp_path):
     with pytest.raises(SandboxUnavailable, match="answered 401"):
         Sandbox.from_settings(served.client_settings(tmp_path).model_copy(update={"token": "wrong"}))

@@ -114,6 +114,12 @@ def test_results_of_any_value_parse_back(client):
      ["body", "variants", 1], "MAX_SOURCE_BYTES"),
     ("/sandbox/batch", {"original": "x = 1", "variants": ["x = 2"] * 10_001}, ["body", "variants"],
      "MAX_BATCH_VARIANTS"),
+    ("/sandbox/suite-batch", {"archive": "", "args": ["tests"], "changes": [
+        {"path": "m.py", "qualname": "f", "source": "x = 1\n", "tests": ["tests"]}] * 10_001}, ["body", "changes"],
+     "MAX_BATCH_VARIANTS"),
+    ("/sandbox/suite-batch", {"archive": "", "args": ["tests"], "changes": [
+        {"path": "m.py", "qualname": "f", "source": "x = 1\n" * 200_000, "tests": ["tests"]}]},
+     ["body", "changes", 0, "source"], "MAX_SOURCE_BYTES"),
 ])
 def test_requests_above_the_servers_maximums_are_refused_naming_the_limit(client, path, body, loc, setting):
     """The defaults: 30 s, 1 GiB, 64 MiB of work dir, 1 MiB of source, 10,000 variants."""

@@ -361,8 +361,9 @@ def _put_back(container, contents) -> None:
 
 
 def _selected(nodeid: str, tests: set) -> bool:
-    """The test is one of `tests`, or in a file, class or folder they name."""
-    return nodeid in tests or any(nodeid.startswith(test + "::") or nodeid.startswith(test.rstrip("/") + "/")
+    """The test is one of `tests`, a parametrization of one, or in a file, class or folder they name (what pytest
+    runs when given them)."""
+    return nodeid in tests or any(nodeid.startswith((test + "::", test + "[", test.rstrip("/") + "/"))
                                   for test in tests)
 
 
