@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
+from itertools import accumulate
 from typing import ClassVar, Iterable
 
 
@@ -49,6 +51,16 @@ class Site:
     @property
     def is_class(self) -> bool:
         return isinstance(self.node, ast.ClassDef)
+
+    @cached_property
+    def nodes(self) -> list[ast.AST]:
+        """Every node inside the site, in ast.walk's order: walked once, however many modifiers look."""
+        return list(ast.walk(self.node))
+
+    @cached_property
+    def statement_lists(self) -> list[tuple[ast.AST, str, list[ast.stmt]]]:
+        """statements_of(self.node), computed once."""
+        return list(statements_of(self.node))
 
     def segment(self, node: ast.AST) -> str:
         """The exact source text of a node."""
@@ -116,12 +128,24 @@ def sites_of(path: str, source: str) -> list[Site]:
 
 def apply_edits(source: str, edits: Iterable[TextEdit]) -> str:
     """The source with non-overlapping edits applied."""
-    lines = source.splitlines(keepends=True)
+    lines, starts = _lines_of(source)
+    pieces, end = [], len(source)
     for edit in sorted(edits, key=lambda e: (e.start_line, e.start_col), reverse=True):
-        head = "".join(lines[:edit.start_line - 1]) + _cols(lines[edit.start_line - 1], 0, edit.start_col)
-        tail = _cols(lines[edit.end_line - 1], edit.end_col, None) + "".join(lines[edit.end_line:])
-        lines = (head + edit.text + tail).splitlines(keepends=True)
-    return "".join(lines)
+        first, last = lines[edit.start_line - 1], lines[edit.end_line - 1]
+        begin = starts[edit.start_line - 1] + len(_cols(first, 0, edit.start_col))
+        stop = starts[edit.end_line] - len(_cols(last, edit.end_col, None))
+        pieces += [source[stop:end], edit.text]
+        end = begin
+    pieces.append(source[:end])
+    return "".join(reversed(pieces))
+
+
+@lru_cache(maxsize=4)
+def _lines_of(source: str) -> tuple[list[str], list[int]]:
+    """A module's lines and where each starts: every candidate of the module is cut from them (the module's
+    text is hashed once, so the cache costs no pass over it)."""
+    lines = source.splitlines(keepends=True)
+    return lines, [0, *accumulate(len(line) for line in lines)]
 
 
 def replace_node(site: Site, node: ast.AST, new: ast.AST | str) -> TextEdit:

@@ -21,7 +21,7 @@ class InvertOperator(BugModifier):
     explanation = "An operator is inverted (mutmut's table: + and -, * and /, < and <=, == and !=, and and or, ...)."
 
     def modify(self, site: Site) -> Iterable[Bug]:
-        for node in ast.walk(site.node):
+        for node in site.nodes:
             if isinstance(node, ast.BinOp) or (isinstance(node, ast.Compare) and len(node.ops) == 1):
                 old = type(node.op if isinstance(node, ast.BinOp) else node.ops[0])
                 new = INVERTED.get(old)
@@ -51,9 +51,9 @@ class NumericPerturbation(BugModifier):
     explanation = "A number literal is off by one."
 
     def modify(self, site: Site) -> Iterable[Bug]:
-        negated = {id(n.operand) for n in ast.walk(site.node) if isinstance(n, ast.UnaryOp)
+        negated = {id(n.operand) for n in site.nodes if isinstance(n, ast.UnaryOp)
                    and isinstance(n.op, ast.USub)}
-        for node in ast.walk(site.node):
+        for node in site.nodes:
             if _number(node) and id(node) not in negated:
                 for delta in (1, -1):
                     new = _shifted(node.value, delta)

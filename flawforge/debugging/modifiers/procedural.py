@@ -9,7 +9,7 @@ import ast
 from typing import Iterable
 
 from flawforge.debugging.modifiers.base import (Bug, BugModifier, Site, TextEdit, block_text, replace_node,
-                                                replace_statements, statement_lines, statements_of)
+                                                replace_statements, statement_lines)
 
 METHODS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
@@ -41,7 +41,7 @@ def _own_line(site: Site, statement: ast.stmt) -> bool:
 
 
 def _removable(site: Site, kinds: tuple[type, ...]) -> Iterable[tuple[list[ast.stmt], int, ast.stmt]]:
-    for _, _, body in statements_of(site.node):
+    for _, _, body in site.statement_lists:
         for index, statement in enumerate(body):
             if isinstance(statement, kinds) and _own_line(site, statement) and not _starts_with(site, statement, "elif"):
                 yield body, index, statement
@@ -116,7 +116,7 @@ class ControlInvertIf(BugModifier):
     min_complexity = 5
 
     def modify(self, site: Site) -> Iterable[Bug]:
-        for node in ast.walk(site.node):
+        for node in site.nodes:
             if not (isinstance(node, ast.If) and node.orelse and _own_line(site, node)) \
                     or _starts_with(site, node, "elif") or node.body[0].lineno == node.lineno:
                 continue
@@ -135,7 +135,7 @@ class ControlShuffle(BugModifier):
     max_complexity = 10
 
     def modify(self, site: Site) -> Iterable[Bug]:
-        for _, _, body in statements_of(site.node):
+        for _, _, body in site.statement_lists:
             for first, second in zip(body, body[1:]):
                 if _is_docstring(first) or not (_own_line(site, first) and _own_line(site, second)) \
                         or isinstance(second, (ast.Return, ast.Raise)) or site.indent_of(first) != site.indent_of(second):
@@ -201,7 +201,7 @@ class OperatorBreakChains(BugModifier):
     explanation = "A term of a chained operation is left out."
 
     def modify(self, site: Site) -> Iterable[Bug]:
-        for node in ast.walk(site.node):
+        for node in site.nodes:
             if isinstance(node, ast.BinOp) and isinstance(node.left, ast.BinOp):
                 shorter = ast.BinOp(left=node.left.left, op=node.op, right=node.right)
                 yield Bug((replace_node(site, node, shorter),),
@@ -235,7 +235,7 @@ class OperatorChangeConstant(BugModifier):
     explanation = "A constant in a calculation or comparison is off by one."
 
     def modify(self, site: Site) -> Iterable[Bug]:
-        for node in ast.walk(site.node):
+        for node in site.nodes:
             operands = ([node.left, node.right] if isinstance(node, ast.BinOp)
                         else [node.left, *node.comparators] if isinstance(node, ast.Compare) else [])
             for operand in operands:
@@ -268,7 +268,7 @@ class OperatorChange(BugModifier):
     explanation = "An operator is replaced by another of its kind."
 
     def modify(self, site: Site) -> Iterable[Bug]:
-        for node in ast.walk(site.node):
+        for node in site.nodes:
             if isinstance(node, ast.BinOp):
                 family = ARITHMETIC if isinstance(node.op, ARITHMETIC) else BITWISE
             elif isinstance(node, ast.Compare) and len(node.ops) == 1:
@@ -287,7 +287,7 @@ class OperatorSwap(BugModifier):
     explanation = "The operands of an operation or comparison are swapped."
 
     def modify(self, site: Site) -> Iterable[Bug]:
-        for node in ast.walk(site.node):
+        for node in site.nodes:
             if isinstance(node, ast.BinOp) and not isinstance(node.op, (ast.Mult, ast.BitAnd, ast.BitOr,
                                                                            ast.BitXor)):
                 swapped = ast.BinOp(left=node.right, op=node.op, right=node.left)
