@@ -184,7 +184,9 @@ class SuiteChange(Model):
     path: str = Field(description="Project-relative path of the changed file.")
     qualname: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$",
                           description="The changed function (a method: 'Class.method').")
-    source: str = Field(description="The file's new text; it differs from the clean file in that function's body.")
+    source: str = Field(description="The file's new text: it differs from the clean file in that function's body, "
+                                    "or (removal) in not defining that method.")
+    removal: bool = Field(False, description="The change removes the method `qualname` from its class.")
     tests: list[str] = Field(min_length=1, max_length=10_000, description="Test files or node ids to run.")
 
 
@@ -208,9 +210,10 @@ class SuiteBatchExecRequest(SuiteBatchOptions):
 
 
 class SuiteBatchResult(Model):
-    results: list[SuiteRunResult | None] = Field(description="Each change's result, in order; null for a change "
-                                                             "that must run in a unit of its own (POST /sandbox/suite "
-                                                             "with the change as overlay).")
+    results: list[SuiteRunResult | None] = Field(description="The result of each change the batch reached, in "
+                                                             "order; null for a change that must run in a unit of its "
+                                                             "own (POST /sandbox/suite with the change as overlay). "
+                                                             "Changes after the last result were not reached.")
 
 
 class LayerReport(Model):

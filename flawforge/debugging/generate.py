@@ -4,12 +4,12 @@ The clean suite runs twice (the first time with coverage); tests whose outcomes 
 flaky and left out, the rest that passed both times are the baseline. Candidates come from
 the modifiers over the library's modules; only candidates in code some test executes are
 eligible; `per_library` of them are chosen with the seed and each runs the test files that
-can notice it (see verdict). A candidate that changes only a function's body, in a function
-that does not run at import, runs in a suite batch: the suite collected once per batch, the
-function's code replaced in place (one batch per worker); the others, and any change a batch
-hands back, run in a unit of their own with the changed file written over the project. Runs
-go out concurrently; results are put in candidate order, so the output does not depend on
-which finished first.
+can notice it (see verdict). A candidate that changes only a function's body, or removes a
+method, in code that does not run at import, runs in a suite batch: the suite collected once
+per batch, the function's code replaced (the method deleted) in place, one batch per worker;
+the others, and any change a batch hands back, run in a unit of their own with the changed
+file written over the project. Runs go out concurrently; results are put in candidate order,
+so the output does not depend on which finished first.
 """
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ import ast
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
-from flawforge.debugging.candidates import Candidate, body_only_change, candidates_of, changes_code, choose
+from flawforge.debugging.candidates import (Candidate, body_only_change, candidates_of, changes_code, choose,
+                                            member_removal, parsed)
 from flawforge.debugging.layout import ProjectLayout, layout_of, name_and_version, read_archive
 from flawforge.debugging.patches import instance_id, unified_diff
 from flawforge.debugging.verdict import covered, judge, runs_at_import, test_file, tests_to_run
@@ -84,9 +85,8 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
     candidates = candidates_of(modules, modifiers)
     result.candidates_total = len(candidates)
     coverage = first.coverage
-    trees = {path: _tree(source) for path, source in modules.items()}
     chosen = choose(candidates, per_library, seed, f"{name}-{version}",
-                    lambda c: covered(coverage, c.path, c.qualname) and changes_code(c, trees[c.path]))
+                    lambda c: covered(coverage, c.path, c.qualname) and changes_code(c, modules[c.path]))
     if not chosen:
         result.rejects.append(BugReject(source=name, version=version, reason="no_candidates",
                                         detail=f"{len(candidates)} candidates, none in code the tests execute"))
@@ -102,26 +102,27 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
                                 args=args[candidate], limits=limits)
 
     def batch(group: list[Candidate]) -> dict[Candidate, SuiteRunResult]:
-        """The group's runs, in suite batches: a change the batch hands back runs alone (the first one of a batch's
-        tail, which ended it) or in the next batch (the rest of the tail)."""
+        """The group's runs, in suite batches: a change a batch hands back runs alone, the changes after the one
+        that ended a batch go to the next; if a batch reaches none (its collection failed), all run alone."""
         runs: dict[Candidate, SuiteRunResult] = {}
         pending = group
         while pending:
             results = runner.run_suite_batch(
-                archive, [SuiteChange(path=c.path, qualname=c.qualname, source=c.buggy_source, tests=args[c])
-                          for c in pending],
+                archive, [SuiteChange(path=c.path, qualname=c.qualname, source=c.buggy_source, tests=args[c],
+                                      removal=c in removals) for c in pending],
                 source_roots=layout.source_roots, args=sorted({test_file(t) for c in pending for t in args[c]}),
                 modules=list(layout.modules), baseline=baseline.passing, limits=limits)
-            last = max((i for i, run in enumerate(results) if run is not None), default=-1)
-            for i, (candidate, run) in enumerate(zip(pending, results)):
-                if run is not None or i <= last + 1:
-                    runs[candidate] = run if run is not None else alone(candidate)
-            pending = pending[last + 2:]
+            reached = len(results) or len(pending)
+            for candidate, run in zip(pending[:reached], results or [None] * reached):
+                runs[candidate] = run if run is not None else alone(candidate)
+            pending = pending[reached:]
         return runs
 
-    batchable = [c for c in chosen if c.qualname not in class_names[c.path]
-                 and not runs_at_import(coverage, c.path, c.qualname)
-                 and body_only_change(modules[c.path], c.buggy_source, c.qualname)]
+    in_place = [c for c in chosen if c.qualname not in class_names[c.path] and not runs_at_import(coverage, c.path,
+                                                                                               c.qualname)]
+    removals = {c for c in in_place if member_removal(modules[c.path], c.buggy_source, c.qualname)}
+    batchable = [c for c in in_place
+                 if c in removals or body_only_change(modules[c.path], c.buggy_source, c.qualname)]
     others = [c for c in chosen if c not in set(batchable)]
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         batches = [pool.submit(batch, batchable[start::concurrency]) for start in range(concurrency)]
@@ -142,17 +143,11 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
     return result
 
 
-def _tree(source: str) -> str | None:
-    try:
-        return ast.dump(ast.parse(source))
-    except (SyntaxError, ValueError, RecursionError):
-        return None
-
-
 def _class_names(source: str) -> set[str]:
-    from flawforge.debugging.modifiers import sites_of
+    from flawforge.debugging.modifiers import definitions
 
-    return {site.qualname for site in sites_of("", source) if site.is_class}
+    tree = parsed(source)
+    return {name for name, node in definitions(tree) if isinstance(node, ast.ClassDef)} if tree is not None else set()
 
 
 def validate_scenario(runner: SuiteRunner, archive: bytes, source: str, module_path: str,

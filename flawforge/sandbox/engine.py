@@ -505,8 +505,9 @@ class Sandbox:
                         args: list[str], modules: list[str] = (), baseline: list[str] = (),
                         limits: SandboxLimits | None = None) -> list[SuiteRunResult | None]:
         """Collects the suite of `args` once, then runs each change's tests with the change made in place (see
-        runtime.suite.ChangeLoop); each change has the whole wall-clock limit. Results in order; None for a change
-        that must run alone (run_suite with its file as the overlay)."""
+        runtime.suite.ChangeLoop); each change has the whole wall-clock limit. The results of the changes the
+        batch reached, in order (outcome.suite_batch_results): None for one that must run alone (run_suite with
+        its file as the overlay); the changes after the last result were not reached."""
         limits = limits or self.limits
         future = self._submit({"unit": wire.SUITE_BATCH, "archive": base64.b64encode(archive).decode("ascii"),
                                "changes": [change.model_dump() for change in changes],

@@ -284,11 +284,13 @@ def project_suite_result(header: dict, data: bytes, limits) -> SuiteRunResult:
 
 
 def suite_batch_results(header: dict, data: bytes, limits, count: int) -> list[SuiteRunResult | None]:
-    """Each change's result from a suite batch's report, in order; None where it must run in a unit of its own:
-    the change could not be made in the batch, its section broke off (a limit, a crash), or an earlier change
-    ended the batch. A change the wall clock stopped keeps its timeout (alone, it would also have had to start
-    pytest and collect). The collection's errors belong to every change."""
-    results: list[SuiteRunResult | None] = [None] * count
+    """The result of each change the batch reached, in order: a change's own, or None where it must run in a unit
+    of its own (the unit could not vouch for it: it could not be made there, it may have failed because of an
+    earlier change, or its section broke off). Changes after the last entry were not reached (the batch ended:
+    a limit, a crash, a change that left state behind) and may run in another batch. A change the wall clock
+    stopped keeps its timeout (alone, it would also have had to start pytest and collect). The collection's
+    errors belong to every change."""
+    results: list[SuiteRunResult | None] = []
     if header.get("failed"):
         return results
     lines = data.splitlines()
@@ -301,13 +303,10 @@ def suite_batch_results(header: dict, data: bytes, limits, count: int) -> list[S
     for index, section in enumerate(sections[:count]):
         if _frame(section[0]) != ["b", index]:
             break
+        results.append(None)
         body, last = section[1:], _frame(section[-1])
         if last[:1] == ["a"]:
             continue
-        ended = last[:1] == ["p"]
-        if ended:
-            body = body[:-1]
-            last = _frame(body[-1]) if body else []
         output = _frame(body[-2]) if len(body) >= 2 else []
         if last == ["d"] and output[:1] == ["o"]:
             try:
@@ -317,13 +316,11 @@ def suite_batch_results(header: dict, data: bytes, limits, count: int) -> list[S
             result = project_suite_result(change_header, b"\n".join(body[:-2] + body[-1:]), limits)
             if result.outcome == "ok":
                 results[index] = result.model_copy(update={"collection_errors": collection.collection_errors})
-            if ended:
-                break
-        else:
-            if index == len(sections) - 1 and header.get("timed_out"):
-                result = project_suite_result({**header, "cpu_s": 0.0, "wall_s": limits.timeout_s},
-                                              b"\n".join(body), limits)
-                if result.outcome == "timeout":
-                    results[index] = result.model_copy(update={"collection_errors": collection.collection_errors})
-            break
+            continue
+        if index == len(sections) - 1 and header.get("timed_out"):
+            result = project_suite_result({**header, "cpu_s": 0.0, "wall_s": limits.timeout_s}, b"\n".join(body),
+                                          limits)
+            if result.outcome == "timeout":
+                results[index] = result.model_copy(update={"collection_errors": collection.collection_errors})
+        break  # ["p", why], or the unit ended here
     return results

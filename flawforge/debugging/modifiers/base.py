@@ -105,18 +105,23 @@ def complexity(node: ast.AST) -> int:
 
 def sites_of(path: str, source: str) -> list[Site]:
     """Every function, method and class of a module, in source order (nested functions are part of theirs)."""
-    tree = ast.parse(source)
     lines = source.splitlines(keepends=True)
-    found: list[Site] = []
+    return [Site(path, qualname, node, lines, complexity(node)) for qualname, node in definitions(ast.parse(source))]
+
+
+def definitions(tree: ast.Module) -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef]]:
+    """(qualname, node) of every function, method and class of a module, in source order, those under `if PY3:`
+    or `try: ... except ImportError` included (functions nested in functions are part of theirs)."""
+    found = []
 
     def visit(body: list[ast.stmt], prefix: str) -> None:
         for node in body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                found.append(Site(path, prefix + node.name, node, lines, complexity(node)))
+                found.append((prefix + node.name, node))
             elif isinstance(node, ast.ClassDef):
-                found.append(Site(path, prefix + node.name, node, lines, complexity(node)))
+                found.append((prefix + node.name, node))
                 visit(node.body, f"{prefix}{node.name}.")
-            elif isinstance(node, (ast.If, ast.Try)):  # definitions under `if PY3:` or `try: ... except ImportError`
+            elif isinstance(node, (ast.If, ast.Try)):
                 for part in (node.body, getattr(node, "orelse", []), getattr(node, "finalbody", [])):
                     visit(part, prefix)
                 for handler in getattr(node, "handlers", []):
@@ -138,6 +143,12 @@ def apply_edits(source: str, edits: Iterable[TextEdit]) -> str:
         end = begin
     pieces.append(source[:end])
     return "".join(reversed(pieces))
+
+
+def offset_of(source: str, line: int, col: int) -> int:
+    """The character offset in `source` of an ast position (1-based line, UTF-8 byte column)."""
+    lines, starts = _lines_of(source)
+    return starts[line - 1] + len(_cols(lines[line - 1], 0, col))
 
 
 @lru_cache(maxsize=4)

@@ -15,6 +15,8 @@ per change.
 """
 import base64
 import builtins
+import collections.abc
+import contextlib
 import functools
 import io
 import os
@@ -209,14 +211,18 @@ WRAPPED = ("__wrapped__", "__func__", "fget", "fset", "fdel", "func")
 
 class CodeSwap:
     """One change to one function, made to the collected library in place: the function object's code is
-    replaced (every reference to the function sees it, as after importing the changed file) and the changed
-    file is on disk meanwhile, so tracebacks quote the changed lines. The host sends only changes whose
-    file differs from the clean one in that function's body alone (flawforge.debugging.candidates)."""
+    replaced (every reference to the function sees it, as after importing the changed file), or for a removal
+    the method is deleted from its class; the changed file is on disk meanwhile, and the module's functions below
+    the change get the line numbers they have in it, so tracebacks quote the lines a unit of its own would. The
+    host sends only changes whose file differs from the clean one in that function's body alone, or in not
+    defining that method (flawforge.debugging.candidates)."""
 
     def __init__(self, root: str, change: dict):
         self.path = os.path.join(root, change["path"])
         self.qualname, self.source = change["qualname"], change["source"]
-        self.function = None
+        self.removal = change.get("removal", False)
+        self.function = self.owner = None
+        self.moved: list = []  # (function, its code before the change's lines moved it)
 
     def apply(self):
         """None when the change is made, else why it cannot be made in this unit."""
@@ -224,6 +230,8 @@ class CodeSwap:
                        if isinstance(getattr(m, "__file__", None), str) and m.__file__ == self.path), None)
         if module is None:
             return f"{self.path} was not imported by the collected tests"
+        if self.removal:
+            return self._remove(module)
         self.function = _function_in(module, self.qualname, self.path)
         if self.function is None:
             return f"{self.qualname} is not reachable from its module"
@@ -235,13 +243,79 @@ class CodeSwap:
         if len(found) != 1 or found[0].co_freevars != self.function.__code__.co_freevars:
             return f"the changed {self.qualname} does not fit the live function"
         self.clean_code, self.clean_text = self.function.__code__, _read(self.path)
-        _write(self.path, self.source)
+        self._take_file(module)
         self.function.__code__ = found[0]
         return None
 
+    def _take_file(self, module) -> None:
+        """The changed file on disk, and the line numbers of the functions below the change moved to match it."""
+        delta = self.source.count("\n") - self.clean_text.count("\n")
+        if delta:
+            prefix = len(os.path.commonprefix([self.clean_text, self.source]))
+            suffix = len(os.path.commonprefix([self.clean_text[prefix:][::-1], self.source[prefix:][::-1]]))
+            last_changed = self.clean_text.count("\n", 0, len(self.clean_text) - suffix) + 1
+            moved_codes: dict = {}
+            for function in _functions_of(module, self.path):
+                if function is not self.function and function.__code__.co_firstlineno > last_changed:
+                    self.moved.append((function, function.__code__))
+                    function.__code__ = _moved(function.__code__, delta, moved_codes)
+        _write(self.path, self.source)
+
+    def _remove(self, module):
+        import abc
+
+        *owner_names, name = self.qualname.split(".")
+        owner = _member(module, owner_names)
+        if not isinstance(owner, type) or type(owner) not in (type, abc.ABCMeta):
+            return f"{'.'.join(owner_names)} is not a plain class"
+        name = _stored_name(owner, name)
+        if name not in vars(owner) or any(getattr(vars(k).get(name), "__isabstractmethod__", False)
+                                          for k in owner.__mro__):
+            return f"{self.qualname} is not a concrete method of its class"
+        self.owner, self.name, self.member = owner, name, vars(owner)[name]
+        self.clean_text = _read(self.path)
+        self._take_file(module)
+        delattr(owner, name)
+        return None
+
     def restore(self) -> None:
-        self.function.__code__ = self.clean_code
+        if self.owner is not None:
+            setattr(self.owner, self.name, self.member)
+        else:
+            self.function.__code__ = self.clean_code
+        for function, code in self.moved:
+            function.__code__ = code
         _write(self.path, self.clean_text)
+
+
+def _functions_of(module, path: str) -> list:
+    """The functions of `path` reachable from its module: in its namespace and its classes', and what their
+    decorators wrap."""
+    found, seen = [], set()
+    frontier = list(vars(module).values())
+    for _ in range(8):
+        following = []
+        for obj in frontier:
+            if id(obj) in seen:
+                continue
+            seen.add(id(obj))
+            if isinstance(obj, types.FunctionType):
+                if obj.__code__.co_filename == path:
+                    found.append(obj)
+            elif isinstance(obj, type) and obj.__module__ == module.__name__:
+                following += list(vars(obj).values())
+            following += [getattr(obj, name, None) for name in WRAPPED if not isinstance(obj, types.ModuleType)]
+        frontier = [obj for obj in following if obj is not None]
+    return found
+
+
+def _moved(code: types.CodeType, delta: int, done: dict) -> types.CodeType:
+    """`code` (and the code nested in it) `delta` lines further down; a code object shared by several functions
+    stays shared."""
+    if id(code) not in done:
+        done[id(code)] = code.replace(co_firstlineno=code.co_firstlineno + delta, co_consts=tuple(
+            _moved(const, delta, done) if isinstance(const, types.CodeType) else const for const in code.co_consts))
+    return done[id(code)]
 
 
 def _read(path: str) -> str:
@@ -267,15 +341,8 @@ def _code_objects(code):
 def _function_in(module, qualname: str, path: str):
     """The live function `qualname` of `module`: through the namespaces the qualname names, then through what
     decorators wrap (functools.wraps, staticmethod, classmethod, property, partial-like objects)."""
-    holder = module
-    for part in qualname.split("."):
-        if isinstance(holder, type) and part.startswith("__") and not part.endswith("__"):
-            part = f"_{holder.__name__.lstrip('_')}{part}"  # a private method's name, as the class stores it
-        try:
-            holder = vars(holder)[part]
-        except (KeyError, TypeError):
-            return None
-    seen, frontier = set(), [holder]
+    holder = _member(module, qualname.split("."))
+    seen, frontier = set(), [holder] if holder is not None else []
     for _ in range(4):
         following = []
         for obj in frontier:
@@ -288,6 +355,24 @@ def _function_in(module, qualname: str, path: str):
             following += [getattr(obj, name, None) for name in WRAPPED]
         frontier = [obj for obj in following if obj is not None]
     return None
+
+
+def _member(module, names: list):
+    """What the namespaces of a module and its classes hold under a qualname's parts, or None."""
+    holder = module
+    for part in names:
+        try:
+            holder = vars(holder)[_stored_name(holder, part)]
+        except (KeyError, TypeError):
+            return None
+    return holder
+
+
+def _stored_name(holder, name: str) -> str:
+    """A private method's name as its class stores it."""
+    if isinstance(holder, type) and name.startswith("__") and not name.endswith("__"):
+        return f"_{holder.__name__.lstrip('_')}{name}"
+    return name
 
 
 def library_modules(root: str, paths: list) -> list:
@@ -360,6 +445,38 @@ def _put_back(container, contents) -> None:
         container.update(contents)
 
 
+# Parameter values that work once: a second run of the test in the same process fails where a unit of its own
+# would not (a generator, an iterator). A context manager made by contextlib.contextmanager works once too, but
+# can be made again from what made it (as contextlib's own decorators do): each run gets a fresh one.
+SINGLE_USE = (types.GeneratorType, collections.abc.Iterator)
+
+
+def _runs_once(item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and any(isinstance(value, SINGLE_USE) for value in callspec.params.values())
+
+
+class ParameterMakers:
+    """How to make each collected test's contextmanager parameters again, read before any test ran (entering one
+    drops what made it)."""
+
+    def __init__(self, items):
+        self.makers = {}
+        for item in items:
+            callspec = getattr(item, "callspec", None)
+            for name, value in (callspec.params.items() if callspec is not None else ()):
+                if isinstance(value, contextlib._GeneratorContextManager) and hasattr(value, "func"):
+                    self.makers[item.nodeid, name] = (type(value), value.func, value.args, value.kwds)
+
+    def refresh(self, item) -> None:
+        callspec = getattr(item, "callspec", None)
+        for name in list(callspec.params) if callspec is not None else ():
+            maker = self.makers.get((item.nodeid, name))
+            if maker is not None:
+                kind, func, args, kwds = maker
+                callspec.params[name] = kind(func, args, kwds)
+
+
 def _selected(nodeid: str, tests: set) -> bool:
     """The test is one of `tests`, a parametrization of one, or in a file, class or folder they name (what pytest
     runs when given them)."""
@@ -372,9 +489,11 @@ class ChangeLoop:
     ["b", index]; the selected tests, reported as in a suite unit; ["o", "", 0, "", 0, cpu_s, wall_s,
     max_rss_kb] and ["d"]. ["a", why] instead when the change cannot be made here. After its tests the change is
     taken back, the library's namespaces are put back (LibraryState) and the baseline tests the change failed run
-    again: each must pass, or its failure may have come from an earlier run rather than the change (a test
-    whose parameters work once, state the namespaces do not show). Then ["p", why] ends the section before its
-    ["o"] and the batch with it: that change and the later ones run in units of their own."""
+    again: each must pass, or its failure may have come from an earlier run rather than the change (state the
+    namespaces do not show). Then ["p", why] ends the section before its ["o"] and the batch with it: that change
+    and the later ones run in units of their own. A test whose parameters work once (SINGLE_USE) cannot run
+    again: a change it fails ends its section with ["a", why], and a later change that selects it gets ["a", why]
+    before it is made; both run alone, and the batch goes on."""
 
     def __init__(self, channel, reporter: Reporter, root: str, request: dict):
         self.channel, self.reporter, self.root, self.request = channel, reporter, root, request
@@ -385,31 +504,38 @@ class ChangeLoop:
         baseline = set(self.request.get("baseline", []))
         modules = library_modules(self.root, self.request.get("modules", []))
         collected = LibraryState(modules)
+        used_up: set[str] = set()  # tests whose parameters work once, after their one run
+        makers = ParameterMakers(session.items)
         for index, change in enumerate(self.request["changes"]):
             self.channel.section = 0
             self.channel.send(["b", index], flush=True)
             started, usage = time.monotonic(), resource.getrusage(resource.RUSAGE_SELF)
+            tests = set(change["tests"])
+            items = [item for item in session.items if _selected(item.nodeid, tests)]
+            spent = next((item.nodeid for item in items if item.nodeid in used_up), None)
             swap = CodeSwap(self.root, change)
-            why = swap.apply()
+            why = f"{spent} works once and has run" if spent is not None else swap.apply()
             if why is not None:
                 self.channel.send(["a", why])
                 continue
             clear_caches(modules)
-            tests = set(change["tests"])
-            items = [item for item in session.items if _selected(item.nodeid, tests)]
             self.reporter.outcomes.clear()
             for position, item in enumerate(items):
                 following = items[position + 1] if position + 1 < len(items) else None
+                makers.refresh(item)
                 item.config.hook.pytest_runtest_protocol(item=item, nextitem=following)
             failed = {test for test, (outcome, _) in self.reporter.outcomes.items()
                       if outcome in ("failed", "error") and test in baseline}
             swap.restore()
             collected.restore()
             clear_caches(modules)
-            rerun = [item for item in items if item.nodeid in failed]
+            once = {item.nodeid for item in items if _runs_once(item)}
+            used_up |= once
+            rerun = [item for item in items if item.nodeid in failed - once]
             leak = None
             for position, item in enumerate(rerun):
                 following = rerun[position + 1] if position + 1 < len(rerun) else None
+                makers.refresh(item)
                 if any(report.failed for report in runtestprotocol(item, log=False, nextitem=following)):
                     leak = leak or f"{item.nodeid} still fails after the change was taken back"
             collected.restore()
@@ -417,6 +543,9 @@ class ChangeLoop:
             if leak is not None:  # the change's failures cannot be told from what earlier runs left: it runs alone
                 self.channel.send(["p", leak], flush=True)
                 break
+            if failed & once:  # a failure that cannot be checked by running the test again: it runs alone
+                self.channel.send(["a", f"{min(failed & once)} failed and works once"])
+                continue
             now = resource.getrusage(resource.RUSAGE_SELF)
             self.channel.send(["o", "", 0, "", 0, now.ru_utime + now.ru_stime - usage.ru_utime - usage.ru_stime,
                                time.monotonic() - started, now.ru_maxrss])
