@@ -100,6 +100,14 @@ class Conversation(Model):
     writer: str = Field(description="'deterministic', or the model that wrote the turns.")
 
 
+class ConversationReply(Model):
+    """What a model writes of a conversation (the gateway's structured output schema): the assistant's two turns in
+    prose; the code excerpt and the fix's diff are added from the facts, never written by the model."""
+
+    diagnosis: str = Field(min_length=1, max_length=4000, description="From the failing tests to the bug.")
+    fix_explanation: str = Field(min_length=1, max_length=2000, description="What the fix changes and why.")
+
+
 # --- scenarios: a catalog entry, written up by a model ------------------------------------------
 
 class CatalogEntry(Model):

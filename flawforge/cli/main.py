@@ -204,7 +204,9 @@ def run_debug_conversations(
         catalog: Optional[str] = typer.Option(None, "--catalog", help="Scenario catalog JSON instead of libraries "
                                                                       "('default': the shipped one)."),
         count: int = typer.Option(1, "--count", help="Scenarios (with --catalog)."),
-        model: Optional[str] = typer.Option(None, "--model", help="Model that writes scenarios (with --catalog)."),
+        model: Optional[str] = typer.Option(None, "--model", help="Model that writes scenarios (with --catalog) and "
+                                                                  "the conversations' assistant turns (checked "
+                                                                  "against the facts)."),
         retries: int = typer.Option(3, "--retries", help="New seeds for a scenario without a valid bug."),
         seed: int = typer.Option(0, help="Seed of the choice of candidates or entries."),
         out: Path = OutOption, stack: Optional[str] = StackOption) -> None:
@@ -212,14 +214,14 @@ def run_debug_conversations(
     OUT/instances.jsonl, conversations.jsonl, tasks/, rejects.jsonl, summary.json."""
     from flawforge.cli.debugging import run_debug_conversations as run_debugging
 
-    params = {"seed": seed}
+    params = {"seed": seed, **({"model": model} if model else {})}
     if libraries is not None:
         params.update(libraries=str(libraries.resolve()), per_library=per_library)
         if modifiers:
             params["modifiers"] = [m.strip() for m in modifiers.split(",") if m.strip()]
     if catalog is not None:
         params.update(catalog=catalog if catalog == "default" else str(Path(catalog).resolve()), count=count,
-                      model=model, retries=retries)
+                      retries=retries)
     run_debugging(run_pipeline, params, out, stack)
 
 

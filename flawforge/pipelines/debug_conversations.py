@@ -3,9 +3,10 @@
 The job (run by the template-loader) stores each `*.tar.gz` of the libraries folder as a blob
 and publishes one LibraryWorkItem per library; the mutator runs the clean suite, makes and
 validates candidates in the sandbox and stores a LibraryResult at the job's item key. The
-job then writes instances.jsonl, conversations.jsonl (the deterministic writer), tasks.tar
-(a file-edit task per instance under tasks/<instance_id>/), rejects.jsonl and summary.json.
-Everything except summary's elapsed_seconds is a function of the inputs and the seed.
+job then writes instances.jsonl, conversations.jsonl (the assistant turns by `model` through the
+gateway where they state only facts, else by the deterministic writer), tasks.tar (a file-edit
+task per instance under tasks/<instance_id>/), rejects.jsonl and summary.json. Everything except
+summary's elapsed_seconds is a function of the inputs, the seed and the model's replies.
 
 With a catalog instead, the job itself claims entries (conditional create in the blob store), has the model
 write each through the gateway (structured output against ScenarioReply) and validates its candidates in the
@@ -71,7 +72,9 @@ class DebugConversationsParams(BaseModel):
         None, description="Scenario catalog (JSON {'entries': [{domain, topic, subtopic}]}) under the data roots; "
                           "'default': the shipped one.")
     count: int = Field(1, ge=1, le=10_000, description="Scenarios to turn into conversations.")
-    model: str | None = Field(None, description="The model that writes scenarios, as the llm-gateway serves it.")
+    model: str | None = Field(None, description="The model that writes scenarios and the conversations' assistant "
+                                                "turns, as the llm-gateway serves it (without one, conversations "
+                                                "come from the deterministic writer).")
     retries: int = Field(3, ge=0, le=20, description="New seeds for a scenario without a valid bug, then skipped.")
     per_library: int = Field(10, ge=1, le=10_000, description="Candidate bugs validated per library.")
     modifiers: list[str] = Field(default_factory=all_modifiers, min_length=1, description="Bug modifiers to use.")
@@ -139,7 +142,7 @@ def run(ctx: JobContext, params: DebugConversationsParams) -> None:
         results, projects = run_scenarios(ctx, params)
     else:
         results, projects = run_libraries(ctx, params)
-    write_outputs(ctx, results, projects, started)
+    write_outputs(ctx, results, projects, started, params.model)
 
 
 def run_libraries(ctx: JobContext, params: DebugConversationsParams):
@@ -236,18 +239,45 @@ def run_scenarios(ctx: JobContext, params: DebugConversationsParams):
     return results, projects
 
 
-def write_outputs(ctx: JobContext, results: list[LibraryResult], projects: dict, started: float) -> None:
+def model_replies(ctx: JobContext, instances: list, projects: dict, model: str) -> tuple[dict, list[dict]]:
+    """The model's assistant turns for each instance, through the gateway, where they state nothing the facts do
+    not; and for the others, why the deterministic writer is used instead."""
+    from flawforge.debugging.conversation import contradictions, conversation_request
+    from flawforge.llm.gateway import Gateway
+    from flawforge.proto.debugging import ConversationReply
+
+    cleans = [projects[i.source, i.version][i.path].decode("utf-8") for i in instances]
+    gateway = Gateway.from_settings(ctx.platform.store, ctx.platform.settings)
+    try:
+        outcomes = gateway.structured_many([conversation_request(i, clean, model) for i, clean in zip(instances, cleans)],
+                                           ConversationReply)
+    finally:
+        gateway.close()
+    replies, fallbacks = {}, []
+    for instance, clean, outcome in zip(instances, cleans, outcomes):
+        problems = contradictions(outcome.value, instance, clean) if outcome.value is not None else [str(outcome.error)]
+        if problems:
+            fallbacks.append({"instance_id": instance.instance_id, "reason": "; ".join(problems)[:500]})
+        else:
+            replies[instance.instance_id] = outcome.value
+    return replies, fallbacks
+
+
+def write_outputs(ctx: JobContext, results: list[LibraryResult], projects: dict, started: float,
+                  model: str | None = None) -> None:
     from flawforge.debugging.conversation import deterministic_tar, task_files, write_conversation
 
     instances = sorted((i for r in results for i in r.instances), key=lambda i: i.instance_id)
     rejects = sorted((j for r in results for j in r.rejects),
                      key=lambda j: (j.source, j.version, j.modifier or "", j.hash8 or "", j.reason))
+    replies, fallbacks = model_replies(ctx, instances, projects, model) if model and instances else ({}, [])
     conversations, tasks = [], {}
     for instance in instances:
         project = projects[instance.source, instance.version]
         clean = project[instance.path].decode("utf-8")
-        conversations.append(write_conversation(instance, clean, inline=True))
-        referenced = write_conversation(instance, clean, inline=False)
+        reply = replies.get(instance.instance_id)
+        conversations.append(write_conversation(instance, clean, inline=True, reply=reply, model=model))
+        referenced = write_conversation(instance, clean, inline=False, reply=reply, model=model)
         for path, data in task_files(instance, project, referenced).items():
             tasks[f"tasks/{instance.instance_id}/{path}"] = data
     ctx.put_artifact("instances.jsonl", jsonl(instances))
@@ -255,6 +285,8 @@ def write_outputs(ctx: JobContext, results: list[LibraryResult], projects: dict,
     ctx.put_artifact(TASKS_ARTIFACT, deterministic_tar(tasks))
     ctx.put_artifact("rejects.jsonl", jsonl(rejects))
     summary = summary_of(results, time.monotonic() - started)
+    summary["conversations"] = {"by_model": len(replies), "deterministic": len(instances) - len(replies),
+                                "fallbacks": fallbacks}
     ctx.put_artifact("summary.json", (json.dumps(summary, indent=1) + "\n").encode())
 
 

@@ -106,10 +106,13 @@ def test_every_modifier_makes_a_valid_bug_on_a_real_library(shared_data, tmp_pat
     assert_instances_hold(list(first_of.values()), folder)
 
 
-@pytest.mark.parametrize("archive_name", ["isodate-0.7.2.tar.gz", "semver-3.1.1.tar.gz"])
+@pytest.mark.parametrize("archive_name", ["isodate-0.7.2.tar.gz", "semver-3.1.1.tar.gz", "six-1.17.0.tar.gz",
+                                          "toolz-1.2.0.tar.gz"])
 def test_suite_batches_give_the_verdicts_units_of_their_own_give(shared_data, archive_name):
-    """isodate keeps regex caches in module dicts, semver has a test whose parameter works once: with batches and
-    with every candidate in a unit of its own, the same instances (failing output included) and rejects."""
+    """isodate keeps regex caches in module dicts; semver parametrizes a test with contextmanager objects; six
+    imports its lazy modules through its own importer the first time a test asks; toolz's tracebacks depend on
+    the order tests run in. With batches and with every candidate in a unit of its own: the same instances
+    (failing output included) and rejects."""
     from flawforge.debugging.generate import generate_for_library
     from flawforge.debugging.modifiers import REGISTRY
     from flawforge.pipelines.debug_conversations import suite_sandbox
@@ -188,3 +191,62 @@ def test_bad_input_is_a_clear_error(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(FlawforgeError, match="no \\*.tar.gz"):
         run_embedded(tmp_path / "empty", tmp_path / "b")
+
+
+def test_model_written_conversations_state_only_facts(shared_data, tmp_path):
+    """isodate, run twice on one blob store: the first run's instances give the requests whose replies this test
+    records where the gateway's replay finds them. A faithful reply becomes the assistant's turns (writer: the
+    model; the excerpt and the real diff beside its text); a reply that names a passing test as failing, one that
+    points at another line, and an instance the replay has no reply for get the deterministic writer, with the
+    reason in summary.json. The instances are the same either way."""
+    from flawforge.blobstore.local import LocalBlobStore
+    from flawforge.cli.jobs_client import run_embedded as run
+    from flawforge.debugging.conversation import conversation_request
+    from flawforge.debugging.patches import changed_lines
+    from flawforge.llm.cache import ResponseCache, fingerprint
+    from flawforge.proto.debugging import ConversationReply
+    from flawforge.proto.llm import ChatResult
+    from flawforge.settings import Settings
+
+    model = "conversation-writer"
+    folder = tmp_path / "libraries"
+    folder.mkdir()
+    shutil.copy(shared_data / "python-libraries" / "isodate-0.7.2.tar.gz", folder)
+    settings = Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path / "blobs"), llm_replay=True)
+    params = {"libraries": str(folder), "per_library": 8, "seed": 3}
+    run("debug-conversations", params, tmp_path / "plain", settings)
+    instances = read_jsonl(tmp_path / "plain" / "instances.jsonl", Instance)
+    assert len(instances) >= 4
+    files = read_archive((folder / "isodate-0.7.2.tar.gz").read_bytes())
+    schema = {"response_schema": ConversationReply.model_json_schema()}
+
+    def record(instance: Instance, diagnosis: str) -> None:
+        request = conversation_request(instance, files[instance.path].decode(), model).model_copy(update=schema)
+        content = json.dumps({"diagnosis": diagnosis, "fix_explanation": "Restoring the original code fixes it."})
+        ResponseCache(LocalBlobStore(str(tmp_path / "blobs"))).put(
+            ChatResult(fingerprint=fingerprint(request), provider="recorded", model=model, content=content))
+
+    def line_of(instance: Instance) -> int:
+        return changed_lines(instance.fix_patch)[0]
+
+    faithful, elsewhere = [i for i in instances if changed_lines(i.fix_patch)][:2]
+    passing, unreplied = [i for i in instances if i not in (faithful, elsewhere)][:2]
+    function = faithful.qualname.rsplit(".", 1)[-1]
+    record(faithful, f"{faithful.FAIL_TO_PASS[0]} fails because `{function}` is wrong at line {line_of(faithful)}.")
+    record(passing, f"{passing.PASS_TO_PASS[0]} fails in {passing.qualname}.")
+    record(elsewhere, f"{elsewhere.FAIL_TO_PASS[0]} fails: {elsewhere.qualname} at line {line_of(elsewhere) + 40}.")
+    run("debug-conversations", {**params, "model": model}, tmp_path / "written", settings)
+
+    out = tmp_path / "written"
+    assert (out / "instances.jsonl").read_bytes() == (tmp_path / "plain" / "instances.jsonl").read_bytes()
+    conversations = {c.instance_id: c for c in read_jsonl(out / "conversations.jsonl", Conversation)}
+    written = conversations[faithful.instance_id]
+    assert written.writer == model and f"is wrong at line {line_of(faithful)}" in written.messages[2].content
+    assert written.fix_patch in written.messages[4].content
+    summary = json.loads((out / "summary.json").read_text())["conversations"]
+    assert summary["by_model"] == 1 and summary["deterministic"] == len(instances) - 1
+    reasons = {f["instance_id"]: f["reason"] for f in summary["fallbacks"]}
+    assert f"names test {passing.PASS_TO_PASS[0]} as failing, which passes" in reasons[passing.instance_id]
+    assert f"points at line {line_of(elsewhere) + 40}" in reasons[elsewhere.instance_id]
+    assert all(conversations[i].writer == "deterministic" for i in reasons)
+    assert "replay" in reasons[unreplied.instance_id].lower()

@@ -209,6 +209,19 @@ def run_suite(request: dict, send) -> None:
 WRAPPED = ("__wrapped__", "__func__", "fget", "fset", "fdel", "func")
 
 
+def _wrapped(obj) -> list:
+    """What `obj` wraps, read without running the library's code (no properties, no __getattr__): the slots of
+    staticmethod, classmethod, property and partial, else only the object's own __dict__."""
+    if isinstance(obj, (staticmethod, classmethod)):
+        return [obj.__func__]
+    if isinstance(obj, property):
+        return [obj.fget, obj.fset, obj.fdel]
+    if isinstance(obj, functools.partial):
+        return [obj.func]
+    own = getattr(obj, "__dict__", None) if not isinstance(obj, (types.ModuleType, type)) else None
+    return [own.get(name) for name in WRAPPED] if isinstance(own, dict) else []
+
+
 class CodeSwap:
     """One change to one function, made to the collected library in place: the function object's code is
     replaced (every reference to the function sees it, as after importing the changed file), or for a removal
@@ -304,7 +317,7 @@ def _functions_of(module, path: str) -> list:
                     found.append(obj)
             elif isinstance(obj, type) and obj.__module__ == module.__name__:
                 following += list(vars(obj).values())
-            following += [getattr(obj, name, None) for name in WRAPPED if not isinstance(obj, types.ModuleType)]
+            following += _wrapped(obj)
         frontier = [obj for obj in following if obj is not None]
     return found
 
@@ -352,7 +365,7 @@ def _function_in(module, qualname: str, path: str):
             code = getattr(obj, "__code__", None) if isinstance(obj, types.FunctionType) else None
             if code is not None and code.co_qualname == qualname and code.co_filename == path:
                 return obj
-            following += [getattr(obj, name, None) for name in WRAPPED]
+            following += _wrapped(obj)
         frontier = [obj for obj in following if obj is not None]
     return None
 
@@ -376,8 +389,15 @@ def _stored_name(holder, name: str) -> str:
 
 
 def library_modules(root: str, paths: list) -> list:
+    """The library's imported modules: those of its files, and the modules it made itself under its packages'
+    names (six.moves and its lazy submodules are objects of six's classes, with no file)."""
     files = {os.path.join(root, path) for path in paths}
-    return [m for m in list(sys.modules.values()) if getattr(m, "__file__", None) in files]
+    modules = [m for m in list(sys.modules.values()) if getattr(m, "__file__", None) in files]
+    tops = {m.__name__.partition(".")[0] for m in modules}
+    made = [m for name, m in list(sys.modules.items())
+            if name.partition(".")[0] in tops and isinstance(m, types.ModuleType) and m not in modules
+            and getattr(m, "__file__", None) is None]
+    return modules + made
 
 
 def clear_caches(modules: list) -> None:
@@ -401,11 +421,13 @@ class LibraryState:
     """The library's module and class namespaces as they were after collection, which is where a unit of its own
     starts its tests from, put back after each change: rebound names get their object back, added names go (but
     submodules, which an import adds), and the containers they hold (caches, registries) their collected
-    contents. An object's own attributes and nested containers are not put back: the batch's other check is
+    contents; modules of the library's packages first imported by a test leave sys.modules. An object's own attributes and nested containers are not put back: the batch's other check is
     that the tests a change failed pass again once it is taken back."""
 
     def __init__(self, modules: list):
         self.saved = []
+        self.packages = {m.__name__.partition(".")[0] for m in modules}
+        self.imported = {name for name in sys.modules if name.partition(".")[0] in self.packages}
         for module in modules:
             self._save(module)
             for value in list(vars(module).values()):
@@ -417,6 +439,8 @@ class LibraryState:
                                    if name not in BOOKKEEPING}))
 
     def restore(self) -> None:
+        for name in [n for n in list(sys.modules) if n.partition(".")[0] in self.packages and n not in self.imported]:
+            del sys.modules[name]  # imported by a test: the next import runs the library's own import code again
         for owner, names in self.saved:
             current = vars(owner)
             for name in [n for n, v in list(current.items())
@@ -477,6 +501,19 @@ class ParameterMakers:
                 callspec.params[name] = kind(func, args, kwds)
 
 
+def _in_argument_order(items: list, tests: list) -> list:
+    """The collected tests `tests` select, in the order pytest runs them when given `tests` as arguments: by the
+    first argument that selects each, then in collection order. (The order is part of the outcome: what a test
+    leaves behind, and even a traceback's line, since CPython 3.11 attributes an UnboundLocalError to the line
+    before once the function has run often enough to be specialised.)"""
+    order: dict[str, tuple[int, int]] = {}
+    for position, test in enumerate(tests):
+        for index, item in enumerate(items):
+            if item.nodeid not in order and _selected(item.nodeid, {test}):
+                order[item.nodeid] = (position, index)
+    return sorted((item for item in items if item.nodeid in order), key=lambda item: order[item.nodeid])
+
+
 def _selected(nodeid: str, tests: set) -> bool:
     """The test is one of `tests`, a parametrization of one, or in a file, class or folder they name (what pytest
     runs when given them)."""
@@ -510,8 +547,7 @@ class ChangeLoop:
             self.channel.section = 0
             self.channel.send(["b", index], flush=True)
             started, usage = time.monotonic(), resource.getrusage(resource.RUSAGE_SELF)
-            tests = set(change["tests"])
-            items = [item for item in session.items if _selected(item.nodeid, tests)]
+            items = _in_argument_order(session.items, change["tests"])
             spent = next((item.nodeid for item in items if item.nodeid in used_up), None)
             swap = CodeSwap(self.root, change)
             why = f"{spent} works once and has run" if spent is not None else swap.apply()
