@@ -22,10 +22,10 @@ PROJECT = {
 LIMITS = SandboxLimits(timeout_s=60, memory_mb=1024, workdir_mb=16, open_files=256, output_bytes=1 << 20)
 
 
-def archive() -> bytes:
+def archive(files: dict[str, str] = PROJECT) -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        for name, text in PROJECT.items():
+        for name, text in files.items():
             data = text.encode()
             info = tarfile.TarInfo(name)
             info.size = len(data)
@@ -104,14 +104,7 @@ STATEFUL_TESTS = [f"tests/test_core.py::{name}" for name in ("test_double", "tes
 
 
 def stateful_archive() -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        for name, text in STATEFUL.items():
-            data = text.encode()
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
+    return archive(STATEFUL)
 
 
 def change(qualname: str, old: str, new: str, tests=("tests/test_core.py",)):

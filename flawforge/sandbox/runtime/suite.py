@@ -304,9 +304,14 @@ class CodeSwap:
 def _functions_of(module, path: str) -> list:
     """The functions of `path` reachable from its module: in its namespace and its classes', and what their
     decorators wrap."""
-    found, seen = [], set()
-    frontier = list(vars(module).values())
-    for _ in range(8):
+    return list(_reachable_functions(list(vars(module).values()), path, module.__name__, 8))
+
+
+def _reachable_functions(roots: list, path: str, classes_of: str | None, depth: int):
+    """The functions of `path` among `roots` and what they wrap (and, for classes of module `classes_of`, what
+    the class holds), `depth` steps deep, each once."""
+    seen, frontier = set(), roots
+    for _ in range(depth):
         following = []
         for obj in frontier:
             if id(obj) in seen:
@@ -314,12 +319,11 @@ def _functions_of(module, path: str) -> list:
             seen.add(id(obj))
             if isinstance(obj, types.FunctionType):
                 if obj.__code__.co_filename == path:
-                    found.append(obj)
-            elif isinstance(obj, type) and obj.__module__ == module.__name__:
+                    yield obj
+            elif isinstance(obj, type) and obj.__module__ == classes_of:
                 following += list(vars(obj).values())
             following += _wrapped(obj)
         frontier = [obj for obj in following if obj is not None]
-    return found
 
 
 def _moved(code: types.CodeType, delta: int, done: dict) -> types.CodeType:
@@ -355,19 +359,8 @@ def _function_in(module, qualname: str, path: str):
     """The live function `qualname` of `module`: through the namespaces the qualname names, then through what
     decorators wrap (functools.wraps, staticmethod, classmethod, property, partial-like objects)."""
     holder = _member(module, qualname.split("."))
-    seen, frontier = set(), [holder] if holder is not None else []
-    for _ in range(4):
-        following = []
-        for obj in frontier:
-            if id(obj) in seen:
-                continue
-            seen.add(id(obj))
-            code = getattr(obj, "__code__", None) if isinstance(obj, types.FunctionType) else None
-            if code is not None and code.co_qualname == qualname and code.co_filename == path:
-                return obj
-            following += _wrapped(obj)
-        frontier = [obj for obj in following if obj is not None]
-    return None
+    return next((function for function in _reachable_functions([holder] if holder is not None else [], path, None, 4)
+                 if function.__code__.co_qualname == qualname), None)
 
 
 def _member(module, names: list):
