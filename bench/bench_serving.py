@@ -58,16 +58,18 @@ def serve(settings) -> tuple[str, object]:
 
 
 def through_server(client: httpx.Client, model: str, prompts: list[str], max_tokens: int,
-                   response_format: dict | None = None) -> tuple[list[str], int, float]:
-    texts, tokens = [], 0
+                   response_format: dict | None = None) -> tuple[list[str], int, float, int]:
+    """Texts, completion tokens, seconds, and how many replies were cut at max_tokens."""
+    texts, tokens, cut = [], 0, 0
     start = time.perf_counter()
     for prompt in prompts:
         body = {"model": model, "messages": [{"role": "user", "content": prompt}], "temperature": 0,
                 "max_tokens": max_tokens, **({"response_format": response_format} if response_format else {})}
         reply = client.post("/chat/completions", json=body).raise_for_status().json()
         texts.append(reply["choices"][0]["message"]["content"])
+        cut += reply["choices"][0]["finish_reason"] == "length"
         tokens += reply["usage"]["completion_tokens"]
-    return texts, tokens, time.perf_counter() - start
+    return texts, tokens, time.perf_counter() - start, cut
 
 
 def direct(lm, prompts: list[str], max_tokens: int) -> tuple[list[str], int, float]:
@@ -90,6 +92,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompts", type=int, default=4, help="GSM8K test questions")
     parser.add_argument("--max-tokens", type=int, default=96)
+    parser.add_argument("--constrained-only", action="store_true",
+                        help="Only the json_schema requests: how many replies parse (no speed comparison).")
     args = parser.parse_args()
 
     from flawforge.services.inference_server.host import host_for
@@ -105,11 +109,18 @@ def main() -> None:
     fmt = {"type": "json_schema", "json_schema": {"name": "answer", "schema": ANSWER_SCHEMA}}
     with httpx.Client(base_url=base_url, timeout=None, headers={"Authorization": f"Bearer {TOKEN}"}) as client:
         through_server(client, lm.name, prompts[:1], 8, fmt)  # warm-up, and the grammar compiler's first build
-        direct(lm, prompts[:1], 8)
-        served = through_server(client, lm.name, prompts, args.max_tokens)
-        baseline = direct(lm, prompts, args.max_tokens)
+        if not args.constrained_only:
+            direct(lm, prompts[:1], 8)
+            served = through_server(client, lm.name, prompts, args.max_tokens)
+            baseline = direct(lm, prompts, args.max_tokens)
         constrained = through_server(client, lm.name, prompts, 2 * args.max_tokens, fmt)
     server.should_exit = True
+    parsed = (f"replies that parse: {sum(map(_parses, constrained[0]))} of {len(prompts)} "
+              f"({constrained[3]} cut at {2 * args.max_tokens} tokens)")
+    if args.constrained_only:
+        print(f"model {lm.name} on {lm.device}; {len(prompts)} GSM8K questions, json_schema, up to "
+              f"{2 * args.max_tokens} tokens: {constrained[1] / constrained[2]:.1f} tokens/s; {parsed}")
+        return
 
     def rate(run) -> float:
         return run[1] / run[2]
@@ -121,7 +132,7 @@ def main() -> None:
     print(f"server (HTTP):           {rate(served):6.1f} tokens/s ({served[1]} tokens, {served[2]:.1f} s)")
     print(f"model.generate (direct): {rate(baseline):6.1f} tokens/s ({baseline[1]} tokens, {baseline[2]:.1f} s)")
     print(f"server json_schema:      {rate(constrained):6.1f} tokens/s ({constrained[1]} tokens, "
-          f"{constrained[2]:.1f} s); replies that parse: {sum(map(_parses, constrained[0]))} of {len(prompts)}")
+          f"{constrained[2]:.1f} s); {parsed}")
     print(f"ratio server/direct: {ratio:.2f} (target >= {TARGET_RATIO}); same greedy text: "
           f"{served[0] == baseline[0]}; constrained decoding costs {overhead:+.1%} per token")
     if served[0] != baseline[0]:
