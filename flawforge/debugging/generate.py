@@ -123,7 +123,8 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
     removals = {c for c in in_place if member_removal(modules[c.path], c.buggy_source, c.qualname)}
     batchable = [c for c in in_place
                  if c in removals or body_only_change(modules[c.path], c.buggy_source, c.qualname)]
-    others = [c for c in chosen if c not in set(batchable)]
+    in_batches = set(batchable)
+    others = [c for c in chosen if c not in in_batches]
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         batches = [pool.submit(batch, batchable[start::concurrency]) for start in range(concurrency)]
         single = dict(zip(others, pool.map(alone, others)))

@@ -230,6 +230,45 @@ def _program_header(output: list, cpu_limit: float) -> dict:
             "stderr_bytes": int(stderr_bytes), "cpu_limit_s": cpu_limit}
 
 
+@dataclass
+class _BatchSection:
+    """One program's (or change's) part of a batch report, from its ["b", index] marker on."""
+
+    handed_back: bool = False  # ["a", why]: not run in the batch
+    ended: bool = False        # ["p", why] at its end: the batch stops here
+    malformed: bool = False    # its ["o"] frame does not read
+    header: dict | None = None  # what the zygote would have said of it alone, when complete (["o"], then ["d"])
+    report: bytes = b""        # its own report lines, without the marker, ["o"] and ["p"]
+
+
+def _batch_sections(data: bytes, count: int, cpu_limit: float):
+    """(index, section, whether it is the report's last) for each section in order, up to `count`, while the
+    markers count 0, 1, 2, ..."""
+    sections = _sections(data)
+    for index, lines in enumerate(sections[:count]):
+        if _frame(lines[0]) != ["b", index]:
+            return
+        yield index, _section(lines, cpu_limit), index == len(sections) - 1
+
+
+def _section(lines: list[bytes], cpu_limit: float) -> _BatchSection:
+    body, last = lines[1:], _frame(lines[-1])
+    if last[:1] == ["a"]:
+        return _BatchSection(handed_back=True)
+    ended = last[:1] == ["p"]
+    if ended:
+        body = body[:-1]
+        last = _frame(body[-1]) if body else []
+    output = _frame(body[-2]) if len(body) >= 2 else []
+    if last == ["d"] and output[:1] == ["o"]:
+        try:
+            header = _program_header(output, cpu_limit)
+        except (ValueError, TypeError):
+            return _BatchSection(ended=ended, malformed=True)
+        return _BatchSection(ended=ended, header=header, report=b"\n".join(body[:-2] + body[-1:]))
+    return _BatchSection(ended=ended, report=b"\n".join(body))
+
+
 def batch_results(header: dict, data: bytes, limits, count: int) -> list[ExecutionResult | None]:
     """Each program's result from a batch unit's report, in order; None where it must run alone.
 
@@ -239,39 +278,27 @@ def batch_results(header: dict, data: bytes, limits, count: int) -> list[Executi
     results: list[ExecutionResult | None] = [None] * count
     if header.get("failed"):
         return results
-    cpu_limit = header.get("cpu_limit_s", 1e9)  # each program's
     spent_cpu = spent_wall = 0.0
-    sections = _sections(data)
-    for index, section in enumerate(sections[:count]):
-        if _frame(section[0]) != ["b", index]:
-            break
-        body, last = section[1:], _frame(section[-1])
-        if last[:1] == ["a"]:  # may not share the unit: not run
+    for index, section, final in _batch_sections(data, count, header.get("cpu_limit_s", 1e9)):  # each program's
+        if section.handed_back:  # may not share the unit: not run
             continue
-        changed = last[:1] == ["p"]
-        if changed:
-            body = body[:-1]
-            last = _frame(body[-1]) if body else []
-        output = _frame(body[-2]) if len(body) >= 2 else []
-        if last == ["d"] and output[:1] == ["o"]:
-            try:
-                program_header = _program_header(output, cpu_limit)
-            except (ValueError, TypeError):
-                break
-            result = execution_result(program_header, b"\n".join(body[:-2] + body[-1:]), limits)  # without "o"
+        if section.malformed:
+            break
+        if section.header is not None:
+            result = execution_result(section.header, section.report, limits)
             spent_cpu, spent_wall = spent_cpu + result.usage.cpu_s, spent_wall + result.usage.wall_s
             if result.outcome in BATCH_OUTCOMES:
                 results[index] = result
-            if changed:
+            if section.ended:
                 break
-        else:
-            if index == len(sections) - 1 and header.get("timed_out"):
-                program_header = {**header, "cpu_s": max(0.0, header.get("cpu_s", 0.0) - spent_cpu),
-                                  "wall_s": max(0.0, header.get("wall_s", 0.0) - spent_wall)}
-                result = execution_result(program_header, b"\n".join(body), limits)
-                if result.outcome == "timeout":
-                    results[index] = result
-            break
+            continue
+        if final and header.get("timed_out"):
+            program_header = {**header, "cpu_s": max(0.0, header.get("cpu_s", 0.0) - spent_cpu),
+                              "wall_s": max(0.0, header.get("wall_s", 0.0) - spent_wall)}
+            result = execution_result(program_header, section.report, limits)
+            if result.outcome == "timeout":
+                results[index] = result
+        break
     return results
 
 
@@ -298,27 +325,19 @@ def suite_batch_results(header: dict, data: bytes, limits, count: int) -> list[S
     collection = Report.of_lines(lines[:start])
     if collection.malformed or collection.tests or collection.done:
         return results
-    cpu_limit = header.get("cpu_limit_s", 1e9)
-    sections = _sections(data)
-    for index, section in enumerate(sections[:count]):
-        if _frame(section[0]) != ["b", index]:
-            break
+    for index, section, final in _batch_sections(data, count, header.get("cpu_limit_s", 1e9)):
         results.append(None)
-        body, last = section[1:], _frame(section[-1])
-        if last[:1] == ["a"]:
+        if section.handed_back:
             continue
-        output = _frame(body[-2]) if len(body) >= 2 else []
-        if last == ["d"] and output[:1] == ["o"]:
-            try:
-                change_header = _program_header(output, cpu_limit)
-            except (ValueError, TypeError):
-                break
-            result = project_suite_result(change_header, b"\n".join(body[:-2] + body[-1:]), limits)
+        if section.malformed:
+            break
+        if section.header is not None:
+            result = project_suite_result(section.header, section.report, limits)
             if result.outcome == "ok":
                 results[index] = result.model_copy(update={"collection_errors": collection.collection_errors})
             continue
-        if index == len(sections) - 1 and header.get("timed_out"):
-            result = project_suite_result({**header, "cpu_s": 0.0, "wall_s": limits.timeout_s}, b"\n".join(body),
+        if final and header.get("timed_out"):
+            result = project_suite_result({**header, "cpu_s": 0.0, "wall_s": limits.timeout_s}, section.report,
                                           limits)
             if result.outcome == "timeout":
                 results[index] = result.model_copy(update={"collection_errors": collection.collection_errors})

@@ -414,11 +414,13 @@ class LibraryState:
     """The library's module and class namespaces as they were after collection, which is where a unit of its own
     starts its tests from, put back after each change: rebound names get their object back, added names go (but
     submodules, which an import adds), and the containers they hold (caches, registries) their collected
-    contents; modules of the library's packages first imported by a test leave sys.modules. An object's own attributes and nested containers are not put back: the batch's other check is
-    that the tests a change failed pass again once it is taken back."""
+    contents; modules of the library's packages first imported by a test leave sys.modules. An object's own
+    attributes and nested containers are not put back: the batch's other check is that the tests a change failed
+    pass again once it is taken back."""
 
     def __init__(self, modules: list):
-        self.saved = []
+        self.namespaces = []  # (module or class, {name: the object it held})
+        self.containers = {}  # id -> (container, its contents): each once, however many names hold it
         self.packages = {m.__name__.partition(".")[0] for m in modules}
         self.imported = {name for name in sys.modules if name.partition(".")[0] in self.packages}
         for module in modules:
@@ -428,22 +430,26 @@ class LibraryState:
                     self._save(value)
 
     def _save(self, owner) -> None:
-        self.saved.append((owner, {name: (value, _contents(value)) for name, value in list(vars(owner).items())
-                                   if name not in BOOKKEEPING}))
+        names = {name: value for name, value in list(vars(owner).items()) if name not in BOOKKEEPING}
+        self.namespaces.append((owner, names))
+        for value in names.values():
+            contents = _contents(value) if id(value) not in self.containers else None
+            if contents is not None:
+                self.containers[id(value)] = (value, contents)
 
     def restore(self) -> None:
         for name in [n for n in list(sys.modules) if n.partition(".")[0] in self.packages and n not in self.imported]:
             del sys.modules[name]  # imported by a test: the next import runs the library's own import code again
-        for owner, names in self.saved:
+        for owner, names in self.namespaces:
             current = vars(owner)
             for name in [n for n, v in list(current.items())
                          if n not in names and n not in BOOKKEEPING and not isinstance(v, types.ModuleType)]:
                 delattr(owner, name)
-            for name, (value, contents) in names.items():
+            for name, value in names.items():
                 if current.get(name, _MISSING) is not value:
                     setattr(owner, name, value)
-                if contents is not None:
-                    _put_back(value, contents)
+        for container, contents in self.containers.values():
+            _put_back(container, contents)
 
 
 def _contents(value):
