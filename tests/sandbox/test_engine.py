@@ -302,3 +302,16 @@ def test_a_stray_process_is_killed_when_nothing_else_stops_it():
         time.sleep(0.1)
         with open(f"/proc/{zygote}/task/{zygote}/children") as f:
             assert f.read().split() == []
+
+
+def test_a_read_path_under_tmp_is_seen_by_units(tmp_path):
+    """The units' root is a tmpfs mounted over /tmp in the sandbox's own mount namespace; a read path below /tmp
+    (a checkout there, with its .venv and pytest) is bound from a descriptor opened before, so units still see it."""
+    assert str(tmp_path).startswith("/tmp/")
+    (tmp_path / "data.txt").write_text("seen\n")
+    tmp_path.chmod(0o755)  # units run as other users
+    (tmp_path / "data.txt").chmod(0o644)
+    with Sandbox.from_settings(read_paths=[str(tmp_path)]) as sb:
+        result = sb.execute(f"text = open({str(tmp_path / 'data.txt')!r}).read()\n", trace=True)
+    assert result.outcome == "ok", result.detail
+    assert result.trace[-1].value.to_python() == "seen\n"

@@ -24,6 +24,7 @@ import selectors
 import shutil
 import signal
 import socket
+import stat
 import sys
 import time
 from dataclasses import dataclass, field
@@ -136,9 +137,13 @@ class Isolation:
     def _build_root(self) -> None:
         """A read-only tmpfs root with the system and Python libraries bound read-only, then pivot into it."""
         _mount(None, "/", None, MS_REC | MS_PRIVATE)
+        # Found and opened before the tmpfs covers NEW_ROOT: a read path below it (a checkout and its .venv
+        # under /tmp) stays reachable through its descriptor.
+        sources = [(path, os.readlink(path) if os.path.islink(path) else os.open(path, os.O_PATH))
+                   for path in self.read_paths()]
         _mount("tmpfs", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
-        for path in self.read_paths():
-            self._bind(path, NEW_ROOT + path)
+        for path, source in sources:
+            self._bind(source, NEW_ROOT + path)
         os.makedirs(NEW_ROOT + "/dev", mode=0o755)
         for name in DEVICES:
             if os.path.exists(f"/dev/{name}"):
@@ -172,17 +177,22 @@ class Isolation:
                 chosen.append(path)
         return chosen
 
-    def _bind(self, source: str, target: str) -> None:
-        if os.path.islink(source):
+    def _bind(self, source: str | int, target: str) -> None:
+        """`source`: a symlink's target (text), made again at `target`, or a descriptor opened with O_PATH on
+        what is bound there read-only."""
+        if isinstance(source, str):
             os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
-            os.symlink(os.readlink(source), target)
+            os.symlink(source, target)
             return
-        if os.path.isdir(source):
+        if stat.S_ISDIR(os.fstat(source).st_mode):
             os.makedirs(target, mode=0o755, exist_ok=True)
         else:
             os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
             open(target, "w").close()
-        _mount(source, target, None, MS_BIND | MS_REC)
+        try:
+            _mount(f"/proc/self/fd/{source}", target, None, MS_BIND | MS_REC)
+        finally:
+            os.close(source)
         _mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
     def _probe_uid(self) -> str | None:
