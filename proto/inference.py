@@ -130,6 +130,19 @@ class SamplingRequest(OpenAIRequest):
                                                                     "time it was generated.")
     logit_bias: dict[str, float] | None = Field(None, description="Token id (as a string) -> value added to its "
                                                                   "logit, -100 to 100.")
+    json_closing_reserve: int = Field(0, ge=0, description="An extension: with response_format json_schema (or "
+                                      "json_object), once this many tokens of max_tokens are left the reply takes "
+                                      "every closing mark the grammar allows, so it ends as valid JSON (finish_reason "
+                                      "'length'). 0: off.")
+    dry_multiplier: float = Field(0.0, ge=0, le=100, description="Repetition guard (llama.cpp's DRY sampler; an "
+                                  "extension, off at 0): a token that would extend a repeat of an earlier run of "
+                                  "the completion loses multiplier * base ** (run length - allowed length).")
+    dry_base: float = Field(1.75, ge=1, le=10, description="Growth of the repetition guard's penalty per token.")
+    dry_allowed_length: int = Field(2, ge=1, le=1000, description="Repeats up to this long are not penalised.")
+    dry_penalty_last_n: int = Field(-1, ge=-1, description="Tokens of the completion the guard looks back over; "
+                                                          "-1: all of them.")
+    dry_sequence_breakers: list[str] = Field(["\n", ":", '"', "*"], max_length=16, description=(
+        "A repeat does not run across a token holding one of these strings."))
     stream: bool = Field(False, description="Server-sent events, one chunk per step, then `data: [DONE]`.")
     stream_options: StreamOptions | None = None
     user: str | None = None
@@ -140,6 +153,8 @@ class SamplingRequest(OpenAIRequest):
             raise ValueError("stop takes at most 4 non-empty strings")
         if self.stop == "":
             raise ValueError("stop must not be empty")
+        if not all(0 < len(breaker) <= 20 for breaker in self.dry_sequence_breakers):
+            raise ValueError("dry_sequence_breakers take strings of 1 to 20 characters")
         if self.stream_options is not None and not self.stream:
             raise ValueError("stream_options is only allowed when stream is true")
         for token, value in (self.logit_bias or {}).items():

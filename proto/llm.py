@@ -25,6 +25,10 @@ class ProviderConfig(Model):
                                                  "inference-server, vLLM, OpenAI): the schema is sent and an "
                                                  "invalid reply is not sent back for repair; otherwise the "
                                                  "schema is stated in the prompt and invalid replies repaired.")
+    loop_guard: bool = Field(False, description="The provider takes the inference-server's decoding extensions "
+                                                "(its transformers backend): llama.cpp's DRY repetition guard "
+                                                "(dry_*) and json_closing_reserve. A reply cut at max_tokens under "
+                                                "an enforced schema is asked for again with both.")
 
 
 class ChatMessage(Model):
@@ -43,12 +47,19 @@ class ChatRequest(Model):
     stop: list[str] | None = None
     seed: int | None = None
     frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0)
+    json_closing_reserve: int | None = Field(None, ge=0, description="The inference-server's extension: the last "
+                                             "tokens of max_tokens close a schema-constrained reply.")
+    dry_multiplier: float | None = Field(None, ge=0.0, description="Repetition guard of the providers that have "
+                                         "one (llama.cpp's DRY sampler, the inference-server): sent only when set.")
+    dry_allowed_length: int | None = Field(None, ge=1, description="Repeats up to this long are not penalised.")
+    dry_sequence_breakers: list[str] | None = Field(None, description="Strings a repeat does not run across.")
     response_schema: dict[str, Any] | None = Field(
         None, description="JSON schema the reply must match; part of the request's fingerprint.")
 
     def parameters(self) -> dict[str, Any]:
         """The sampling parameters that were set."""
-        names = ("max_tokens", "temperature", "top_p", "stop", "seed", "frequency_penalty")
+        names = ("max_tokens", "temperature", "top_p", "stop", "seed", "frequency_penalty", "json_closing_reserve", "dry_multiplier",
+                 "dry_allowed_length", "dry_sequence_breakers")
         return {name: getattr(self, name) for name in names if getattr(self, name) is not None}
 
 

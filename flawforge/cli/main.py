@@ -277,7 +277,8 @@ def local_provider(out: Path, model_path: str) -> Iterator[Optional[dict]]:
         return
     with _local_inference(out, model_path) as base:
         yield {"llm_providers": json.dumps({"local": {"base_url": f"{base}/v1", "api_key_env": KEY_ENV,
-                                                      "timeout_s": 3600, "json_schema": True}})}
+                                                      "timeout_s": 3600, "json_schema": True,
+                                                      "loop_guard": True}})}
 
 
 def _providers_configured() -> bool:

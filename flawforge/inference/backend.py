@@ -39,6 +39,14 @@ class SamplingParams:
     frequency_penalty: float = 0.0
     logit_bias: tuple[tuple[int, float], ...] = ()  # (token id, added to its logit)
     output_format: OutputFormat | None = None
+    # Under a json_schema format: the last tokens of the budget close the JSON value (Constraint.close).
+    json_closing_reserve: int = 0
+    # The repetition guard (decoding.LoopGuard); off while the multiplier is 0.
+    dry_multiplier: float = 0.0
+    dry_base: float = 1.75
+    dry_allowed_length: int = 2
+    dry_penalty_last_n: int = -1  # the completion's last N tokens; -1: all of them
+    dry_sequence_breakers: tuple[str, ...] = ("\n", ":", '"', "*")
 
 
 @dataclass

@@ -8,6 +8,7 @@ the measurements behind the choice).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import torch
 
@@ -24,6 +25,22 @@ class Vocabulary:
         self.info = xgrammar.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size)
         self.compiler = xgrammar.GrammarCompiler(self.info, max_threads=1)
         self.vocab_size = vocab_size
+        self._breakers: dict[tuple[str, ...], frozenset[int]] = {}
+
+    def breaker_ids(self, breakers: tuple[str, ...]) -> frozenset[int]:
+        """The tokens whose text holds one of `breakers` (the loop guard's sequence breakers)."""
+        if breakers not in self._breakers:
+            needles = [b.encode() for b in breakers if b]
+            self._breakers[breakers] = frozenset(i for i, raw in enumerate(self.info.decoded_vocab)
+                                                 if any(n in raw for n in needles))
+        return self._breakers[breakers]
+
+    @cached_property
+    def closers(self) -> torch.Tensor:
+        """Tokens made only of JSON's closing marks (`"`, `]`, `}`): what ends a string, array or object."""
+        closing = frozenset(b'"]}')
+        return torch.tensor([bool(raw) and all(byte in closing for byte in raw) for raw in self.info.decoded_vocab]
+                            + [False] * (self.vocab_size - len(self.info.decoded_vocab)))[:self.vocab_size]
 
     def token_bytes(self, token_id: int) -> bytes:
         """A token's own bytes: part of a UTF-8 character where the tokenizer split one."""
@@ -57,6 +74,14 @@ class Constraint:
         for row in rows:
             self.matchers[row].fill_next_token_bitmask(self.bitmask, row)
         self._apply(logits, self.bitmask, indices=rows)
+
+    def close(self, logits: torch.Tensor, rows: list[int], closers: torch.Tensor) -> None:
+        """Leaves only closing marks where the grammar allows one (after `mask`): a JSON value that must end
+        within the token budget ends at the next mark it may take."""
+        for row in rows:
+            allowed = closers & torch.isfinite(logits[row])
+            if allowed.any():
+                logits[row].masked_fill_(~allowed, float("-inf"))
 
     def accept(self, row: int, token_id: int) -> bool:
         """Follows the chosen token; True once the grammar is complete (nothing may follow)."""
@@ -94,6 +119,73 @@ class LogitAdjuster:
     def chose(self, row: int, token_id: int) -> None:
         if self.counts is not None:
             self.counts[row, token_id] += 1
+
+
+class LoopGuard:
+    """A penalty on repeating what the completion already wrote (the "DRY" sampler of llama.cpp's server):
+    a token that would extend a repeat of an earlier run of at least `allowed_length` tokens loses
+    `multiplier * base ** (length - allowed_length)` of its logit, so a greedy repetition loop is left
+    within a few tokens while short repeats (a variable's name, JSON keys) are free. A run does not extend
+    across a sequence-breaker token (one whose text holds a breaker string), so repeats are counted within a
+    line, a quoted string or a clause. Only the completion's own tokens count, not the prompt's: a reply
+    may copy its prompt (a question's words, an example's shape) without penalty."""
+
+    def __init__(self, params: SamplingParams, breaker_ids: frozenset[int]):
+        self.params = params
+        self.breakers = breaker_ids
+        self.generated: list[list[int]] = [[] for _ in range(params.n)]
+
+    def repeat_lengths(self, row: int) -> dict[int, int]:
+        """For each token that would extend a repeat, the length of the longest run it would extend."""
+        tokens = self.generated[row]
+        window = self.params.dry_penalty_last_n
+        if window > 0:
+            tokens = tokens[-window:]
+        tail = 0  # the run that may repeat ends here and starts after the last breaker
+        for token in reversed(tokens):
+            if token in self.breakers:
+                break
+            tail += 1
+        if tail < self.params.dry_allowed_length:
+            return {}
+        matches = _suffix_matches(tokens)
+        lengths: dict[int, int] = {}
+        for distance in range(1, len(tokens)):
+            length = min(matches[distance], tail)
+            if length >= self.params.dry_allowed_length:
+                following = tokens[len(tokens) - distance]
+                lengths[following] = max(lengths.get(following, 0), length)
+        return lengths
+
+    def apply(self, logits: torch.Tensor, rows: list[int]) -> torch.Tensor:
+        params = self.params
+        for row in rows:
+            lengths = self.repeat_lengths(row)
+            if lengths:
+                ids = torch.tensor(list(lengths))
+                exponent = torch.tensor(list(lengths.values()), dtype=torch.float32) - params.dry_allowed_length
+                logits[row, ids] -= params.dry_multiplier * params.dry_base ** exponent
+        return logits
+
+    def chose(self, row: int, token_id: int) -> None:
+        self.generated[row].append(token_id)
+
+
+def _suffix_matches(tokens: list[int]) -> list[int]:
+    """matches[d]: how many tokens the sequence ending d tokens before the end shares with the sequence's own
+    end (the Z-function of the reversed tokens, linear time)."""
+    reverse = tokens[::-1]
+    size = len(reverse)
+    z = [0] * size
+    left = right = 0
+    for i in range(1, size):
+        if i < right:
+            z[i] = min(right - i, z[i - left])
+        while i + z[i] < size and reverse[z[i]] == reverse[i + z[i]]:
+            z[i] += 1
+        if i + z[i] > right:
+            left, right = i, i + z[i]
+    return z
 
 
 def _held_suffix(text: str, patterns: tuple[str, ...]) -> int:

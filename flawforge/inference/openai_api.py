@@ -72,7 +72,10 @@ def _params(backend: Backend, req: SamplingRequest, max_tokens: int, logprobs: b
     return SamplingParams(n=req.n, temperature=req.temperature, top_p=req.top_p, max_tokens=max_tokens, seed=seed,
                           stop=req.stop_strings, logprobs=logprobs, top_logprobs=top_logprobs,
                           presence_penalty=req.presence_penalty, frequency_penalty=req.frequency_penalty,
-                          logit_bias=_logit_bias(backend, req), output_format=output_format)
+                          logit_bias=_logit_bias(backend, req), output_format=output_format,
+                          json_closing_reserve=req.json_closing_reserve, dry_multiplier=req.dry_multiplier, dry_base=req.dry_base,
+                          dry_allowed_length=req.dry_allowed_length, dry_penalty_last_n=req.dry_penalty_last_n,
+                          dry_sequence_breakers=tuple(req.dry_sequence_breakers))
 
 
 def _piece(backend: Backend, token_id: int) -> str:

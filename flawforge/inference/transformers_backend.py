@@ -6,7 +6,7 @@ from typing import Callable, Iterator
 import torch
 
 from flawforge.inference.backend import Backend, Delta, SamplingParams, ScoreItem, TokenChoice
-from flawforge.inference.decoding import Constraint, LogitAdjuster, TextAssembler
+from flawforge.inference.decoding import Constraint, LogitAdjuster, LoopGuard, TextAssembler
 from flawforge.inference.loading import LoadedModel
 from flawforge.inference.research import score_continuations
 from flawforge.inference.sampling import choose_next
@@ -30,10 +30,16 @@ class TransformersBackend(Backend):
         constraint = (Constraint(self.vocabulary, self.vocabulary.compile(params.output_format, "response_format"),
                                  params.n) if params.output_format else None)
         adjuster = LogitAdjuster(params, self.vocab_size)
+        guard = (LoopGuard(params, self.vocabulary.breaker_ids(params.dry_sequence_breakers))
+                 if params.dry_multiplier > 0 else None)
         # Sampling runs on the CPU from float32 logits, so a seed gives the same draws on any device.
         generator = torch.Generator().manual_seed(params.seed)
         texts = [TextAssembler(self.tokenizer, row, params.stop) for row in range(params.n)]
         running = list(range(params.n))
+        # From this step on a JSON reply is closed; one that ends there has finish_reason "length" all the same.
+        closing_from = (params.max_tokens - params.json_closing_reserve
+                        if constraint is not None and params.output_format.kind == "json_schema"
+                        and params.json_closing_reserve else params.max_tokens)
         with lm.lock, torch.inference_mode():
             out = lm.model(input_ids=torch.tensor([prompt_ids], device=lm.device), use_cache=True, logits_to_keep=1)
             cache = out.past_key_values
@@ -45,21 +51,28 @@ class TransformersBackend(Backend):
                 raw = torch.log_softmax(logits, -1) if params.logprobs else None
                 if adjuster.active:
                     logits = adjuster.apply(logits)
+                if guard is not None:
+                    logits = guard.apply(logits.clone(), running)
                 if constraint is not None:
                     logits = logits.clone()
                     constraint.mask(logits, running)
+                    if step >= closing_from:
+                        constraint.close(logits, running, self.vocabulary.closers)
                 chosen = choose_next(logits, params.temperature, params.top_p, generator)
                 for row in list(running):
                     token_id = int(chosen[row])
                     adjuster.chose(row, token_id)
+                    if guard is not None:
+                        guard.chose(row, token_id)
                     complete = constraint is not None and constraint.accept(row, token_id)
+                    ended = "stop" if step < closing_from else "length"
                     if token_id in eos:
                         running.remove(row)
-                        yield texts[row].finish("stop")
+                        yield texts[row].finish(ended)
                         continue
                     delta = texts[row].add(token_id, self._choice(token_id, raw, row, params))
                     if complete and not delta.finish_reason:
-                        delta = _merged(delta, texts[row].finish("stop"))
+                        delta = _merged(delta, texts[row].finish(ended))
                     elif not delta.finish_reason and step == params.max_tokens - 1:
                         delta = _merged(delta, texts[row].finish("length"))
                     if delta.finish_reason:

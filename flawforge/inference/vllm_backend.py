@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from flawforge.inference.backend import Backend, Delta, SamplingParams, ScoreItem, TokenChoice
+from flawforge.inference.errors import RequestError
 
 # The transformers copy that serves the research endpoints needs GPU memory beside vLLM's pool.
 GPU_MEMORY_SHARE = 0.6
@@ -48,6 +49,10 @@ class VllmBackend(Backend):
         from vllm import SamplingParams as VllmParams
         from vllm.sampling_params import StructuredOutputsParams
 
+        for name in ("dry_multiplier", "json_closing_reserve"):  # the transformers backend's extensions
+            if getattr(params, name):
+                raise RequestError(400, f"{name} is not supported by the vLLM backend", param=name,
+                                   code="unsupported_parameter")
         structured = None
         if params.output_format is not None:
             key = "json" if params.output_format.kind == "json_schema" else "structural_tag"

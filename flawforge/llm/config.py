@@ -11,9 +11,10 @@ from flawforge.errors import ConfigError
 from flawforge.proto.llm import ProviderConfig
 
 # The local inference-server wants a bearer token like every service: FLAWFORGE_TOKEN is the one this process
-# sends. It enforces a response_format json_schema while decoding.
+# sends. It enforces a response_format json_schema while decoding and has the loop guard (its transformers
+# backend; a provider served by vLLM is configured without it).
 DEFAULT_PROVIDERS = {"local": {"base_url": "http://127.0.0.1:8005/v1", "api_key_env": "FLAWFORGE_TOKEN",
-                               "json_schema": True}}
+                               "json_schema": True, "loop_guard": True}}
 
 
 def parse_providers(text: str) -> dict[str, ProviderConfig]:

@@ -33,8 +33,13 @@ class StructuredOutcome(Generic[T]):
     replies: list[ChatResult] = field(default_factory=list)
 
 
-# The frequency penalty of the one retry of a reply cut at max_tokens under an enforced schema.
-LOOP_PENALTY = 0.5
+# The one retry of a reply cut at max_tokens under an enforced schema. A provider with the loop guard gets
+# the repetition guard (no sequence breakers: in JSON text every line break and quote is escaped, so the
+# default breakers would cut every run short; 12 tokens clears the schema's own repeated keys) and the last
+# 128 tokens to close the JSON; other providers get a frequency penalty.
+LOOP_GUARD = {"dry_multiplier": 0.8, "dry_allowed_length": 12, "dry_sequence_breakers": [],
+              "json_closing_reserve": 128}
+LOOP_PENALTY = {"frequency_penalty": 0.5}
 
 
 class Gateway:
@@ -140,16 +145,21 @@ class Gateway:
                         on_settled: Callable[[], None] = lambda: None) -> list[StructuredOutcome[T]]:
         """JSON replies validated against `schema`. A provider that enforces the schema while decoding gets
         it in response_format and no repairs (a reply it cut at max_tokens would come back cut again): a
-        reply it cut is asked for once more with a frequency penalty, which breaks the repetition loop a
-        small model falls into under greedy decoding. For the other providers, invalid replies are sent
-        back for repair a bounded number of times."""
+        reply it cut, most often a small model's greedy repetition loop, is asked for once more with the
+        provider's loop guard (LOOP_GUARD: a repetition guard, and a budget whose last tokens close the JSON)
+        or, without one, a frequency penalty. For the other providers, invalid replies are sent back for
+        repair a bounded number of times."""
         scope = scope or CallScope()
         repairs = self.max_repairs if max_repairs is None else max_repairs
         with_schema = {"response_schema": schema.model_json_schema()}
         outcomes = [StructuredOutcome[T]() for _ in requests]
         pending = {i: r.model_copy(update=with_schema) for i, r in enumerate(requests)}
-        enforced = {i: self._enforces_schema(r.model, scope) for i, r in enumerate(requests)}
+        configs = {i: self._provider_config(r.model, scope) for i, r in enumerate(requests)}
+        enforced = {i: config is not None and config.json_schema for i, config in configs.items()}
+        loop_retry = {i: LOOP_GUARD if config is not None and config.loop_guard else LOOP_PENALTY
+                      for i, config in configs.items()}
         repairs_of = {i: 0 if enforced[i] else repairs for i in range(len(requests))}
+        retried: set[int] = set()
         for round_no in range(max(repairs, 1) + 1):
             if not pending:
                 break
@@ -169,17 +179,18 @@ class Gateway:
                     outcomes[i].error = InvalidModelOutput(f"{exc}{cut} (after {round_no} repairs)")
                     if round_no < repairs_of[i]:
                         next_pending[i] = repair_request(pending[i], reply.content, str(exc))
-                    elif enforced[i] and cut and pending[i].frequency_penalty is None:
-                        next_pending[i] = pending[i].model_copy(update={"frequency_penalty": LOOP_PENALTY})
+                    elif enforced[i] and cut and i not in retried:
+                        retried.add(i)
+                        next_pending[i] = pending[i].model_copy(update=loop_retry[i])
             pending = next_pending
         return outcomes
 
-    def _enforces_schema(self, model: str, scope: CallScope) -> bool:
+    def _provider_config(self, model: str, scope: CallScope) -> ProviderConfig | None:
         try:
             provider, _ = self.resolve(model, scope)
         except LLMError:
-            return False  # the call itself reports what is wrong with the model
-        return provider.config.json_schema
+            return None  # the call itself reports what is wrong with the model
+        return provider.config
 
     def _run_round(self, requests: list[ChatRequest], scope: CallScope, mode: str, concurrency: int,
                    on_settled: Callable[[], None]) -> list[ChatResult | LLMError]:

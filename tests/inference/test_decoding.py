@@ -6,7 +6,7 @@ import torch
 from transformers import AutoTokenizer
 
 from flawforge.inference.backend import SamplingParams, TokenChoice
-from flawforge.inference.decoding import LogitAdjuster, TextAssembler
+from flawforge.inference.decoding import LogitAdjuster, LoopGuard, TextAssembler
 from flawforge.proto.inference import ChatCompletionRequest
 
 
@@ -22,6 +22,39 @@ def test_penalties_follow_openai_and_bias_adds_to_the_logit():
     # token 1 twice: 2 * 0.25 + 0.5; token 2 once: 0.25 + 0.5; row 1 chose nothing; token 3 biased in both.
     assert adjusted.tolist() == [[0, -1.0, -0.75, -100], [0, 0, 0, -100]]
     assert not LogitAdjuster(params(), 4).active
+
+
+def test_the_loop_guard_penalises_the_token_that_extends_a_repeat_growing_with_its_length():
+    guard = LoopGuard(params(n=1, dry_multiplier=1.0, dry_base=2.0, dry_allowed_length=2), frozenset())
+    for token in (1, 2, 3, 1, 2, 3, 1, 2):
+        guard.chose(0, token)
+    # "... 1 2" last occurred 3 tokens back as part of "1 2 3 1 2", a run of 5 followed by 3: 3 would extend it.
+    assert guard.repeat_lengths(0) == {3: 5}
+    adjusted = guard.apply(torch.zeros(1, 5), [0])
+    assert adjusted.tolist() == [[0, 0, 0, -(2.0 ** 3), 0]]
+    # a breaker (token 3) ends every run: only "1 2" since the last 3 counts, the allowed length itself
+    breaking = LoopGuard(params(n=1, dry_multiplier=1.0, dry_allowed_length=2), frozenset({3}))
+    for token in (1, 2, 3, 1, 2, 3, 1, 2):
+        breaking.chose(0, token)
+    assert breaking.repeat_lengths(0) == {3: 2}
+    # repeats shorter than the allowed length, and a window that no longer holds the first copy, are free
+    short = LoopGuard(params(n=1, dry_multiplier=1.0, dry_allowed_length=6), frozenset())
+    windows = [LoopGuard(params(n=1, dry_multiplier=1.0, dry_allowed_length=2, dry_penalty_last_n=n), frozenset())
+               for n in (4, 5)]
+    for token in (1, 2, 3, 1, 2, 3, 1, 2):
+        for guard in (short, *windows):
+            guard.chose(0, token)
+    assert short.repeat_lengths(0) == {} and [w.repeat_lengths(0) for w in windows] == [{}, {3: 2}]
+
+
+def test_the_loop_guard_request_fields_are_checked():
+    base = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
+    request = ChatCompletionRequest.model_validate({**base, "dry_multiplier": 0.8, "dry_sequence_breakers": []})
+    assert request.dry_multiplier == 0.8 and request.dry_sequence_breakers == [] and not request.ignored_fields()
+    for bad in ({"dry_multiplier": -1}, {"dry_base": 0.5}, {"dry_sequence_breakers": [""]},
+                {"json_closing_reserve": -1}):
+        with pytest.raises(ValueError):
+            ChatCompletionRequest.model_validate({**base, **bad})
 
 
 @pytest.fixture(scope="module")

@@ -114,6 +114,56 @@ def test_bad_requests_get_clear_errors(client, lm):
     assert cut.json()["choices"][0]["message"]["content"].startswith("{")
 
 
+def test_a_closing_reserve_ends_a_schema_reply_as_valid_json_within_the_budget(client, lm):
+    import json
+
+    essay = {"type": "json_schema", "json_schema": {"name": "essay", "schema": {
+        "type": "object", "properties": {"title": {"type": "string"}, "paragraphs": {
+            "type": "array", "items": {"type": "string"}}}, "required": ["title", "paragraphs"]}}}
+    ask = {"messages": [{"role": "user", "content": "Write a long essay about the sea, in many paragraphs."}],
+           "temperature": 0, "max_tokens": 48, "response_format": essay}
+    cut = client.post("/v1/chat/completions", json={"model": lm.name, **ask}).json()["choices"][0]
+    closed = client.post("/v1/chat/completions", json={"model": lm.name, "json_closing_reserve": 24, **ask})
+    assert closed.status_code == 200, closed.text
+    choice = closed.json()["choices"][0]
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(cut["message"]["content"])
+    reply = json.loads(choice["message"]["content"])
+    # it was closed because of the budget, and says so; what it wrote before the reserve is the greedy reply's
+    assert choice["finish_reason"] == cut["finish_reason"] == "length" and set(reply) == {"title", "paragraphs"}
+    assert closed.json()["usage"]["completion_tokens"] <= 48
+    common = len(json.dumps(reply["title"])) // 2
+    assert cut["message"]["content"][:common] == choice["message"]["content"][:common]
+
+
+def longest_repeat(text: str) -> int:
+    """Length of the longest substring that occurs twice without overlapping."""
+    best = 0
+    for size in range(1, len(text) // 2 + 1):
+        seen: dict[str, int] = {}
+        found = False
+        for start in range(len(text) - size + 1):
+            first = seen.setdefault(text[start:start + size], start)
+            if start - first >= size:
+                found = True
+                break
+        if not found:
+            return best
+        best = size
+    return best
+
+
+def test_the_loop_guard_breaks_a_greedy_repetition_loop(client, lm):
+    ask = {"model": lm.name, "temperature": 0, "max_tokens": 96,
+           "messages": [{"role": "user", "content": "Write the line 'I like apples.' again and again, forever."}]}
+    plain = client.post("/v1/chat/completions", json=ask).json()["choices"][0]["message"]["content"]
+    guarded = client.post("/v1/chat/completions", json={**ask, "dry_multiplier": 0.8, "dry_allowed_length": 4,
+                                                        "dry_sequence_breakers": []})
+    assert guarded.status_code == 200, guarded.text
+    text = guarded.json()["choices"][0]["message"]["content"]
+    assert longest_repeat(plain) >= 100 and longest_repeat(text) <= 40, (plain, text)
+
+
 def test_research_endpoints_over_http(client, lm):
     score = client.post("/v1/research/score", json={"model": lm.name, "items": [
         {"prompt": "The capital of France is", "continuations": [" Paris", " Berlin"]}]})

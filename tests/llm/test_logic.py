@@ -246,13 +246,14 @@ def test_schema_is_stated_with_the_first_instructions_or_sent_as_response_format
     assert body["model"] == "m" and body["max_tokens"] == 8
 
 
-def test_a_reply_cut_under_an_enforced_schema_is_asked_again_with_a_frequency_penalty(tmp_path):
-    """A provider (real HTTP, scripted) that loops until max_tokens unless a frequency penalty is set."""
+def test_a_reply_cut_under_an_enforced_schema_is_asked_again_with_the_loop_guard_or_a_penalty(tmp_path):
+    """A provider (real HTTP, scripted) that loops until max_tokens unless a frequency penalty or the loop guard
+    is set."""
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     from flawforge.blobstore import LocalBlobStore
-    from flawforge.llm.gateway import LOOP_PENALTY, Gateway
+    from flawforge.llm.gateway import LOOP_GUARD, LOOP_PENALTY, Gateway
 
     bodies = []
 
@@ -271,7 +272,7 @@ def test_a_reply_cut_under_an_enforced_schema_is_asked_again_with_a_frequency_pe
         def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             bodies.append(body)
-            penalised = body.get("frequency_penalty") is not None
+            penalised = body.get("frequency_penalty") is not None or body.get("dry_multiplier") is not None
             content, finish = ('{"x": 1, "y": 2}', "stop") if penalised else ('{"x": 11111111111111', "length")
             self.answer({"id": "c", "object": "chat.completion", "created": 0, "model": body["model"],
                          "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
@@ -289,7 +290,14 @@ def test_a_reply_cut_under_an_enforced_schema_is_asked_again_with_a_frequency_pe
             {"p": {"base_url": base, "json_schema": True}})), max_repairs=0)
         (outcome,) = enforcing.structured_many([request(model="m")], Point)
         assert outcome.value == Point(x=1, y=2) and len(outcome.replies) == 2
-        assert "frequency_penalty" not in bodies[0] and bodies[1]["frequency_penalty"] == LOOP_PENALTY
+        assert "frequency_penalty" not in bodies[0] and bodies[1]["frequency_penalty"] == 0.5
+        assert bodies[1] == {**bodies[0], **LOOP_PENALTY}
+        bodies.clear()
+        guarded = Gateway(LocalBlobStore(tmp_path / "g"), parse_providers(json.dumps(
+            {"p": {"base_url": base, "json_schema": True, "loop_guard": True}})), max_repairs=0)
+        (outcome,) = guarded.structured_many([request(model="m")], Point)
+        assert outcome.value == Point(x=1, y=2) and len(outcome.replies) == 2
+        assert bodies[1] == {**bodies[0], **LOOP_GUARD} and LOOP_GUARD["json_closing_reserve"] > 0
         bodies.clear()
         plain = Gateway(LocalBlobStore(tmp_path / "b"), parse_providers(json.dumps({"p": {"base_url": base}})),
                         max_repairs=0)
