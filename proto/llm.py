@@ -165,5 +165,9 @@ class TemplateGenerationReport(Model):
     model_calls: int = Field(description="Replies that cost a model call (not served from the cache).")
     cache_hits: int
     repairs: int = Field(description="Repair requests sent after invalid replies.")
+    loop_retries: int = Field(0, description="Replies cut at max_tokens under an enforced schema that were asked "
+                                             "for again (with the provider's loop guard or a frequency penalty).")
+    closed_at_budget: int = Field(0, description="Parsed replies that ended at the token budget (their JSON "
+                                                 "closed within the provider's closing reserve).")
     prompt_tokens: int = 0
     completion_tokens: int = 0

@@ -297,7 +297,8 @@ def _local_inference(out: Path, model_path: str):
     # One torch thread unless told otherwise: the job's own threads share the machine with it.
     settings = settings.model_copy(update={"inference_threads": settings.inference_threads or 1,
                                            "inference_model_path": model_path or settings.inference_model_path})
-    return local_service("inference-server", settings, "/v1/models", served_app)
+    # Readiness (the model loaded) answers 503 quietly while it loads; polling a model route would log each refusal.
+    return local_service("inference-server", settings, "/readyz", served_app)
 
 
 def read_candidates(path: Path) -> list:

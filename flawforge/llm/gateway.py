@@ -31,6 +31,11 @@ class StructuredOutcome(Generic[T]):
     value: T | None = None
     error: LLMError | None = None
     replies: list[ChatResult] = field(default_factory=list)
+    loop_retried: bool = False  # a reply cut at max_tokens was asked for again (not a repair)
+
+    @property
+    def repairs(self) -> int:
+        return max(0, len(self.replies) - 1 - self.loop_retried)
 
 
 # The one retry of a reply cut at max_tokens under an enforced schema. A provider with the loop guard gets
@@ -159,7 +164,6 @@ class Gateway:
         loop_retry = {i: LOOP_GUARD if config is not None and config.loop_guard else LOOP_PENALTY
                       for i, config in configs.items()}
         repairs_of = {i: 0 if enforced[i] else repairs for i in range(len(requests))}
-        retried: set[int] = set()
         for round_no in range(max(repairs, 1) + 1):
             if not pending:
                 break
@@ -176,11 +180,13 @@ class Gateway:
                     outcomes[i].error = None
                 except InvalidModelOutput as exc:
                     cut = " (the reply was cut at max_tokens)" if reply.finish_reason == "length" else ""
-                    outcomes[i].error = InvalidModelOutput(f"{exc}{cut} (after {round_no} repairs)")
+                    asked = ("; asked again after a cut reply" if outcomes[i].loop_retried
+                             else f" (after {outcomes[i].repairs} repairs)")
+                    outcomes[i].error = InvalidModelOutput(f"{exc}{cut}{asked}")
                     if round_no < repairs_of[i]:
                         next_pending[i] = repair_request(pending[i], reply.content, str(exc))
-                    elif enforced[i] and cut and i not in retried:
-                        retried.add(i)
+                    elif enforced[i] and cut and not outcomes[i].loop_retried:
+                        outcomes[i].loop_retried = True
                         next_pending[i] = pending[i].model_copy(update=loop_retry[i])
             pending = next_pending
         return outcomes

@@ -118,7 +118,8 @@ def run(ctx: JobContext, params: TemplateGenerationParams) -> None:
         attempted=len(todo), parsed=sum(o.value is not None for o in outcomes), passed=len(kept),
         pass_rate=len(kept) / len(todo) if todo else 0.0, rejects_by_reason=by_reason,
         model_calls=sum(not r.cached for r in replies), cache_hits=sum(r.cached for r in replies),
-        repairs=sum(max(0, len(o.replies) - 1) for o in outcomes),
+        repairs=sum(o.repairs for o in outcomes), loop_retries=sum(o.loop_retried for o in outcomes),
+        closed_at_budget=sum(o.value is not None and o.replies[-1].finish_reason == "length" for o in outcomes),
         prompt_tokens=sum(r.usage.prompt_tokens for r in replies),
         completion_tokens=sum(r.usage.completion_tokens for r in replies))
     ctx.put_artifact("templates.jsonl", jsonl(kept))

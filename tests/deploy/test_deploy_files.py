@@ -313,11 +313,13 @@ GPU_EXTRA = "vllm"  # what the GPU image adds to the inference-server's extras
 
 
 def image_recipes(compose: dict, compose_gpu: dict) -> list[tuple[str, dict, bool]]:
-    """(service, compose service, on a GPU) for every image the stack builds: the base file's and the GPU override's."""
+    """(service, compose service, on a GPU) for every image the stack builds: the base file's and the GPU override's
+    (an override that builds nothing, only settings, adds no image)."""
     recipes = [(name, service, False) for name, service in served(compose).items()]
     for name, override in compose_gpu["services"].items():
         assert name in served(compose), f"compose.gpu.yaml overrides unknown service {name}"
-        recipes.append((name, {**served(compose)[name], **override}, True))
+        if "build" in override or "image" in override:
+            recipes.append((name, {**served(compose)[name], **override}, True))
     return recipes
 
 
