@@ -100,6 +100,7 @@ def test_fit_learns_what_separates_the_labels_and_is_deterministic():
 def test_shipped_weights_prefer_whole_answers_and_quotas_cover_every_type():
     ranker = shipped_ranker()
     assert ranker.score(row("operator_swap", 120)) > ranker.score(row("operator_swap", 120.5))
+    assert ranker.weights["repeats_operand"] < 0 and ranker.weights["world_knowledge"] < 0
     assert set(ranker.quotas) == set(CONCEPTUAL_TYPES) and all(q >= 1 for q in ranker.quotas.values())
     assert quotas_from({"a": 0}, {}, 2) == {t: 1 for t in CONCEPTUAL_TYPES}
     assert quotas_from({"operator_swap": 9}, {"operator_swap": 1}, 2)["operator_swap"] == 2
