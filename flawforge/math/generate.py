@@ -31,7 +31,7 @@ from flawforge.math.mutations.base import Miscalculate, StopAt, Substitution
 from flawforge.math.mutations.realism import Flawed, unrealistic
 from flawforge.math.proofread import Verdict, check_correct, check_flawed, question_numbers, solution_lines
 from flawforge.math.program import FINAL_ANSWER_STEP, BoundProgram, Prediction, Program, Site, TemplateError
-from flawforge.math.ranking import Ranker, features, shipped_ranker
+from flawforge.math.ranking import Ranker, features, names_read, shipped_ranker, world_knowledge_names
 from flawforge.math.reconstruct import SolutionWriter, Unrenderable
 from flawforge.math.selection import DEFAULT_CAPS, Caps, Choice, Plausibility, ValueRule, select, stable_hash
 from flawforge.proto.math import Candidate, ProblemTemplate, Reject
@@ -279,12 +279,14 @@ def _tell(writer: SolutionWriter, reader: _Reader, group: Group, dropped: Counte
 
 
 class _Places:
-    """Where a mutant's error sits in the solution, 0 to 1 (a reported intermediate: where the solution stops)."""
+    """Where a mutant's error sits in the solution, 0 to 1 (a reported intermediate: where the solution stops),
+    and which of the template's variables are world knowledge."""
 
     def __init__(self, program: Program, order: list[str]):
         self.program = program
         self.index = {label: position for position, label in enumerate(order, start=1)}
         self.steps = max(1, len(order))
+        self.world_knowledge = world_knowledge_names(program.source)
 
     def of(self, mutant: _Mutant) -> float:
         line = self.program.step_of(mutant.edit.text.variable) if isinstance(mutant.edit.text, StopAt) \
@@ -299,7 +301,8 @@ def _choice(group: Group, ranker: Ranker, bound: BoundProgram, place: _Places) -
         score = ranker.score(features(error_type=mutant.mutation.name, correct_answer=bound.answer,
                                       flawed_answer=outcome.answer, correct_value=mutant.site.value,
                                       flawed_value=outcome.values.get(mutant.site.target),
-                                      position=place.of(mutant)))
+                                      position=place.of(mutant), params=mutant.edit.params,
+                                      reads=names_read(mutant.edit.expression), world_knowledge=place.world_knowledge))
     return Choice(family=mutant.mutation.family, error_type=mutant.mutation.name, line=mutant.line,
                   prior=mutant.edit.prior, key=mutant.key, item=group, score=score)
 

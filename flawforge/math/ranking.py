@@ -3,25 +3,33 @@
 The score is a logistic model over a few features every mutant has before its text is written
 (so the caps can rank mutants, not only finished candidates): the error type, how far the flawed
 answer is from the correct one, whether it is whole, its magnitude, where in the solution the error
-sits, and how much the erroneous step's own value moved. Its weights are data
+sits, how much the erroneous step's own value moved, whether a substitution makes the step read the
+same quantity twice (`50 x 50`), and whether the erroneous step involves a world-knowledge constant
+(a unit conversion such as minutes per hour). Its weights are data
 (`ranking_weights.json`), fitted by `python -m flawforge.math.ranking_fit` from the human review
 of problems < 2500; the same fit, run per fold with the folds grouped by problem, gives the
 cross-validated ROC AUC that `flawforge recall` reports. Everything here is pure and deterministic.
 """
 from __future__ import annotations
 
+import ast
 import json
 import math
+import re
+from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 from flawforge.math.arithmetic import is_int_like, is_number
+from flawforge.math.program import FINAL_ANSWER_STEP, Program, TemplateError
 from flawforge.proto.math import CONCEPTUAL_TYPES, Candidate
 
 WEIGHTS_FILE = Path(__file__).with_name("ranking_weights.json")
 _CAP = 6.0  # orders of magnitude: a larger change reads the same
+_WORLD_KNOWLEDGE = re.compile(r"^\s*(\w+)\s*=[^#\n]*#\s*WK\b", re.MULTILINE)
+_SUBSTITUTIONS = ("incorrect_operand", "input_misrepresentation")
 
 
 def _log_ratio(new: Any, old: Any) -> float:
@@ -31,12 +39,30 @@ def _log_ratio(new: Any, old: Any) -> float:
     return min(_CAP, abs(math.log10(abs(float(new)) / abs(float(old)))))
 
 
+def world_knowledge_names(source: str) -> frozenset[str]:
+    """The variables a template marks as world knowledge (`minutes_per_hour = 60  # WK`)."""
+    return frozenset(_WORLD_KNOWLEDGE.findall(source))
+
+
+def names_read(expression: ast.expr | None) -> Counter:
+    """How many times the expression reads each name."""
+    if expression is None:
+        return Counter()
+    return Counter(node.id for node in ast.walk(expression) if isinstance(node, ast.Name)
+                   and isinstance(node.ctx, ast.Load))
+
+
 def features(*, error_type: str, correct_answer: Any, flawed_answer: Any, correct_value: Any, flawed_value: Any,
-             position: float) -> dict[str, float]:
+             position: float, params: Mapping[str, Any], reads: Mapping[str, int],
+             world_knowledge: Collection[str]) -> dict[str, float]:
     """The features of one mutant; `position` is the erroneous step's place in the solution, 0 to 1 (for a
-    reported intermediate: the place of the step it stops at)."""
+    reported intermediate: the place of the step it stops at); `params` the mutation's parameters; `reads` how
+    many times the flawed expression of the erroneous step reads each name (`names_read`); `world_knowledge`
+    the template's world-knowledge variables (`world_knowledge_names`)."""
     row = {f"type={t}": float(error_type == t) for t in CONCEPTUAL_TYPES}
     answer = float(flawed_answer) if is_number(flawed_answer) else 0.0
+    involved = set(reads) | {params[k] for k in ("operand", "replacement", "term", "selected")
+                             if isinstance(params.get(k), str)}
     row.update({
         "answer_change": _log_ratio(flawed_answer, correct_answer),
         "answer_smaller": float(is_number(flawed_answer) and is_number(correct_answer)
@@ -45,8 +71,25 @@ def features(*, error_type: str, correct_answer: Any, flawed_answer: Any, correc
         "answer_magnitude": math.log10(1 + abs(answer)) if math.isfinite(answer) else _CAP,
         "position": position,
         "step_change": _log_ratio(flawed_value, correct_value),
+        # a substitution that makes the step read one quantity twice: "30 kids each make 30 cards"
+        "repeats_operand": float(error_type in _SUBSTITUTIONS and reads.get(params.get("replacement"), 0) >= 2),
+        # the erroneous step reads (or a substitution moves or a dropped term is) a world-knowledge constant
+        "world_knowledge": float(bool(involved & set(world_knowledge))),
     })
     return row
+
+
+def _flawed_expression(candidate: Candidate) -> ast.expr | None:
+    """The erroneous step's flawed right-hand side, read back from the candidate's mutated code."""
+    try:
+        program = Program.parse(candidate.mutated_code, [])
+    except TemplateError:
+        return None
+    line = candidate.erroneous_line_number
+    assignments = [a for a in program.assignments if a.target == candidate.target_variable]
+    in_step = [a for a in assignments if a.step == line or (line == FINAL_ANSWER_STEP and a is program.answer)]
+    chosen = (in_step or assignments)[-1:]
+    return chosen[0].value if chosen else None
 
 
 def candidate_features(candidate: Candidate) -> dict[str, float]:
@@ -57,10 +100,12 @@ def candidate_features(candidate: Candidate) -> dict[str, float]:
         position = int(candidate.erroneous_line_number[1:]) / steps
     else:  # the solution stops at the reported step
         position = len(flawed) / steps
+    params = {k: v for k, v in candidate.mutation.items() if k != "name"}
     return features(error_type=candidate.error_type, correct_answer=candidate.correct_final_answer.to_python(),
                     flawed_answer=candidate.flawed_final_answer.to_python(),
                     correct_value=candidate.correct_value.to_python(), flawed_value=candidate.flawed_value.to_python(),
-                    position=min(1.0, position))
+                    position=min(1.0, position), params=params, reads=names_read(_flawed_expression(candidate)),
+                    world_knowledge=world_knowledge_names(candidate.mutated_code))
 
 
 @dataclass(frozen=True)

@@ -3,14 +3,45 @@ from __future__ import annotations
 
 import math
 
-from flawforge.math.ranking import (cross_validated_auc, features, fit, grouped_folds, quotas_from, roc_auc,
-                                    shipped_ranker)
+from flawforge.math import generate
+from flawforge.math.generate import generate_for_problem
+from flawforge.math.ranking import (candidate_features, cross_validated_auc, features, fit, grouped_folds,
+                                    names_read, quotas_from, roc_auc, shipped_ranker, world_knowledge_names)
+from flawforge.math.selection import Caps
+from flawforge.math.templates import problem_template
 from flawforge.proto.math import CONCEPTUAL_TYPES
+
+GEMINI = "google_gemini-2.5-flash"
+NO_CAPS = Caps(per_type=None, per_line=None, conceptual=None, computational=None)
 
 
 def row(error_type: str, flawed_answer, correct_answer=100) -> dict:
     return features(error_type=error_type, correct_answer=correct_answer, flawed_answer=flawed_answer,
-                    correct_value=4, flawed_value=5, position=0.5)
+                    correct_value=4, flawed_value=5, position=0.5, params={}, reads={}, world_knowledge=())
+
+
+def babysitting(folder, problems, sandbox, monkeypatch):
+    """Problem 1's conceptual candidates (Weng earns $12 an hour, `minutes_per_hour = 60  # WK`), each with the
+    features the generator ranked its mutant by."""
+    code, steps = folder.files("tier4", 1, GEMINI).read()
+    ranked = {}
+    choice = generate._choice
+
+    def spy(group, ranker, bound, place):
+        mutant, outcome = group[0]
+        ranked[(mutant.mutation.name, mutant.line, str(sorted(mutant.edit.params.items())))] = features(
+            error_type=mutant.mutation.name, correct_answer=bound.answer, flawed_answer=outcome.answer,
+            correct_value=mutant.site.value, flawed_value=outcome.values.get(mutant.site.target),
+            position=place.of(mutant), params=mutant.edit.params, reads=names_read(mutant.edit.expression),
+            world_knowledge=place.world_knowledge)
+        return choice(group, ranker, bound, place)
+
+    monkeypatch.setattr(generate, "_choice", spy)
+    template = problem_template(problems[1], "tier4", GEMINI, code, steps)
+    output = generate_for_problem(template, sandbox, ["conceptual"], seed=1, caps=NO_CAPS)
+    return [(c, ranked.get((c.error_type, c.erroneous_line_number,
+                            str(sorted((k, v) for k, v in c.mutation.items() if k != "name")))))
+            for c in output.candidates]
 
 
 def test_features_read_the_mutant():
@@ -19,6 +50,35 @@ def test_features_read_the_mutant():
     assert whole["type=operator_swap"] == 1 and whole["type=incomplete_calculation"] == 0
     assert math.isclose(row("operator_swap", 1000)["answer_change"], 1.0)
     assert row("operator_swap", 50)["answer_smaller"] == 1
+
+
+def test_world_knowledge_names_are_the_variables_marked_wk():
+    code = "def solve():\n    rate = 12  # $12 an hour\n    minutes_per_hour = 60 # WK\n    x = rate / minutes_per_hour\n"
+    assert world_knowledge_names(code) == {"minutes_per_hour"}
+
+
+def test_substitutions_that_repeat_an_operand_and_world_knowledge_on_a_real_template(folder, problems, sandbox,
+                                                                                     monkeypatch):
+    candidates = babysitting(folder, problems, sandbox, monkeypatch)
+    by_replacement = {c.mutation["replacement"]: candidate_features(c) for c, _ in candidates
+                      if c.error_type == "incorrect_operand" and c.mutation["operand"] == "rate_per_minute"}
+    # rate_per_minute * minutes_worked: "she earned 50 x 50" reads the minutes twice
+    assert by_replacement["minutes_worked"]["repeats_operand"] == 1
+    assert by_replacement["hourly_rate"]["repeats_operand"] == 0
+    # "60 x 50": the minutes in an hour, a world-knowledge constant, stand in for the rate
+    assert by_replacement["minutes_per_hour"]["world_knowledge"] == 1
+    assert by_replacement["hourly_rate"]["world_knowledge"] == 0
+    # rate_per_minute = hourly_rate / minutes_per_hour: any error in that step involves the constant
+    assert all(candidate_features(c)["world_knowledge"] == 1 for c, _ in candidates
+               if c.error_type == "operator_swap" and c.target_variable == "rate_per_minute")
+
+
+def test_the_generator_ranks_a_mutant_by_the_features_of_the_candidate_it_becomes(folder, problems, sandbox,
+                                                                                   monkeypatch):
+    candidates = babysitting(folder, problems, sandbox, monkeypatch)
+    compared = [(candidate_features(c), ranked) for c, ranked in candidates if ranked is not None]
+    assert len(compared) >= 4
+    assert all(mine == ranked for mine, ranked in compared)
 
 
 def test_auc_and_folds():
@@ -40,6 +100,7 @@ def test_fit_learns_what_separates_the_labels_and_is_deterministic():
 def test_shipped_weights_prefer_whole_answers_and_quotas_cover_every_type():
     ranker = shipped_ranker()
     assert ranker.score(row("operator_swap", 120)) > ranker.score(row("operator_swap", 120.5))
+    assert ranker.weights["repeats_operand"] < 0 and ranker.weights["world_knowledge"] < 0
     assert set(ranker.quotas) == set(CONCEPTUAL_TYPES) and all(q >= 1 for q in ranker.quotas.values())
     assert quotas_from({"a": 0}, {}, 2) == {t: 1 for t in CONCEPTUAL_TYPES}
     assert quotas_from({"operator_swap": 9}, {"operator_swap": 1}, 2)["operator_swap"] == 2
