@@ -196,6 +196,28 @@ def check_llm_providers(settings: Settings, where: str, reachable: dict[str, int
         assert reachable.get(url.hostname) == url.port, f"{where}: provider {name} URL {url.geturl()} names no service of the stack"
 
 
+def test_the_gateway_asks_for_the_loop_guard_only_where_the_inference_server_has_it(compose, compose_gpu, k8s):
+    """The loop guard's fields are the transformers backend's: vLLM answers them with a 400."""
+    from flawforge.llm.config import load_providers
+
+    def local_provider(env: dict[str, str]):
+        return next(p for p in load_providers(settings_from(env).llm_providers).values()
+                    if urlsplit(str(p.base_url)).hostname == "inference-server")
+
+    services = served(compose)
+    gpu = {**compose_env(services["llm-gateway"]), **compose_env(compose_gpu["services"]["llm-gateway"])}
+    deployments = objects(k8s, "Deployment")
+    stacks = [("compose", compose_env(services["llm-gateway"]), compose_env(services["inference-server"])),
+              ("compose with the GPU override", gpu, {**compose_env(services["inference-server"]),
+                                                      **compose_env(compose_gpu["services"]["inference-server"])}),
+              ("k8s", k8s_env(k8s, deployments["llm-gateway"]), k8s_env(k8s, deployments["inference-server"]))]
+    for where, gateway_env, inference_env in stacks:
+        provider = local_provider(gateway_env)
+        backend = settings_from(inference_env).inference_backend
+        assert provider.json_schema, f"{where}: the inference-server enforces schemas; the gateway should send them"
+        assert provider.loop_guard == (backend != "vllm"), f"{where}: loop_guard {provider.loop_guard} on {backend}"
+
+
 # --- settings table --------------------------------------------------------------------------
 def test_settings_doc_is_the_generator_output():
     committed = (REPO / "docs" / "settings.md").read_text()
