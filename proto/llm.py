@@ -27,8 +27,9 @@ class ProviderConfig(Model):
                                                  "schema is stated in the prompt and invalid replies repaired.")
     loop_guard: bool = Field(False, description="The provider takes the inference-server's decoding extensions "
                                                 "(its transformers backend): llama.cpp's DRY repetition guard "
-                                                "(dry_*) and json_closing_reserve. A reply cut at max_tokens under "
-                                                "an enforced schema is asked for again with both.")
+                                                "(dry_*) and json_closing_reserve. Every schema-enforced request "
+                                                "is decoded with both, so a greedy loop is broken early and a "
+                                                "reply cut at max_tokens still closes as valid JSON.")
 
 
 class ChatMessage(Model):
@@ -166,7 +167,7 @@ class TemplateGenerationReport(Model):
     cache_hits: int
     repairs: int = Field(description="Repair requests sent after invalid replies.")
     loop_retries: int = Field(0, description="Replies cut at max_tokens under an enforced schema that were asked "
-                                             "for again (with the provider's loop guard or a frequency penalty).")
+                                             "for again with a frequency penalty (providers without the loop guard).")
     closed_at_budget: int = Field(0, description="Parsed replies that ended at the token budget (their JSON "
                                                  "closed within the provider's closing reserve).")
     prompt_tokens: int = 0

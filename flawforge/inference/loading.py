@@ -5,8 +5,10 @@ later starts load in about a second; a Hugging Face folder is loaded as it is.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
+import inspect
 import logging
 import os
 import shutil
@@ -62,6 +64,21 @@ class LoadedModel:
         if self.tokenizer.eos_token_id is not None:
             ids.add(self.tokenizer.eos_token_id)
         return ids
+
+    @functools.cached_property
+    def cache_field(self) -> str:
+        """The name of forward's key/value cache argument and output field: transformers 5.24 renamed
+        past_key_values to cache (the old name warns, and goes in 5.40), while the GPU image's vLLM may pin
+        a release that knows only the old one."""
+        return "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
+
+    def forward(self, cache: object | None = None, **inputs: object) -> tuple[object, object]:
+        """One forward pass with caching on, continuing `cache` (updated in place) or starting one: the
+        model's output and the cache."""
+        if cache is not None:
+            inputs[self.cache_field] = cache
+        out = self.model(**inputs, use_cache=True)
+        return out, getattr(out, self.cache_field)
 
 
 def resolve_source(model_path: str, model_name: str = "") -> ModelSource:

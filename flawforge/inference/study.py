@@ -62,8 +62,8 @@ class Prefill:
 def prefill(lm: LoadedModel, prompts: Sequence[Sequence[int]]) -> Prefill:
     padded = left_pad([list(p) for p in prompts], pad_id(lm), lm.device)
     with lm.lock, torch.inference_mode():
-        out = lm.model(**padded.inputs(), use_cache=True, logits_to_keep=1)
-    return Prefill(padded, out.past_key_values, out.logits[:, -1].float().cpu())
+        out, cache = lm.forward(**padded.inputs(), logits_to_keep=1)
+    return Prefill(padded, cache, out.logits[:, -1].float().cpu())
 
 
 def _step_inputs(mask: torch.Tensor, lengths: torch.Tensor, generated: int, next_ids: torch.Tensor) -> dict:
@@ -118,8 +118,7 @@ def generate(lm: LoadedModel, prompts: Prefill, greedy_tokens: int, sampling: Sa
                 selected = torch.tensor(parents, device=lm.device)
                 cache.batch_select_indices(selected)
                 mask, lengths = mask[selected], lengths[selected]
-            out = lm.model(**_step_inputs(mask, lengths, step + 1, torch.tensor(next_ids, device=lm.device)),
-                           past_key_values=cache, use_cache=True)
+            out, _ = lm.forward(cache, **_step_inputs(mask, lengths, step + 1, torch.tensor(next_ids, device=lm.device)))
             logits = out.logits[:, -1].float().cpu()
     greedy = [out_ids[row] for row, (_, kind, _) in enumerate(rows) if kind == "greedy"]
     samples = [[out_ids[row] for row, (p, kind, _) in enumerate(rows) if p == prompt and kind == "sample"]
@@ -183,7 +182,7 @@ def trace_at(lm: LoadedModel, prompts: Prefill, completions: Sequence[Sequence[i
                 block = anat.layers[layer]
                 stack.callback(block.self_attn.register_forward_hook(partial(_capture_output, attn_out, layer)).remove)
                 stack.callback(block.mlp.register_forward_hook(partial(_capture_output, mlp_out, layer)).remove)
-            out = lm.model(**inputs, past_key_values=cache, use_cache=True, output_attentions=True, logits_to_keep=1)
+            out, _ = lm.forward(cache, **inputs, output_attentions=True, logits_to_keep=1)
         hidden = torch.stack([residual[layer] for layer in sorted(residual)], 1)  # [rows, L+1, d]
         lens = torch.stack([anat.readout(hidden[:, layer]) for layer in range(hidden.shape[1])], 1)  # [rows, L+1, V]
         steps_out = []
@@ -313,14 +312,12 @@ def patched_runs(lm: LoadedModel, plan: PatchPlan, kind: str, rows: list[set[int
     count = len(rows)
     with lm.lock, torch.inference_mode():
         captured, source_probs = _captured_source(lm, kind, plan.source)
-        prefix = lm.model(input_ids=torch.tensor([plan.target[:start]], device=lm.device), use_cache=True)
-        cache = prefix.past_key_values
+        _, cache = lm.forward(input_ids=torch.tensor([plan.target[:start]], device=lm.device))
         cache.batch_repeat_interleave(count)
         tail = torch.tensor([plan.target[start:]], device=lm.device).expand(count, -1)
         positions = torch.arange(start, len(plan.target), device=lm.device)[None].expand(count, -1)
         with _patch_hooks(lm, kind, plan, captured, rows, start):
-            out = lm.model(input_ids=tail, position_ids=positions, past_key_values=cache, use_cache=True,
-                           logits_to_keep=1)
+            out, _ = lm.forward(cache, input_ids=tail, position_ids=positions, logits_to_keep=1)
         probs = torch.softmax(out.logits[:, -1].float(), -1).cpu()
         eos, continuations, done = lm.eos_ids, [[] for _ in rows], [False] * count
         chosen = probs.argmax(-1)
@@ -333,8 +330,7 @@ def patched_runs(lm: LoadedModel, plan: PatchPlan, kind: str, rows: list[set[int
             if all(done) or step == max_new_tokens - 1:
                 break
             position = torch.full((count, 1), len(plan.target) + step, device=lm.device)
-            out = lm.model(input_ids=chosen[:, None].to(lm.device), position_ids=position, past_key_values=cache,
-                           use_cache=True)
+            out, _ = lm.forward(cache, input_ids=chosen[:, None].to(lm.device), position_ids=position)
             chosen = out.logits[:, -1].float().argmax(-1).cpu()
     return source_probs, probs, continuations
 

@@ -41,8 +41,7 @@ class TransformersBackend(Backend):
                         if constraint is not None and params.output_format.kind == "json_schema"
                         and params.json_closing_reserve else params.max_tokens)
         with lm.lock, torch.inference_mode():
-            out = lm.model(input_ids=torch.tensor([prompt_ids], device=lm.device), use_cache=True, logits_to_keep=1)
-            cache = out.past_key_values
+            out, cache = lm.forward(input_ids=torch.tensor([prompt_ids], device=lm.device), logits_to_keep=1)
             cache.batch_repeat_interleave(params.n)  # the prompt runs once for all n samples
             logits = out.logits[:, -1].float().cpu().expand(params.n, -1)
             for step in range(params.max_tokens):
@@ -81,7 +80,7 @@ class TransformersBackend(Backend):
                         yield delta
                 if not running:
                     return
-                out = lm.model(input_ids=chosen[:, None].to(lm.device), past_key_values=cache, use_cache=True)
+                out, _ = lm.forward(cache, input_ids=chosen[:, None].to(lm.device))
                 logits = out.logits[:, -1].float().cpu()
 
     @staticmethod

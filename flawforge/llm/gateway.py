@@ -31,17 +31,19 @@ class StructuredOutcome(Generic[T]):
     value: T | None = None
     error: LLMError | None = None
     replies: list[ChatResult] = field(default_factory=list)
-    loop_retried: bool = False  # a reply cut at max_tokens was asked for again (not a repair)
+    loop_retried: bool = False  # a reply cut at max_tokens was asked for again with a penalty (not a repair)
 
     @property
     def repairs(self) -> int:
         return max(0, len(self.replies) - 1 - self.loop_retried)
 
 
-# The one retry of a reply cut at max_tokens under an enforced schema. A provider with the loop guard gets
-# the repetition guard (no sequence breakers: in JSON text every line break and quote is escaped, so the
-# default breakers would cut every run short; 12 tokens clears the schema's own repeated keys) and the last
-# 128 tokens to close the JSON; other providers get a frequency penalty.
+# A provider with the loop guard decodes every schema-enforced request with the repetition guard (no
+# sequence breakers: in JSON text every line break and quote is escaped, so the default breakers would cut
+# every run short; 12 tokens clears the schema's own repeated keys) and the last 128 tokens reserved to close
+# the JSON, so a small model's greedy loop is broken as it starts instead of filling max_tokens, and a reply
+# cut at max_tokens still parses. A reply cut under an enforced schema by another provider is asked for once
+# more with a frequency penalty.
 LOOP_GUARD = {"dry_multiplier": 0.8, "dry_allowed_length": 12, "dry_sequence_breakers": [],
               "json_closing_reserve": 128}
 LOOP_PENALTY = {"frequency_penalty": 0.5}
@@ -149,20 +151,20 @@ class Gateway:
                         max_repairs: int | None = None,
                         on_settled: Callable[[], None] = lambda: None) -> list[StructuredOutcome[T]]:
         """JSON replies validated against `schema`. A provider that enforces the schema while decoding gets
-        it in response_format and no repairs (a reply it cut at max_tokens would come back cut again): a
-        reply it cut, most often a small model's greedy repetition loop, is asked for once more with the
-        provider's loop guard (LOOP_GUARD: a repetition guard, and a budget whose last tokens close the JSON)
-        or, without one, a frequency penalty. For the other providers, invalid replies are sent back for
-        repair a bounded number of times."""
+        it in response_format and no repairs (a reply it cut at max_tokens would come back cut again), and
+        its loop guard where it has one (LOOP_GUARD, the fields the request leaves unset); a reply it cut,
+        most often a small model's greedy repetition loop, is asked for once more with a frequency penalty.
+        For the other providers, invalid replies are sent back for repair a bounded number of times."""
         scope = scope or CallScope()
         repairs = self.max_repairs if max_repairs is None else max_repairs
         with_schema = {"response_schema": schema.model_json_schema()}
         outcomes = [StructuredOutcome[T]() for _ in requests]
-        pending = {i: r.model_copy(update=with_schema) for i, r in enumerate(requests)}
         configs = {i: self._provider_config(r.model, scope) for i, r in enumerate(requests)}
         enforced = {i: config is not None and config.json_schema for i, config in configs.items()}
-        loop_retry = {i: LOOP_GUARD if config is not None and config.loop_guard else LOOP_PENALTY
-                      for i, config in configs.items()}
+        guarded = {i: enforced[i] and configs[i].loop_guard for i in configs}
+        pending = {i: r.model_copy(update={**with_schema, **({k: v for k, v in LOOP_GUARD.items()
+                                                               if getattr(r, k) is None} if guarded[i] else {})})
+                   for i, r in enumerate(requests)}
         repairs_of = {i: 0 if enforced[i] else repairs for i in range(len(requests))}
         for round_no in range(max(repairs, 1) + 1):
             if not pending:
@@ -185,9 +187,9 @@ class Gateway:
                     outcomes[i].error = InvalidModelOutput(f"{exc}{cut}{asked}")
                     if round_no < repairs_of[i]:
                         next_pending[i] = repair_request(pending[i], reply.content, str(exc))
-                    elif enforced[i] and cut and not outcomes[i].loop_retried:
+                    elif enforced[i] and not guarded[i] and cut and not outcomes[i].loop_retried:
                         outcomes[i].loop_retried = True
-                        next_pending[i] = pending[i].model_copy(update=loop_retry[i])
+                        next_pending[i] = pending[i].model_copy(update=LOOP_PENALTY)
             pending = next_pending
         return outcomes
 

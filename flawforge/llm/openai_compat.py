@@ -127,7 +127,7 @@ class OpenAICompatibleProvider:
             try:
                 self.calllog.write(f"{key}.request.json", {
                     "provider": self.name, "job_id": scope.job_id, "attempt": attempt, "method": method,
-                    "url": f"{self.http.base_url}{path}", "headers": headers, "body": logged_body}, secrets)
+                    "url": str(self.http.build_request(method, path).url), "headers": headers, "body": logged_body}, secrets)
                 started = time.monotonic()
                 try:
                     response = self.http.request(method, path, json=json_body, files=files, data=data,

@@ -46,6 +46,7 @@ def test_chat_is_logged_without_secrets_cached_and_replayed(inference_server, pr
     assert len(records) == 4
     chat_request = next(r for k, r in records.items() if k.endswith(".request.json") and r["method"] == "POST")
     assert chat_request["headers"]["Authorization"] == "[REDACTED]"
+    assert chat_request["url"] == inference_server["base_url"].rstrip("/") + "/chat/completions"
     assert chat_request["body"]["messages"] == [{"role": "user", "content": "What is 2+2?"}]
     assert any(isinstance(r.get("body"), dict) and r["body"].get("choices") for r in records.values())
     assert all(SECRET not in store.get(key).decode() for key in records)

@@ -246,7 +246,7 @@ def test_schema_is_stated_with_the_first_instructions_or_sent_as_response_format
     assert body["model"] == "m" and body["max_tokens"] == 8
 
 
-def test_a_reply_cut_under_an_enforced_schema_is_asked_again_with_the_loop_guard_or_a_penalty(tmp_path):
+def test_a_loop_guarded_provider_decodes_with_the_guard_and_others_are_asked_again_with_a_penalty(tmp_path):
     """A provider (real HTTP, scripted) that loops until max_tokens unless a frequency penalty or the loop guard
     is set."""
     import threading
@@ -295,9 +295,11 @@ def test_a_reply_cut_under_an_enforced_schema_is_asked_again_with_the_loop_guard
         bodies.clear()
         guarded = Gateway(LocalBlobStore(tmp_path / "g"), parse_providers(json.dumps(
             {"p": {"base_url": base, "json_schema": True, "loop_guard": True}})), max_repairs=0)
-        (outcome,) = guarded.structured_many([request(model="m")], Point)
-        assert outcome.value == Point(x=1, y=2) and len(outcome.replies) == 2
-        assert bodies[1] == {**bodies[0], **LOOP_GUARD} and LOOP_GUARD["json_closing_reserve"] > 0
+        outcome, _ = guarded.structured_many([request(model="m"), request(model="m", dry_allowed_length=4)], Point)
+        assert outcome.value == Point(x=1, y=2) and len(outcome.replies) == 1 and not outcome.loop_retried
+        first, own = sorted(bodies, key=lambda body: body["dry_allowed_length"], reverse=True)
+        assert {k: first[k] for k in LOOP_GUARD} == LOOP_GUARD and LOOP_GUARD["json_closing_reserve"] > 0
+        assert own["dry_allowed_length"] == 4  # a field the caller set is kept
         bodies.clear()
         plain = Gateway(LocalBlobStore(tmp_path / "b"), parse_providers(json.dumps({"p": {"base_url": base}})),
                         max_repairs=0)
