@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
 
 from flawforge.math.arithmetic import is_number
-from flawforge.math.program import Site
+from flawforge.math.program import Site, expression_nodes
 
 RULES: list["RealismRule"] = []
 
@@ -65,7 +65,7 @@ class NoSelfDivision(RealismRule):
 
     def violated(self, flawed: Flawed) -> bool:
         scope = flawed.site.scope
-        for node in ast.walk(flawed.expression):
+        for node in expression_nodes(flawed.expression):
             if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Div, ast.FloorDiv)):
                 left, right = node.left, node.right
                 if isinstance(left, ast.Name) and isinstance(right, ast.Name):
