@@ -37,7 +37,7 @@ class TemplateFiles:
     model: str
     code_path: Path
     steps_path: Path
-    folder: Path  # the template folder both files must stay in, resolved
+    folder: Path  # the template folder both files must stay in
 
     def read(self) -> tuple[str, list[dict]]:
         """The code and the logical steps; raises InvalidTemplate naming what is wrong. Each file is a regular
@@ -76,7 +76,6 @@ class TemplateFolder:
         self.root = Path(root)
         if not self.root.is_dir():
             raise TemplateFolderError(f"template folder not found: {self.root}")
-        self.resolved_root = Path(os.path.realpath(self.root))  # what a template's files must stay in
         self._tiers: dict[int, list[str]] = {}  # problem index -> tiers with a folder for it
         # os.scandir tells folders from files without a stat per entry
         for tier_entry in _folders(self.root):
@@ -130,7 +129,7 @@ class TemplateFolder:
     def files(self, tier: str, index: int, model: str) -> TemplateFiles:
         folder = self.root / tier / str(index)
         return TemplateFiles(tier=tier, problem_index=index, model=model, code_path=folder / f"{model}.py",
-                             steps_path=folder / f"{model}.json", folder=self.resolved_root)
+                             steps_path=folder / f"{model}.json", folder=self.root)
 
     def in_preference_order(self, tier: str, index: int, preference: tuple[str, ...] | list[str]) -> list[TemplateFiles]:
         """This problem's templates by the models in `preference`, most preferred first."""
