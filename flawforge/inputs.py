@@ -94,10 +94,8 @@ def read_input(path: str | os.PathLike, limit: int = MAX_INPUT_BYTES, *, within:
     """The bytes of a regular file, at most `limit`: opened without blocking (a FIFO put in its place after the
     check neither blocks nor is read), refused if it is no regular file, is over the limit, or (given `within`, a
     checked folder) resolves to somewhere outside that folder."""
-    if within is not None:
-        real, folder = Path(os.path.realpath(path)), Path(os.path.realpath(within))
-        if folder not in real.parents:
-            raise InputRefused(f"{path} leads out of {within}")
+    if within is not None and not os.path.realpath(path).startswith(os.path.join(os.path.realpath(within), "")):
+        raise InputRefused(f"{path} leads out of {within}")
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     fd = os.open(path, flags)
     try:

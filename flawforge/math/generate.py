@@ -298,11 +298,16 @@ def _choice(group: Group, ranker: Ranker, bound: BoundProgram, place: _Places) -
     mutant, outcome = group[0]
     score = None
     if mutant.mutation.family == "conceptual":  # the human review judged conceptual errors only
+        edit = mutant.edit
+        if isinstance(edit, Substitution):  # its renamed expression is built only for mutants that run
+            reads = names_read(mutant.site.assignment.value, {edit.old: edit.new})
+        else:
+            reads = names_read(edit.expression)
         score = ranker.score(features(error_type=mutant.mutation.name, correct_answer=bound.answer,
                                       flawed_answer=outcome.answer, correct_value=mutant.site.value,
                                       flawed_value=outcome.values.get(mutant.site.target),
-                                      position=place.of(mutant), params=mutant.edit.params,
-                                      reads=names_read(mutant.edit.expression), world_knowledge=place.world_knowledge))
+                                      position=place.of(mutant), params=edit.params,
+                                      reads=reads, world_knowledge=place.world_knowledge))
     return Choice(family=mutant.mutation.family, error_type=mutant.mutation.name, line=mutant.line,
                   prior=mutant.edit.prior, key=mutant.key, item=group, score=score)
 

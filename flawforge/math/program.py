@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, NamedTuple
 
-from flawforge.math.arithmetic import UnsafeExpression, call_name, evaluate, is_number
+from flawforge.math.arithmetic import Evaluator, UnsafeExpression, call_name, evaluate, is_number
 from flawforge.proto.values import TraceStep, TypedValue, identical
 
 ENTRY_POINT = "solve"
@@ -95,10 +95,27 @@ def clone(node: ast.AST, renames: Mapping[str, str] | None = None) -> ast.AST:
 _DATALESS = (ast.operator, ast.unaryop, ast.cmpop, ast.boolop, ast.expr_context)
 
 
+def expression_nodes(expression: ast.AST) -> list[ast.AST]:
+    """Every node of an expression in ast.walk's order (breadth first), as a list: ast.walk's generic
+    field iteration costs several times more on the small trees of templates, walked for every mutant."""
+    nodes = [expression]
+    for node in nodes:  # the list grows while it is read
+        kind = type(node)
+        if kind is ast.BinOp:
+            nodes += (node.left, node.op, node.right)
+        elif kind is ast.Name:
+            context = getattr(node, "ctx", None)
+            if context is not None:
+                nodes.append(context)
+        elif kind is not ast.Constant:
+            nodes.extend(ast.iter_child_nodes(node))
+    return nodes
+
+
 def copy_at(expression: ast.expr, position: int) -> tuple[ast.expr, ast.AST]:
     """A deep copy of `expression` and, in it, the node at `position` in ast.walk order."""
     duplicate = clone(expression)
-    return duplicate, list(ast.walk(duplicate))[position]
+    return duplicate, expression_nodes(duplicate)[position]
 
 
 def replace_node(expression: ast.expr, old: ast.AST, new: ast.expr) -> ast.expr:
@@ -115,7 +132,7 @@ def replace_node(expression: ast.expr, old: ast.AST, new: ast.expr) -> ast.expr:
 
 def variables_read(expression: ast.expr) -> tuple[str, ...]:
     """Variables read by an expression, in source order, without function and module names."""
-    nodes = list(ast.walk(expression))
+    nodes = expression_nodes(expression)
     called = {id(node.func) for node in nodes if isinstance(node, ast.Call)}
     called |= {id(node.value) for node in nodes if isinstance(node, ast.Attribute)
                and isinstance(node.value, ast.Name) and node.value.id in _NOT_VARIABLES}
@@ -295,10 +312,11 @@ class BoundProgram:
         values[site.target] = value
         assigned = [value]
         start = site.assignment.position
+        evaluator = Evaluator(values)  # reads `values` as the assignments update it
         for assignment in program.assignments[start + 1:]:
-            value = values[assignment.target] = evaluate(assignment.value, values)
+            value = values[assignment.target] = evaluator.evaluate(assignment.value)
             assigned.append(value)
-        return Prediction(values=values, answer=evaluate(program.returned, values), start=start,
+        return Prediction(values=values, answer=evaluator.evaluate(program.returned), start=start,
                           assigned=tuple(assigned))
 
     def trace_of(self, prediction: Prediction) -> list[TraceStep]:

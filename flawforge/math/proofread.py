@@ -144,11 +144,13 @@ class _Token(NamedTuple):
 
 # Every digit run (with thousands separators and decimals) is a slot. A text's shape, its words and signs with each
 # number written "0", is tokenized once: the mutants of a problem write the same shapes with other numbers.
-_SLOT = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?|\.\d+")
+# Captured, so that split() keeps the slots: the text before the first slot, each slot and the text after it.
+_SLOT = re.compile(r"(\d+(?:,\d{3})*(?:\.\d+)?|\.\d+)")
 
 
 def _shape(text: str) -> tuple[str, list[str]]:
-    return _SLOT.sub("0", text), _SLOT.findall(text)
+    parts = _SLOT.split(text)  # one pass over the text
+    return "0".join(parts[0::2]), parts[1::2]
 
 
 def _filled(token: "_Token | _Piece", numbers: list[str]) -> _Token:
@@ -494,13 +496,16 @@ def false_calculations(prose: str) -> tuple[tuple[str, str], ...]:
     shape, numbers = _shape(prose)
     wrong = []
     for sides, start, end in _calculations(shape):
+        try:
+            if _side_agree([[_filled(piece, numbers) for piece in side] for side in sides]):
+                continue
+            kind, reason = "false_calculation", ""
+        except Unreadable as exc:
+            kind, reason = "unreadable_calculation", f" ({exc})"
+        # the calculation's text, its numbers put back into its shape (only for those that fail: most are true)
         first = shape.count("0", 0, start)
         text = _SLOT_MARK.sub(lambda _, slots=iter(numbers[first:]): next(slots), shape[start:end])
-        try:
-            if not _side_agree([[_filled(piece, numbers) for piece in side] for side in sides]):
-                wrong.append(("false_calculation", text))
-        except Unreadable as exc:
-            wrong.append(("unreadable_calculation", f"{text} ({exc})"))
+        wrong.append((kind, text + reason))
     return tuple(wrong)
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Collection, Mapping, Sequence
 
 from flawforge.math.arithmetic import is_int_like, is_number
-from flawforge.math.program import FINAL_ANSWER_STEP, Program, TemplateError
+from flawforge.math.program import FINAL_ANSWER_STEP, Program, TemplateError, expression_nodes
 from flawforge.proto.math import CONCEPTUAL_TYPES, Candidate
 
 WEIGHTS_FILE = Path(__file__).with_name("ranking_weights.json")
@@ -44,12 +44,14 @@ def world_knowledge_names(source: str) -> frozenset[str]:
     return frozenset(_WORLD_KNOWLEDGE.findall(source))
 
 
-def names_read(expression: ast.expr | None) -> Counter:
-    """How many times the expression reads each name."""
+def names_read(expression: ast.expr | None, renamed: Mapping[str, str] | None = None) -> Counter:
+    """How many times the expression reads each name; with `renamed`, as if each name in it were renamed (what
+    the renamed copy of the expression reads, without building it)."""
     if expression is None:
         return Counter()
-    return Counter(node.id for node in ast.walk(expression) if isinstance(node, ast.Name)
-                   and isinstance(node.ctx, ast.Load))
+    renamed = renamed or {}
+    return Counter(renamed.get(node.id, node.id) for node in expression_nodes(expression)
+                   if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load))
 
 
 def features(*, error_type: str, correct_answer: Any, flawed_answer: Any, correct_value: Any, flawed_value: Any,

@@ -396,6 +396,7 @@ class SolutionWriter:
         self.templates = step_templates(program)
         if not self.templates:
             raise Unrenderable("the template has no solution lines")
+        self.template_of = dict(self.templates)  # by line label
         self.reads = {number: {name for field in fields(template) for name in field.names} & values.keys()
                       for number, template in self.templates}
         self.lines = {number: _render_line(template, values, self.code, None) for number, template in self.templates}
@@ -409,7 +410,7 @@ class SolutionWriter:
         # Numbers written as text (a kept line, a template's own words) that state a computed value: a flaw that
         # changes the value rewrites them.
         self.restater = _Restater(values, program.input_names, stated)
-        self.written = {number: self.restater.mentions(kept[number] if number in kept else dict(self.templates)[number],
+        self.written = {number: self.restater.mentions(kept[number] if number in kept else self.template_of[number],
                                                         literal_only=number not in kept)
                         for number in self.order}
         self.solution = self._join([self.lines[number] for number in self.order], answer)
@@ -423,12 +424,11 @@ class SolutionWriter:
         must be false (computational errors). A number written as text that states a value the flaw
         changed, from `step` on, is rewritten to the flawed value, or the solution is unrenderable."""
         code = {**self.code, **(code or {})}
-        templates = dict(self.templates)
         order = self.order
         if isinstance(change, StopAt):
             kept = _until(self.templates, self.program.step_of(change.variable), change.variable)
             order = order[:order.index(kept[-1][0]) + 1]
-        elif step not in templates:
+        elif step not in self.template_of:
             raise Unrenderable(f"no solution line for step {step}")
         changed = {name for name, value in values.items()
                    if name not in self.values or not identical(value, self.values[name])}
@@ -436,7 +436,7 @@ class SolutionWriter:
         reached = False
         for number in order:
             reached = reached or number == step
-            template = templates.get(number)
+            template = self.template_of.get(number)
             restated = reached and bool(self.written[number] & changed)
             if number != step and not (self.reads[number] & changed) and not restated:
                 lines.append(self.lines[number])

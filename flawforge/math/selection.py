@@ -18,7 +18,6 @@ import math
 import random
 from fractions import Fraction
 from collections import Counter, defaultdict
-from dataclasses import dataclass
 from typing import Any, Callable, Generic, Mapping, NamedTuple, Sequence, TypeVar
 
 from flawforge.math.arithmetic import is_int_like, is_number, sign
@@ -86,8 +85,9 @@ T = TypeVar("T")
 U = TypeVar("U")
 
 
-@dataclass(frozen=True)
-class Choice(Generic[T]):
+class Choice(NamedTuple, Generic[T]):
+    """A candidate the caps may keep (a tuple: one is made for every group of plausible mutants)."""
+
     family: str
     error_type: str
     line: str

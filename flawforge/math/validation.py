@@ -18,6 +18,7 @@ from typing import Any
 
 from flawforge.math.arithmetic import FUNCTIONS, Evaluator, UnsafeExpression
 from flawforge.math.gsm8k import final_answer_value, solution_lines
+from flawforge.math.program import expression_nodes
 from flawforge.math.tiers import tier_of
 from flawforge.proto.math import TemplateValidation
 from flawforge.proto.values import TypedValue
@@ -138,7 +139,7 @@ def __flawforge_shown(value):
 def scored_names(solve: ast.FunctionDef) -> list[str]:
     """The variables the original trace shows, in the order of their marked names."""
     return list(dict.fromkeys(node.id for statement in solve.body if isinstance(statement, ast.Assign)
-                              for target in statement.targets for node in ast.walk(target)
+                              for target in statement.targets for node in expression_nodes(target)
                               if isinstance(node, ast.Name)))
 
 

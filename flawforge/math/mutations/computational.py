@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Iterable
 from flawforge.math.arithmetic import UnsafeExpression, evaluate, is_int_like, is_number
 from flawforge.math.display import show
 from flawforge.math.mutations.base import Edit, Miscalculate, Mutation, literal
-from flawforge.math.program import Site, copy_at, replace_node
+from flawforge.math.program import Site, copy_at, expression_nodes, replace_node
 
 ADDITIVE = ("+", "-")
 MULTIPLICATIVE = ("*", "/", "//")
@@ -36,9 +36,10 @@ class ComputationalMutation(Mutation):
         raise NotImplementedError
 
     def modify(self, site: Site) -> Iterable[Edit]:
+        correct_shown = show(site.value)
         for prior, params, wrong in self.wrong_values(site.value):
             if wrong != site.value:
-                yield Edit(params={**params, "correct_shown": show(site.value), "wrong_shown": show(wrong)},
+                yield Edit(params={**params, "correct_shown": correct_shown, "wrong_shown": show(wrong)},
                            expression=literal(wrong), text=Miscalculate(), prior=prior)
 
     def wrong_values(self, value: Any) -> Iterable[tuple[float, dict, Any]]:
@@ -195,7 +196,7 @@ class MultiplicationByReciprocal(ComputationalMutation):
     @staticmethod
     def _fraction_factors(site: Site) -> Iterable[tuple[int, Fraction]]:
         """(position in ast.walk order, value) of each non-whole fraction multiplied in the line."""
-        nodes = list(ast.walk(site.assignment.value))
+        nodes = expression_nodes(site.assignment.value)
         for node in nodes:
             if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
                 for operand in (node.left, node.right):

@@ -15,7 +15,8 @@ from flawforge.math.arithmetic import is_number
 from flawforge.math.display import show
 from flawforge.math.mutations.base import DropTerm, Edit, Mutation, StopAt, Substitution, SubstituteName, \
     SwapOperator
-from flawforge.math.program import OPERATORS, Site, copy_at, operator_symbol, replace_node, variables_read
+from flawforge.math.program import OPERATORS, Site, copy_at, expression_nodes, operator_symbol, replace_node, \
+    variables_read
 
 
 def _in_a_step(site: Site) -> bool:
@@ -52,7 +53,7 @@ def _swappable_operations(expression: ast.expr) -> tuple[tuple[int, ast.BinOp, s
     """(walk position, node, last variable on its left, first on its right) of each operation the text can
     show swapped."""
     found = []
-    for position, node in enumerate(ast.walk(expression)):
+    for position, node in enumerate(expression_nodes(expression)):
         if isinstance(node, ast.BinOp) and operator_symbol(node.op) in OperatorSwap.SWAPS:
             left, right = variables_read(node.left), variables_read(node.right)
             if left and right:
@@ -101,14 +102,14 @@ def _chains(expression: ast.expr) -> tuple[tuple[int, str, list[str]], ...]:
     """(position, operator, term names) of each maximal +/* chain of named terms."""
     found = []
     inside: set[int] = set()
-    for position, node in enumerate(ast.walk(expression)):
+    for position, node in enumerate(expression_nodes(expression)):
         if not isinstance(node, ast.BinOp) or id(node) in inside:
             continue
         symbol = operator_symbol(node.op)
         if symbol not in IncompleteCalculation.PRIORS:
             continue
         terms = _chain(node, type(node.op))
-        inside.update(id(n) for n in ast.walk(node) if isinstance(n, ast.BinOp) and isinstance(n.op, type(node.op)))
+        inside.update(id(n) for n in expression_nodes(node) if isinstance(n, ast.BinOp) and isinstance(n.op, type(node.op)))
         names = [t.id for t in terms if isinstance(t, ast.Name)]
         # each term named once, so the text can show which one is left out
         if len(terms) >= IncompleteCalculation.MIN_TERMS and len(set(names)) == len(terms):

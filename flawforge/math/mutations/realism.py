@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import ast
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping
+from types import MappingProxyType
+from typing import Any, ClassVar, Mapping, NamedTuple
 
 from flawforge.math.arithmetic import is_number
-from flawforge.math.program import Site
+from flawforge.math.program import Site, expression_nodes
 
 RULES: list["RealismRule"] = []
 
 
-@dataclass(frozen=True)
-class Flawed:
-    """What a rule sees of a mutant: where it applies, the new right-hand side and the flawed execution."""
+class Flawed(NamedTuple):
+    """What a rule sees of a mutant: where it applies, the new right-hand side and the flawed execution (a tuple:
+    one is made for every plausible mutant)."""
 
     site: Site
     error_type: str
@@ -29,7 +29,7 @@ class Flawed:
     values: Mapping[str, Any]     # the flawed execution's final values
     answer: Any                   # its final answer
     correct_answer: Any
-    renamed: Mapping[str, str] = field(default_factory=dict)  # a substitution: the name each name reads
+    renamed: Mapping[str, str] = MappingProxyType({})  # a substitution: the name each name reads
 
     @property
     def new_value(self) -> Any:
@@ -65,7 +65,7 @@ class NoSelfDivision(RealismRule):
 
     def violated(self, flawed: Flawed) -> bool:
         scope = flawed.site.scope
-        for node in ast.walk(flawed.expression):
+        for node in expression_nodes(flawed.expression):
             if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Div, ast.FloorDiv)):
                 left, right = node.left, node.right
                 if isinstance(left, ast.Name) and isinstance(right, ast.Name):
