@@ -36,11 +36,16 @@ class Vocabulary:
         return self._breakers[breakers]
 
     @cached_property
-    def closers(self) -> torch.Tensor:
-        """Tokens made only of JSON's closing marks (`"`, `]`, `}`): what ends a string, array or object."""
+    def closers(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Tokens made only of JSON's closing marks (`"`, `]`, `}`), what ends a string, array or object, in two
+        tiers: those that begin with a quote, then the rest. Inside a string only a quote ends it (a bracket
+        there is text the grammar allows, and a model can write `]]]]` until the budget runs out)."""
         closing = frozenset(b'"]}')
-        return torch.tensor([bool(raw) and all(byte in closing for byte in raw) for raw in self.info.decoded_vocab]
-                            + [False] * (self.vocab_size - len(self.info.decoded_vocab)))[:self.vocab_size]
+        padding = [False] * (self.vocab_size - len(self.info.decoded_vocab))
+        marks = [bool(raw) and all(byte in closing for byte in raw) for raw in self.info.decoded_vocab]
+        quoted = [mark and raw[0] == ord('"') for mark, raw in zip(marks, self.info.decoded_vocab)]
+        return (torch.tensor(quoted + padding)[:self.vocab_size],
+                torch.tensor([mark and not first for mark, first in zip(marks, quoted)] + padding)[:self.vocab_size])
 
     def token_bytes(self, token_id: int) -> bytes:
         """A token's own bytes: part of a UTF-8 character where the tokenizer split one."""
@@ -75,13 +80,15 @@ class Constraint:
             self.matchers[row].fill_next_token_bitmask(self.bitmask, row)
         self._apply(logits, self.bitmask, indices=rows)
 
-    def close(self, logits: torch.Tensor, rows: list[int], closers: torch.Tensor) -> None:
-        """Leaves only closing marks where the grammar allows one (after `mask`): a JSON value that must end
-        within the token budget ends at the next mark it may take."""
+    def close(self, logits: torch.Tensor, rows: list[int], closers: tuple[torch.Tensor, ...]) -> None:
+        """Leaves only closing marks where the grammar allows one (after `mask`), of the first tier of `closers`
+        that has one: a JSON value that must end within the token budget ends at the next mark it may take."""
         for row in rows:
-            allowed = closers & torch.isfinite(logits[row])
-            if allowed.any():
-                logits[row].masked_fill_(~allowed, float("-inf"))
+            allowed = torch.isfinite(logits[row])
+            for tier in closers:
+                if (tier & allowed).any():
+                    logits[row].masked_fill_(~(tier & allowed), float("-inf"))
+                    break
 
     def accept(self, row: int, token_id: int) -> bool:
         """Follows the chosen token; True once the grammar is complete (nothing may follow)."""

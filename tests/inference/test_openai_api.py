@@ -114,14 +114,16 @@ def test_bad_requests_get_clear_errors(client, lm):
     assert cut.json()["choices"][0]["message"]["content"].startswith("{")
 
 
+ESSAY = {"type": "json_schema", "json_schema": {"name": "essay", "schema": {
+    "type": "object", "properties": {"title": {"type": "string"}, "paragraphs": {
+        "type": "array", "items": {"type": "string"}}}, "required": ["title", "paragraphs"]}}}
+ESSAY_PROMPT = [{"role": "user", "content": "Write a long essay about the sea, in many paragraphs."}]
+
+
 def test_a_closing_reserve_ends_a_schema_reply_as_valid_json_within_the_budget(client, lm):
     import json
 
-    essay = {"type": "json_schema", "json_schema": {"name": "essay", "schema": {
-        "type": "object", "properties": {"title": {"type": "string"}, "paragraphs": {
-            "type": "array", "items": {"type": "string"}}}, "required": ["title", "paragraphs"]}}}
-    ask = {"messages": [{"role": "user", "content": "Write a long essay about the sea, in many paragraphs."}],
-           "temperature": 0, "max_tokens": 48, "response_format": essay}
+    ask = {"messages": ESSAY_PROMPT, "temperature": 0, "max_tokens": 48, "response_format": ESSAY}
     cut = client.post("/v1/chat/completions", json={"model": lm.name, **ask}).json()["choices"][0]
     closed = client.post("/v1/chat/completions", json={"model": lm.name, "json_closing_reserve": 24, **ask})
     assert closed.status_code == 200, closed.text
@@ -134,6 +136,21 @@ def test_a_closing_reserve_ends_a_schema_reply_as_valid_json_within_the_budget(c
     assert closed.json()["usage"]["completion_tokens"] <= 48
     common = len(json.dumps(reply["title"])) // 2
     assert cut["message"]["content"][:common] == choice["message"]["content"][:common]
+
+
+def test_the_closing_reserve_ends_a_string_with_a_quote_not_with_brackets_written_inside_it(client, lm):
+    """Inside a string a bracket is text the grammar allows: a reply pushed to write `]]` must still be closed."""
+    import json
+
+    (brackets,) = lm.tokenizer.encode("]]", add_special_tokens=False)
+    response = client.post("/v1/chat/completions", json={
+        "model": lm.name, "messages": ESSAY_PROMPT, "temperature": 0, "max_tokens": 48, "json_closing_reserve": 24,
+        "logit_bias": {str(brackets): 40}, "response_format": ESSAY})
+    assert response.status_code == 200, response.text
+    choice = response.json()["choices"][0]
+    reply = json.loads(choice["message"]["content"])
+    assert choice["finish_reason"] == "length" and reply["title"].startswith("]]]]") and set(reply) == {
+        "title", "paragraphs"}
 
 
 def longest_repeat(text: str) -> int:
