@@ -73,7 +73,8 @@ def run_pipeline(pipeline: str, params: dict, out: Path, stack: Optional[str], t
             status = run_on_stack(stack, pipeline, params, out, token or Settings().token,
                                   cancel_on_exit=cancel_on_exit)
         else:
-            with local_provider(out, local_model) if local_model is not None else nullcontext() as provider:
+            with (local_provider(out, local_model, [params.get("model"), params.get("validator_model")])
+                  if local_model is not None else nullcontext()) as provider:
                 overrides = {**(settings_overrides or {}), **(provider or {})}
                 if _keep_blobs() or pipelines()[pipeline].resumable:
                     status = run_embedded(pipeline, params, out, _embedded_settings(out, out / ".blobs", overrides))
@@ -266,16 +267,24 @@ def run_pressure_dataset(out: Path = OutOption,
 
 
 @contextmanager
-def local_provider(out: Path, model_path: str) -> Iterator[Optional[dict]]:
+def local_provider(out: Path, model_path: str, requested: list[Optional[str]]) -> Iterator[Optional[dict]]:
     """With no FLAWFORGE_LLM_PROVIDERS set: the local inference-server started in this process, and the settings
     overrides that make it the llm-gateway's one provider (replies' JSON schemas enforced while decoding);
-    otherwise nothing to override."""
+    otherwise nothing to override. A `requested` model name the local server does not serve fails before it
+    starts (loading the model takes seconds)."""
+    from flawforge.inference.loading import resolve_source
     from flawforge.runtime.local_server import KEY_ENV
 
     if _providers_configured():
         yield None
         return
-    with _local_inference(out, model_path) as base:
+    settings = _local_settings(out, model_path)
+    served = resolve_source(settings.inference_model_path, settings.inference_model_name).name
+    unknown = [name for name in requested if name and name not in (served, f"local/{served}")]
+    if unknown:
+        raise FlawforgeError(f"unknown model {unknown[0]!r}: the local inference-server serves {served!r} "
+                             "(FLAWFORGE_LLM_PROVIDERS configures other providers)")
+    with _local_inference(settings) as base:
         yield {"llm_providers": json.dumps({"local": {"base_url": f"{base}/v1", "api_key_env": KEY_ENV,
                                                       "timeout_s": 3600, "json_schema": True,
                                                       "loop_guard": True}})}
@@ -287,16 +296,20 @@ def _providers_configured() -> bool:
     return bool(Settings().llm_providers.strip())
 
 
-def _local_inference(out: Path, model_path: str):
-    from flawforge.assembly import served_app
-    from flawforge.runtime.local_server import local_service
+def _local_settings(out: Path, model_path: str):
     from flawforge.settings import Settings
 
-    typer.echo("starting the local inference-server in this process (no FLAWFORGE_LLM_PROVIDERS set)", err=True)
     settings = Settings(bus="memory", blob_backend="local", blob_dir=str(out / ".blobs"))
     # One torch thread unless told otherwise: the job's own threads share the machine with it.
-    settings = settings.model_copy(update={"inference_threads": settings.inference_threads or 1,
-                                           "inference_model_path": model_path or settings.inference_model_path})
+    return settings.model_copy(update={"inference_threads": settings.inference_threads or 1,
+                                       "inference_model_path": model_path or settings.inference_model_path})
+
+
+def _local_inference(settings):
+    from flawforge.assembly import served_app
+    from flawforge.runtime.local_server import local_service
+
+    typer.echo("starting the local inference-server in this process (no FLAWFORGE_LLM_PROVIDERS set)", err=True)
     # Readiness (the model loaded) answers 503 quietly while it loads; polling a model route would log each refusal.
     return local_service("inference-server", settings, "/readyz", served_app)
 
@@ -364,7 +377,11 @@ def run_pressure_study(prompts: Optional[Path] = typer.Option(None, "--prompts",
     params = {"prompts": str(prompts.resolve()) if prompts else None, "demo": demo, "demo_prompts": demo_prompts,
               "samples": samples,
               "patch_subset": patch_subset, "batch_prompts": batch_prompts}
-    overrides = {"inference_model_path": str(model.resolve())} if model is not None else {}
+    overrides = {}
+    if model is not None:
+        from flawforge.inference.loading import resolve_source
+
+        overrides["inference_model_path"] = str(resolve_source(str(model)).path)  # a bad path fails before the job
     run_pipeline("pressure-study", params, out, stack, token, settings_overrides=overrides)
     typer.echo((out / "report.md").read_text())
 

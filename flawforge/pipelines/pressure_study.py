@@ -90,15 +90,14 @@ def run(ctx: JobContext, params: PressureStudyParams) -> None:
     from flawforge.services.inference_server.host import host_for
 
     started = time.monotonic()
+    if not params.demo and not params.prompts:
+        raise FlawforgeError("give a prompts file or ask for the demo")
+    records = read_prompts(params.prompts) if not params.demo else None  # a bad file fails before the model loads
     host = host_for(ctx.platform.settings)
     backend = host.wait()
     lm = host.research_model()
-    if params.demo:
+    if records is None:
         records = demo_records(ctx, lm, params)
-    elif params.prompts:
-        records = read_prompts(params.prompts)
-    else:
-        raise FlawforgeError("give a prompts file or ask for the demo")
     key = f"{RUN_PREFIX}/{run_key(records, lm.name, params)}"
     runner = study_runner.StudyRunner(lm, backend, ctx.platform.store, key, params)
     results = runner.run_batches(records, progress=lambda done, total: ctx.progress(done, total, "prompts"),

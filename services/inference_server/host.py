@@ -68,7 +68,11 @@ class ModelHost:
             self.loaded_at = int(time.time())
             log.info("model %s ready on the %s backend", self.backend.model_name, self.backend.name)
         except Exception as exc:  # kept and reported by every request and by /readyz
-            log.exception("the model failed to load")
+            if isinstance(exc, ConfigError):  # a setting names what is wrong: its line is the whole story
+                log.error("the model failed to load: %s", exc)
+                log.debug("the model failed to load", exc_info=True)
+            else:
+                log.exception("the model failed to load")
             self.error = exc
         finally:
             self._done.set()

@@ -64,15 +64,17 @@ def test_chat_streams_the_same_text_with_usage_last(sdk, model):
 
 def test_completions_stream_n_choices_with_logprobs(sdk, model):
     whole = sdk.completions.create(model=model, prompt="1, 2, 3,", max_tokens=6, temperature=0, n=2, logprobs=2)
-    stream = sdk.completions.create(model=model, prompt="1, 2, 3,", max_tokens=6, temperature=0, n=2, logprobs=2,
-                                    stream=True)
+    chunks = list(sdk.completions.create(model=model, prompt="1, 2, 3,", max_tokens=6, temperature=0, n=2,
+                                         logprobs=2, stream=True, stream_options={"include_usage": True}))
     texts, tokens = ["", ""], [[], []]
-    for chunk in stream:
+    for chunk in chunks:
         for choice in chunk.choices:
             texts[choice.index] += choice.text
             tokens[choice.index] += choice.logprobs.tokens if choice.logprobs else []
     assert texts == [c.text for c in whole.choices]
     assert tokens == [c.logprobs.tokens for c in whole.choices]
+    assert not chunks[-1].choices and chunks[-1].usage.model_dump() == whole.usage.model_dump()
+    assert all(c.usage is None for c in chunks[:-1])
 
 
 def test_completions_echo_scores_the_prompt(sdk, model):
@@ -126,6 +128,26 @@ def test_tool_calls_match_the_function_parameters(sdk, model):
     assert message.content or message.tool_calls
     for later in message.tool_calls or []:
         assert set(json.loads(later.function.arguments)) == {"city", "unit"}
+
+
+def test_tool_choice_none_answers_as_without_tools_and_auto_constrains_a_call_once_it_starts(sdk, model):
+    messages = [{"role": "user", "content": "What is the weather in Paris?"}]
+    plain = sdk.chat.completions.create(model=model, messages=messages, temperature=0, max_tokens=20)
+    none = sdk.chat.completions.create(model=model, messages=messages, tools=[WEATHER_TOOL], tool_choice="none",
+                                       temperature=0, max_tokens=20)
+    assert none.choices[0].message.tool_calls is None
+    assert none.choices[0].message.content == plain.choices[0].message.content
+    # Under auto the reply is free text until it opens a call; pushed to open one, the call's arguments are held
+    # to the function's parameters however the bias pulls.
+    opening = {str(token): 100 for token in (44, 19324, 79, 4350, 46)}  # "<", "tool", "_", "call", ">"
+    auto = sdk.chat.completions.create(model=model, messages=messages, tools=[WEATHER_TOOL], tool_choice="auto",
+                                       temperature=0, max_tokens=60, logit_bias=opening)
+    calls = auto.choices[0].message.tool_calls
+    assert calls and calls[0].function.name == "get_weather"
+    for call in calls:
+        arguments = json.loads(call.function.arguments)
+        assert set(arguments) == {"city", "unit"} and arguments["unit"] in ("celsius", "fahrenheit")
+        assert len(arguments["city"]) <= 30
 
 
 def test_penalties_and_logit_bias_change_the_choice(sdk, model):

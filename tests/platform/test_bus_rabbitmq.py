@@ -108,6 +108,31 @@ def test_queues_are_durable_quorum_with_delivery_limit_and_dead_lettering(amqp_u
         conn.close()
 
 
+def test_stacks_with_different_queue_prefixes_share_a_broker_without_seeing_each_other(amqp_url, queue_name):
+    one, two = (RabbitMQBus(amqp_url, retry_delays_ms=[100], prefix=f"{queue_name}.{name}.") for name in ("one", "two"))
+    message = DigestRequested(job_id="j", item=1, payload=BlobRef(key="p", sha256="0" * 64, size=1))
+    try:
+        one.declare(queue_name)
+        two.declare(queue_name)
+        one.publish(queue_name, message)
+        assert wait_until(lambda: one.depth(queue_name) == 1)
+        assert two.depth(queue_name) == 0
+        # On the broker the queue and its dead-letter queue carry the prefix; the bare name is free.
+        conn = pika.BlockingConnection(pika.URLParameters(amqp_url))
+        try:
+            ch = conn.channel()
+            assert ch.queue_declare(f"{queue_name}.one.{queue_name}", passive=True).method.message_count == 1
+            ch.queue_declare(f"{queue_name}.one.{queue_name}.dlq", passive=True)
+            with pytest.raises(pika.exceptions.ChannelClosedByBroker, match="NOT_FOUND"):
+                ch.queue_declare(queue_name, passive=True)
+        finally:
+            conn.close()
+    finally:
+        for bus in (one, two):
+            bus.delete(queue_name)
+            bus.close()
+
+
 class socket_free_port:
     """A local port with nothing listening on it."""
 

@@ -3,6 +3,7 @@ where a file belongs, is a 422 naming the parameter, found without opening anyth
 again before it reads, and reads are bounded."""
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
@@ -97,8 +98,9 @@ def test_a_service_that_does_not_run_the_pipeline_checks_only_the_roots(tmp_path
         assert submit_within(client, {"gsm8k": "/etc/passwd", "templates": str(data / "templates")}).status_code == 422
 
 
-def test_the_runner_checks_again_before_it_reads(platform, client, data):
-    """A file swapped for a FIFO after the job was taken fails the job at once; nothing blocks."""
+def test_the_runner_checks_again_before_it_reads(platform, client, data, caplog):
+    """A file swapped for a FIFO after the job was taken fails the job at once; nothing blocks. The failure is
+    logged as one line with the reason; its traceback only at debug level."""
     from flawforge.jobs.pipeline import pipelines
     from flawforge.jobs.runner import run_job
     from flawforge.jobs.store import JobStore
@@ -108,6 +110,7 @@ def test_the_runner_checks_again_before_it_reads(platform, client, data):
                                     "templates": str(data / "templates")}).json()["job_id"]
     (data / "swapped.jsonl").unlink()
     os.mkfifo(data / "swapped.jsonl")
+    caplog.set_level(logging.DEBUG, logger="flawforge.jobs.runner")
     runner = threading.Thread(target=run_job, args=(platform, pipelines()["math-errors"], job_id), daemon=True)
     runner.start()
     runner.join(20)
@@ -115,6 +118,10 @@ def test_the_runner_checks_again_before_it_reads(platform, client, data):
     status = JobStore(platform.store).get(job_id)
     assert status.state.value == "failed"
     assert status.error.startswith("invalid gsm8k: Value error, ") and "is a FIFO" in status.error
+    logged = [r for r in caplog.records if r.name == "flawforge.jobs.runner"]
+    [failure] = [r for r in logged if r.levelno >= logging.WARNING]
+    assert failure.getMessage() == f"job {job_id} (math-errors) failed: {status.error}" and failure.exc_info is None
+    assert [r.exc_info is not None for r in logged if r.levelno == logging.DEBUG] == [True]
 
 
 def test_pipeline_parameters_have_bounds(client, data):
