@@ -141,7 +141,7 @@ def test_tool_choice_none_answers_as_without_tools_and_auto_constrains_a_call_on
     # to the function's parameters however the bias pulls.
     opening = {str(token): 100 for token in (44, 19324, 79, 4350, 46)}  # "<", "tool", "_", "call", ">"
     auto = sdk.chat.completions.create(model=model, messages=messages, tools=[WEATHER_TOOL], tool_choice="auto",
-                                       temperature=0, max_tokens=60, logit_bias=opening)
+                                       temperature=0, max_tokens=100, logit_bias=opening)
     calls = auto.choices[0].message.tool_calls
     assert calls and calls[0].function.name == "get_weather"
     for call in calls:

@@ -53,7 +53,9 @@ def test_generates_validates_reports_then_reruns_from_the_cache_and_replays(
     assert replayed["rejects_by_reason"] == {"invalid_output": 1, "replay_miss": 1}
 
 
-def test_problems_with_templates_are_skipped_and_bad_ranges_refused(shared_data, tmp_path):
+def test_problems_with_templates_are_skipped_and_bad_ranges_refused(shared_data, tmp_path, monkeypatch):
+    # A provider that serves the model but is never reached: no problem needs a call.
+    monkeypatch.setenv("FLAWFORGE_LLM_PROVIDERS", '{"down": {"base_url": "http://127.0.0.1:9/v1", "models": ["any-model"]}}')
     gsm8k = shared_data / "gsm8k" / "train.jsonl"
     templates = shared_data / "formalization-templates"
     report, rejects, kept = run_templates(tmp_path, gsm8k, templates, "any-model", "1001-1001")
