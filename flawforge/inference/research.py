@@ -300,7 +300,7 @@ def logit_lens(lm: LoadedModel, prompts: list[list[int]], target_ids: list[int],
             try:
                 columns = torch.tensor([padded.column(row, position) for row in range(len(group))])
             except IndexError as exc:
-                raise RequestError(422, str(exc), param="position") from None
+                raise RequestError(400, str(exc), param="position") from None
             rows = torch.arange(len(group))
             at_position: dict[int, torch.Tensor] = {}
             with residual_hooks(anat, lambda layer, hidden: at_position.__setitem__(
@@ -326,11 +326,11 @@ def patch(lm: LoadedModel, source: list[int], target: list[int], target_ids: lis
     layers = list(range(anat.num_layers + 1)) if layers is None else layers
     bad = [layer for layer in layers if not 0 <= layer <= anat.num_layers]
     if bad or not layers:
-        raise RequestError(422, f"layers must be within 0..{anat.num_layers}" + (f"; got {bad}" if bad else ""),
+        raise RequestError(400, f"layers must be within 0..{anat.num_layers}" + (f"; got {bad}" if bad else ""),
                            param="layers")
     if positions is None:
         if len(source) != len(target):
-            raise RequestError(422, f"patching every position needs prompts of equal length; the source has "
+            raise RequestError(400, f"patching every position needs prompts of equal length; the source has "
                                     f"{len(source)} tokens, the target {len(target)}", param="positions")
         positions = list(range(len(target)))
     plans = [[]] + ([[layer] for layer in layers] if each_layer else [layers])
@@ -344,11 +344,11 @@ def patch(lm: LoadedModel, source: list[int], target: list[int], target_ids: lis
                 source_cols = torch.tensor([padded.column(0, p) for p in positions])
                 target_cols = torch.tensor([padded.column(1, p) for p in positions])
             except IndexError as exc:
-                raise RequestError(422, str(exc), param="positions") from None
+                raise RequestError(400, str(exc), param="positions") from None
             try:
                 read_col = padded.column(1, read_position)
             except IndexError as exc:
-                raise RequestError(422, str(exc), param="read_position") from None
+                raise RequestError(400, str(exc), param="read_position") from None
             rows_at = {layer: torch.tensor([1 + r for r, plan in enumerate(chunk) if layer in plan])
                        for layer in layers}
 

@@ -33,7 +33,7 @@ def _check_length(lm_context: int, tokens: int, param: str) -> None:
         raise RequestError(400, f"{param} has {tokens} tokens; this model's maximum context length is {lm_context}.",
                            param=param, code="context_length_exceeded")
     if tokens == 0:
-        raise RequestError(422, f"{param} encodes to no tokens.", param=param, code="empty_prompt")
+        raise RequestError(400, f"{param} encodes to no tokens.", param=param, code="empty_prompt")
 
 
 def _pieces(tokenizer, ids: list[int]) -> list[str]:
@@ -45,13 +45,13 @@ def target_tokens(tokenizer, targets: list[TokenSpec]) -> list[TargetToken]:
     for index, target in enumerate(targets):
         if isinstance(target, int):
             if not 0 <= target < len(tokenizer):
-                raise RequestError(422, f"token id {target} is outside the vocabulary (0..{len(tokenizer) - 1})",
+                raise RequestError(400, f"token id {target} is outside the vocabulary (0..{len(tokenizer) - 1})",
                                    param=f"targets.{index}")
             token_id = target
         else:
             ids = tokenizer(target, add_special_tokens=False)["input_ids"]
             if len(ids) != 1:
-                raise RequestError(422, f"target {target!r} is {len(ids)} tokens {_pieces(tokenizer, ids)}; give a "
+                raise RequestError(400, f"target {target!r} is {len(ids)} tokens {_pieces(tokenizer, ids)}; give a "
                                         "single token or its id", param=f"targets.{index}")
             token_id = ids[0]
         found.append(TargetToken(token_id=token_id, token=tokenizer.decode([token_id])))
@@ -67,7 +67,7 @@ def score(backend: Backend, req: ScoreRequest) -> ScoreResponse:
         conts = [_encode(tok, c, prompt=False) for c in item.continuations]
         for j, cont in enumerate(conts):
             if not cont:
-                raise RequestError(422, "a continuation must encode to at least one token",
+                raise RequestError(400, "a continuation must encode to at least one token",
                                    param=f"items.{i}.continuations.{j}")
         _check_length(backend.context_length, len(prompt) + max(map(len, conts)), f"items.{i}")
         _check_length(backend.context_length, len(prompt), f"items.{i}.prompt")

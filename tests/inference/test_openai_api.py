@@ -215,10 +215,10 @@ def test_research_endpoints_over_http(client, lm):
 
     bad_target = client.post("/v1/research/logit-lens", json={"model": lm.name, "prompts": ["x"],
                                                               "targets": [" Parisian cafe"]})
-    assert bad_target.status_code == 422 and bad_target.json()["error"]["param"] == "targets.0"
+    assert bad_target.status_code == 400 and bad_target.json()["error"]["param"] == "targets.0"
     bad_position = client.post("/v1/research/patch", json={"model": lm.name, "source": "Hi", "target": "Hi there",
                                                            "targets": [5], "positions": [4]})
-    assert bad_position.status_code == 422 and bad_position.json()["error"]["param"] == "positions"
+    assert bad_position.status_code == 400 and bad_position.json()["error"]["param"] == "positions"
     too_long = client.post("/v1/research/score", json={"model": lm.name, "items": [
         {"prompt": "word " * 9000, "continuations": [" end"]}]})
     assert too_long.status_code == 400 and too_long.json()["error"]["code"] == "context_length_exceeded"

@@ -115,7 +115,7 @@ def test_logit_lens_at_an_inner_position_and_bad_targets(lm):
                                                   abs=ATOL)
     with pytest.raises(RequestError, match="' Parisian cafe' is 4 tokens") as bad_target:
         research_api.logit_lens(lm, LensRequest(model=lm.name, prompts=["x"], targets=[" Parisian cafe"]), 2048)
-    assert (bad_target.value.http_status, bad_target.value.param) == (422, "targets.0")
+    assert (bad_target.value.http_status, bad_target.value.param) == (400, "targets.0")
     with pytest.raises(RequestError, match="position") as bad_position:
         research_api.logit_lens(lm, LensRequest(model=lm.name, prompts=["Hi"], targets=[5], position=7), 2048)
     assert bad_position.value.param == "position"
