@@ -49,9 +49,15 @@ def names_read(expression: ast.expr | None, renamed: Mapping[str, str] | None = 
     the renamed copy of the expression reads, without building it)."""
     if expression is None:
         return Counter()
-    renamed = renamed or {}
-    return Counter(renamed.get(node.id, node.id) for node in expression_nodes(expression)
-                   if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load))
+    if not renamed:
+        return Counter(_loads(expression))
+    return Counter(renamed.get(name, name) for name in _loads(expression))
+
+
+@lru_cache(maxsize=4096)  # by identity: a site's expression is read once for each of its many substitutions
+def _loads(expression: ast.expr) -> tuple[str, ...]:
+    return tuple(node.id for node in expression_nodes(expression)
+                 if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load))
 
 
 def features(*, error_type: str, correct_answer: Any, flawed_answer: Any, correct_value: Any, flawed_value: Any,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 from abc import ABC, abstractmethod
+from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, ClassVar, Mapping, NamedTuple
 
@@ -64,19 +65,23 @@ class NoSelfDivision(RealismRule):
     error_types = frozenset({"operator_swap", "incorrect_operand", "input_misrepresentation"})
 
     def violated(self, flawed: Flawed) -> bool:
-        scope = flawed.site.scope
-        for node in expression_nodes(flawed.expression):
-            if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Div, ast.FloorDiv)):
-                left, right = node.left, node.right
-                if isinstance(left, ast.Name) and isinstance(right, ast.Name):
-                    left_name = flawed.renamed.get(left.id, left.id)
-                    right_name = flawed.renamed.get(right.id, right.id)
-                    if left_name == right_name:
-                        return True
-                    a, b = scope.get(left_name), scope.get(right_name)
-                    if is_number(a) and is_number(b) and b != 0 and _close(float(a), float(b)):
-                        return True
+        scope, renamed = flawed.site.scope, flawed.renamed
+        for left, right in _name_divisions(flawed.expression):
+            left_name, right_name = renamed.get(left, left), renamed.get(right, right)
+            if left_name == right_name:
+                return True
+            a, b = scope.get(left_name), scope.get(right_name)
+            if is_number(a) and is_number(b) and b != 0 and _close(float(a), float(b)):
+                return True
         return False
+
+
+@lru_cache(maxsize=4096)  # by identity: a site's expression is judged for each of its many substitutions
+def _name_divisions(expression: ast.expr) -> tuple[tuple[str, str], ...]:
+    """(dividend, divisor) of each division of one variable by another in the expression."""
+    return tuple((node.left.id, node.right.id) for node in expression_nodes(expression)
+                 if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Div, ast.FloorDiv))
+                 and isinstance(node.left, ast.Name) and isinstance(node.right, ast.Name))
 
 
 class NoZeroAddedToOneDigit(RealismRule):
