@@ -11,6 +11,7 @@ import ast
 import math
 import operator
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any, Callable, Mapping
 
 MAX_EXPONENT = 64  # keeps `9**9**9`-style expressions from exhausting memory
@@ -41,69 +42,22 @@ def call_name(node: ast.expr) -> str | None:
     return None
 
 
+Compiled = Callable[[Mapping[str, Any]], Any]  # an expression as a function of the names' values
+
+
 class Evaluator:
-    """Evaluates a parsed expression. Subclasses choose how constants become values."""
+    """Evaluates parsed expressions over `names`. Subclasses choose the functions an expression may call.
+
+    An expression is compiled into nested closures and then evaluated; `compiled` keeps the closures of a tree
+    that is evaluated again and again (a template's assignments, for every mutant)."""
 
     functions: Mapping[str, Callable[..., Any]] = FUNCTIONS
 
     def __init__(self, names: Mapping[str, Any] | None = None):
         self.names = {} if names is None else names
 
-    def constant(self, node: ast.Constant) -> Any:
-        if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
-            raise UnsafeExpression(f"unsupported constant {node.value!r}")
-        return node.value
-
     def evaluate(self, node: ast.AST) -> Any:
-        rule = _RULES.get(type(node))
-        if rule is None:
-            raise UnsafeExpression(f"unsupported expression {ast.unparse(node)!r}")
-        return rule(self, node)
-
-    def _expression(self, node: ast.Expression) -> Any:
-        return self.evaluate(node.body)
-
-    def _name(self, node: ast.Name) -> Any:
-        try:
-            return self.names[node.id]
-        except KeyError:
-            raise UnsafeExpression(f"unknown name {node.id!r}") from None
-
-    def _binary(self, node: ast.BinOp) -> Any:
-        operation = _BINARY.get(type(node.op))
-        if operation is None:
-            raise UnsafeExpression(f"unsupported operator in {ast.unparse(node)!r}")
-        left, right = self.evaluate(node.left), self.evaluate(node.right)
-        if operation is operator.pow:
-            self.check_exponent(right)
-        try:
-            return operation(left, right)
-        except (ZeroDivisionError, OverflowError, TypeError, ValueError) as exc:
-            raise UnsafeExpression(f"cannot evaluate {ast.unparse(node)}: {exc}") from None
-
-    def _unary(self, node: ast.UnaryOp) -> Any:
-        operation = _UNARY.get(type(node.op))
-        if operation is None:
-            raise UnsafeExpression(f"unsupported operator in {ast.unparse(node)!r}")
-        return operation(self.evaluate(node.operand))
-
-    def _call(self, node: ast.Call) -> Any:
-        name = call_name(node.func)
-        if node.keywords or name not in self.functions:
-            raise UnsafeExpression(f"unsupported call {ast.unparse(node)!r}")
-        args = [self.evaluate(arg) for arg in node.args]
-        try:
-            return self.functions[name](*args)
-        except (ZeroDivisionError, OverflowError, TypeError, ValueError) as exc:
-            raise UnsafeExpression(f"cannot evaluate {ast.unparse(node)}: {exc}") from None
-
-    def _attribute(self, node: ast.Attribute) -> Any:
-        if node.attr not in ATTRIBUTES:
-            raise UnsafeExpression(f"unsupported attribute .{node.attr}")
-        value = self.evaluate(node.value)
-        if isinstance(value, bool) or not isinstance(value, (int, Fraction)):
-            raise UnsafeExpression(f".{node.attr} of a {type(value).__name__}")
-        return getattr(value, node.attr)
+        return _compile(self.functions, node)(self.names)
 
     @staticmethod
     def check_exponent(exponent: Any) -> None:
@@ -111,12 +65,99 @@ class Evaluator:
             raise UnsafeExpression(f"exponent {exponent!r} too large")
 
 
-# How each kind of node is evaluated (dispatch on the exact type: this runs for every node of every mutant).
-_RULES: dict[type, Callable[[Evaluator, Any], Any]] = {
-    ast.Expression: Evaluator._expression, ast.Constant: lambda evaluator, node: evaluator.constant(node),
-    ast.Name: Evaluator._name, ast.BinOp: Evaluator._binary, ast.UnaryOp: Evaluator._unary,
-    ast.Call: Evaluator._call, ast.Attribute: Evaluator._attribute,
-}
+@lru_cache(maxsize=8192)
+def compiled(evaluator: type[Evaluator], node: ast.AST) -> Compiled:
+    """The expression compiled for `evaluator`'s functions, kept by the identity of its tree, which is never
+    changed once built (mutations build new trees)."""
+    return _compile(evaluator.functions, node)
+
+
+def _compile(functions: Mapping[str, Callable[..., Any]], node: ast.AST) -> Compiled:
+    """Anything outside the allowed arithmetic compiles to a function that raises UnsafeExpression when the
+    evaluation reaches it, as walking the tree would."""
+    kind = type(node)
+    if kind is ast.Name:
+        name = node.id
+
+        def read(names: Mapping[str, Any]) -> Any:
+            try:
+                return names[name]
+            except KeyError:
+                raise UnsafeExpression(f"unknown name {name!r}") from None
+        return read
+    if kind is ast.Constant:
+        value = node.value
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return _failing(f"unsupported constant {value!r}")
+        return lambda names: value
+    if kind is ast.BinOp:
+        return _binary(functions, node)
+    if kind is ast.UnaryOp:
+        unary = _UNARY.get(type(node.op))
+        if unary is None:
+            return _failing(f"unsupported operator in {ast.unparse(node)!r}")
+        operand = _compile(functions, node.operand)
+        return lambda names: unary(operand(names))
+    if kind is ast.Call:
+        return _call(functions, node)
+    if kind is ast.Attribute:
+        return _attribute(functions, node)
+    if kind is ast.Expression:
+        return _compile(functions, node.body)
+    return _failing(f"unsupported expression {ast.unparse(node)!r}")
+
+
+def _failing(message: str) -> Compiled:
+    def fail(names: Mapping[str, Any]) -> Any:
+        raise UnsafeExpression(message)
+    return fail
+
+
+def _binary(functions: Mapping[str, Callable[..., Any]], node: ast.BinOp) -> Compiled:
+    operation = _BINARY.get(type(node.op))
+    if operation is None:
+        return _failing(f"unsupported operator in {ast.unparse(node)!r}")
+    left, right = _compile(functions, node.left), _compile(functions, node.right)
+    power = operation is operator.pow
+
+    def binary(names: Mapping[str, Any]) -> Any:
+        a, b = left(names), right(names)
+        if power:
+            Evaluator.check_exponent(b)
+        try:
+            return operation(a, b)
+        except (ZeroDivisionError, OverflowError, TypeError, ValueError) as exc:
+            raise UnsafeExpression(f"cannot evaluate {ast.unparse(node)}: {exc}") from None
+    return binary
+
+
+def _call(functions: Mapping[str, Callable[..., Any]], node: ast.Call) -> Compiled:
+    name = call_name(node.func)
+    if node.keywords or name not in functions:
+        return _failing(f"unsupported call {ast.unparse(node)!r}")
+    function, arguments = functions[name], [_compile(functions, argument) for argument in node.args]
+
+    def call(names: Mapping[str, Any]) -> Any:
+        values = [argument(names) for argument in arguments]
+        try:
+            return function(*values)
+        except (ZeroDivisionError, OverflowError, TypeError, ValueError) as exc:
+            raise UnsafeExpression(f"cannot evaluate {ast.unparse(node)}: {exc}") from None
+    return call
+
+
+def _attribute(functions: Mapping[str, Callable[..., Any]], node: ast.Attribute) -> Compiled:
+    attribute = node.attr
+    if attribute not in ATTRIBUTES:
+        return _failing(f"unsupported attribute .{attribute}")
+    value_of = _compile(functions, node.value)
+
+    def read(names: Mapping[str, Any]) -> Any:
+        value = value_of(names)
+        if isinstance(value, bool) or not isinstance(value, (int, Fraction)):
+            raise UnsafeExpression(f".{attribute} of a {type(value).__name__}")
+        return getattr(value, attribute)
+    return read
 
 
 def parse_expression(text: str) -> ast.Expression:

@@ -10,9 +10,10 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Mapping, NamedTuple
 
-from flawforge.math.arithmetic import Evaluator, UnsafeExpression, call_name, evaluate, is_number
+from flawforge.math.arithmetic import Compiled, Evaluator, UnsafeExpression, call_name, compiled, evaluate, is_number
 from flawforge.proto.values import TraceStep, TypedValue, identical
 
 ENTRY_POINT = "solve"
@@ -312,12 +313,19 @@ class BoundProgram:
         values[site.target] = value
         assigned = [value]
         start = site.assignment.position
-        evaluator = Evaluator(values)  # reads `values` as the assignments update it
-        for assignment in program.assignments[start + 1:]:
-            value = values[assignment.target] = evaluator.evaluate(assignment.value)
+        for target, computed in self._compiled[start + 1:]:
+            value = values[target] = computed(values)
             assigned.append(value)
-        return Prediction(values=values, answer=evaluator.evaluate(program.returned), start=start,
-                          assigned=tuple(assigned))
+        return Prediction(values=values, answer=self._compiled_answer(values), start=start, assigned=tuple(assigned))
+
+    @cached_property
+    def _compiled(self) -> tuple[tuple[str, Compiled], ...]:
+        """Each assignment's target and its compiled right-hand side (predictions evaluate them for every mutant)."""
+        return tuple((a.target, compiled(Evaluator, a.value)) for a in self.program.assignments)
+
+    @cached_property
+    def _compiled_answer(self) -> Compiled:
+        return compiled(Evaluator, self.program.returned)
 
     def trace_of(self, prediction: Prediction) -> list[TraceStep]:
         """The trace the predicted execution records: the correct one up to the change, then the new values

@@ -15,7 +15,7 @@ from functools import cached_property
 from fractions import Fraction
 from typing import Any, ClassVar, Iterable, Mapping
 
-from flawforge.math.arithmetic import evaluate
+from flawforge.math.arithmetic import Evaluator, compiled, evaluate
 from flawforge.math.program import Site, clone
 from flawforge.proto.math import Family
 
@@ -98,7 +98,7 @@ class Substitution:
     def value_in(self, scope: Mapping[str, Any]) -> Any:
         renamed = dict(scope)
         renamed[self.old] = scope[self.new]
-        return evaluate(self.site.assignment.value, renamed)
+        return compiled(Evaluator, self.site.assignment.value)(renamed)  # one site, many substitutions
 
 
 def literal(value: Any) -> ast.expr:
