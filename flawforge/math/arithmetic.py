@@ -14,6 +14,8 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any, Callable, Mapping
 
+from flawforge.math import PROBLEM_CACHE_SIZE
+
 MAX_EXPONENT = 64  # keeps `9**9**9`-style expressions from exhausting memory
 
 _BINARY: dict[type, Callable[[Any, Any], Any]] = {
@@ -65,7 +67,7 @@ class Evaluator:
             raise UnsafeExpression(f"exponent {exponent!r} too large")
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=PROBLEM_CACHE_SIZE)
 def compiled(evaluator: type[Evaluator], node: ast.AST) -> Compiled:
     """The expression compiled for `evaluator`'s functions, kept by the identity of its tree, which is never
     changed once built (mutations build new trees)."""

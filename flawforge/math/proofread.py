@@ -28,6 +28,8 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any, Collection, Mapping, NamedTuple
 
+from flawforge.math import PROBLEM_CACHE_SIZE
+
 FINAL_ANSWER_MARK = "####"
 # Floats carry binary noise (0.1 * 3 = 0.30000000000000004); values this close are the same number.
 _NOISE = Fraction(1, 10**9)
@@ -86,7 +88,6 @@ def _plain(text: str) -> tuple[Fraction | int, int]:
     return int(whole), 0
 
 
-@lru_cache(maxsize=16384)
 def numbers_in(line: str) -> tuple[Number, ...]:
     """Every number a reader sees in a line: digits (in prose and annotations), written fractions and number
     words. A whole number's value is an int (ints, floats and Fractions compare and hash alike)."""
@@ -472,7 +473,7 @@ def _side_agree(sides: list[list[_Token]]) -> bool:
     return False
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=PROBLEM_CACHE_SIZE)
 def _calculations(shape: str) -> tuple[tuple[tuple[tuple[_Piece, ...], ...], int, int], ...]:
     """Each calculation in a prose shape: its sides, and where it is in the shape."""
     pieces = _prose_pieces(shape)
@@ -516,7 +517,6 @@ _SLOT_MARK = re.compile("0")
 ANNOTATION = re.compile(r"<<(.*?)>>")
 
 
-@lru_cache(maxsize=16384)
 def line_findings(line: str) -> tuple[tuple[str, str], ...]:
     """(kind, text) of every false calculation in one line: annotations, then the prose as read."""
     found = []

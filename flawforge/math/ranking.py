@@ -22,6 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Collection, Mapping, Sequence
 
+from flawforge.math import PROBLEM_CACHE_SIZE
 from flawforge.math.arithmetic import is_int_like, is_number
 from flawforge.math.program import FINAL_ANSWER_STEP, Program, TemplateError, expression_nodes
 from flawforge.proto.math import CONCEPTUAL_TYPES, Candidate
@@ -54,7 +55,7 @@ def names_read(expression: ast.expr | None, renamed: Mapping[str, str] | None = 
     return Counter(renamed.get(name, name) for name in _loads(expression))
 
 
-@lru_cache(maxsize=4096)  # by identity: a site's expression is read once for each of its many substitutions
+@lru_cache(maxsize=PROBLEM_CACHE_SIZE)  # by identity: a site's expression is read once for each of its many substitutions
 def _loads(expression: ast.expr) -> tuple[str, ...]:
     return tuple(node.id for node in expression_nodes(expression)
                  if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load))

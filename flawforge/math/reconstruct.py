@@ -24,6 +24,7 @@ from functools import cached_property, lru_cache
 from fractions import Fraction
 from typing import Any, Callable, Collection, Mapping
 
+from flawforge.math import PROBLEM_CACHE_SIZE
 from flawforge.math.arithmetic import UnsafeExpression, evaluate
 from flawforge.math.display import show, show_answer
 from flawforge.math.proofread import ANNOTATION, Number, check_annotation, numbers_in
@@ -66,7 +67,7 @@ _FIELD_OR_ESCAPE = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
 _ANNOTATION_TEMPLATE = re.compile(r"<<(.*?)>>")
 
 
-@lru_cache(maxsize=8192)  # the same few templates are read for every mutant of a problem
+@lru_cache(maxsize=PROBLEM_CACHE_SIZE)  # the same few templates are read for every mutant of a problem
 def fields(template: str) -> tuple[Field, ...]:
     """The replacement fields of a str.format template, with their offsets ('{{' is a literal)."""
     found = []
@@ -127,7 +128,7 @@ def render(template: str, values: Mapping[str, Any]) -> str:
 _AFTER_DIVISION = re.compile(r"(?:/|÷|\bdivided by)\s*\$?$")
 
 
-@lru_cache(maxsize=8192)  # every mutant's solution renders its problem's few templates again
+@lru_cache(maxsize=PROBLEM_CACHE_SIZE)  # every mutant's solution renders its problem's few templates again
 def _rendering_plan(template: str) -> tuple[tuple[tuple[str, Field, bool], ...], str]:
     """(literal text before it, the field, whether its value must be grouped: it sits in an annotation's
     expression or follows a division sign) for each field, and the literal text after the last."""
@@ -318,7 +319,7 @@ class _AnnotationSlot:
     result: str | None   # the `v` of `={v}>>`
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=PROBLEM_CACHE_SIZE)
 def _annotation_slots(template: str) -> tuple[_AnnotationSlot, ...]:
     slots = []
     for match in _ANNOTATION_TEMPLATE.finditer(template):

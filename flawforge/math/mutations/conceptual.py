@@ -11,6 +11,7 @@ from collections import Counter
 from functools import lru_cache
 from typing import Iterable
 
+from flawforge.math import PROBLEM_CACHE_SIZE
 from flawforge.math.arithmetic import is_number
 from flawforge.math.display import show
 from flawforge.math.mutations.base import DropTerm, Edit, Mutation, StopAt, Substitution, SubstituteName, \
@@ -48,7 +49,7 @@ class OperatorSwap(Mutation):
                            prior=prior)
 
 
-@lru_cache(maxsize=4096)  # asked by applies() and modify() of every site (keyed by the node itself)
+@lru_cache(maxsize=PROBLEM_CACHE_SIZE)  # asked by applies() and modify() of every site (keyed by the node itself)
 def _swappable_operations(expression: ast.expr) -> tuple[tuple[int, ast.BinOp, str, str], ...]:
     """(walk position, node, last variable on its left, first on its right) of each operation the text can
     show swapped."""
@@ -97,7 +98,6 @@ def _chain(node: ast.expr, op: type) -> list[ast.expr]:
     return [node]
 
 
-@lru_cache(maxsize=4096)  # asked by applies() and modify() of every site (keyed by the node itself)
 def _chains(expression: ast.expr) -> tuple[tuple[int, str, list[str]], ...]:
     """(position, operator, term names) of each maximal +/* chain of named terms."""
     found = []

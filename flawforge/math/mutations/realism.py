@@ -14,6 +14,7 @@ from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, ClassVar, Mapping, NamedTuple
 
+from flawforge.math import PROBLEM_CACHE_SIZE
 from flawforge.math.arithmetic import is_number
 from flawforge.math.program import Site, expression_nodes
 
@@ -76,7 +77,7 @@ class NoSelfDivision(RealismRule):
         return False
 
 
-@lru_cache(maxsize=4096)  # by identity: a site's expression is judged for each of its many substitutions
+@lru_cache(maxsize=PROBLEM_CACHE_SIZE)  # by identity: a site's expression is judged for each of its many substitutions
 def _name_divisions(expression: ast.expr) -> tuple[tuple[str, str], ...]:
     """(dividend, divisor) of each division of one variable by another in the expression."""
     return tuple((node.left.id, node.right.id) for node in expression_nodes(expression)
