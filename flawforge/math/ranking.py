@@ -55,7 +55,7 @@ def names_read(expression: ast.expr | None, renamed: Mapping[str, str] | None = 
     return Counter(renamed.get(name, name) for name in _loads(expression))
 
 
-@lru_cache(maxsize=PROBLEM_CACHE_SIZE)  # by identity: a site's expression is read once for each of its many substitutions
+@lru_cache(maxsize=PROBLEM_CACHE_SIZE)  # by identity: one site's expression, read for each of its substitutions
 def _loads(expression: ast.expr) -> tuple[str, ...]:
     return tuple(node.id for node in expression_nodes(expression)
                  if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load))

@@ -77,7 +77,7 @@ class NoSelfDivision(RealismRule):
         return False
 
 
-@lru_cache(maxsize=PROBLEM_CACHE_SIZE)  # by identity: a site's expression is judged for each of its many substitutions
+@lru_cache(maxsize=PROBLEM_CACHE_SIZE)  # by identity: one site's expression, judged for each of its substitutions
 def _name_divisions(expression: ast.expr) -> tuple[tuple[str, str], ...]:
     """(dividend, divisor) of each division of one variable by another in the expression."""
     return tuple((node.left.id, node.right.id) for node in expression_nodes(expression)
