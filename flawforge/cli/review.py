@@ -81,7 +81,8 @@ def shortlist(round_name: str = RoundOption,
 
     def template_code(candidate) -> str | None:
         files = folder.files(candidate.tier, candidate.problem_index, candidate.template_model)
-        return files.code_path.read_text(encoding="utf-8") if files.code_path.exists() else None
+        code = Path(files.code_path)
+        return code.read_text(encoding="utf-8") if code.exists() else None
 
     reviews, settings = _reviews()
     items = review_items(select(pool, size_per_error_type, seed, family),

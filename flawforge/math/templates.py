@@ -35,9 +35,9 @@ class TemplateFiles:
     tier: str
     problem_index: int
     model: str
-    code_path: Path
-    steps_path: Path
-    folder: Path  # the template folder both files must stay in
+    code_path: str
+    steps_path: str
+    folder: str  # the template folder both files must stay in, resolved
 
     def read(self) -> tuple[str, list[dict]]:
         """The code and the logical steps; raises InvalidTemplate naming what is wrong. Each file is a regular
@@ -46,7 +46,7 @@ class TemplateFiles:
             code = read_input(self.code_path, TEMPLATE_FILE_BYTES, within=self.folder).decode("utf-8")
             steps_text = read_input(self.steps_path, TEMPLATE_FILE_BYTES, within=self.folder).decode("utf-8")
         except FileNotFoundError as exc:
-            raise InvalidTemplate(f"missing file {Path(exc.filename).name}") from None
+            raise InvalidTemplate(f"missing file {os.path.basename(exc.filename)}") from None
         except (InputRefused, OSError, UnicodeDecodeError) as exc:
             raise InvalidTemplate(f"unreadable file: {exc}") from None
         return code, parse_logical_steps(steps_text)
@@ -76,6 +76,8 @@ class TemplateFolder:
         self.root = Path(root)
         if not self.root.is_dir():
             raise TemplateFolderError(f"template folder not found: {self.root}")
+        # Resolved once: a template's files are then checked against it part by part below it (inputs.read_input).
+        self.real_root = os.path.realpath(self.root)
         self._tiers: dict[int, list[str]] = {}  # problem index -> tiers with a folder for it
         # os.scandir tells folders from files without a stat per entry
         for tier_entry in _folders(self.root):
@@ -114,7 +116,7 @@ class TemplateFolder:
         if key not in self._models:  # threads asking at once list the folder twice, to the same effect
             found: set[str] = set()
             if tier in self._tiers.get(index, ()):
-                folder = self.root / tier / str(index)
+                folder = os.path.join(self.real_root, tier, str(index))
                 try:
                     with os.scandir(folder) as entries:
                         found = {stem for stem, suffix in map(os.path.splitext, (e.name for e in entries))
@@ -127,9 +129,9 @@ class TemplateFolder:
         return set(self._models[key])
 
     def files(self, tier: str, index: int, model: str) -> TemplateFiles:
-        folder = self.root / tier / str(index)
-        return TemplateFiles(tier=tier, problem_index=index, model=model, code_path=folder / f"{model}.py",
-                             steps_path=folder / f"{model}.json", folder=self.root)
+        stem = os.path.join(self.real_root, tier, str(index), model)
+        return TemplateFiles(tier=tier, problem_index=index, model=model, code_path=f"{stem}.py",
+                             steps_path=f"{stem}.json", folder=self.real_root)
 
     def in_preference_order(self, tier: str, index: int, preference: tuple[str, ...] | list[str]) -> list[TemplateFiles]:
         """This problem's templates by the models in `preference`, most preferred first."""

@@ -154,8 +154,9 @@ def run_libraries(ctx: JobContext, params: DebugConversationsParams):
     attempt = uuid.uuid4().hex[:12]
     contents: dict[str, bytes] = {}
     names = []
+    folder = os.path.realpath(params.libraries)
     for number, archive in enumerate(archives):
-        data = read_input(archive, within=params.libraries)  # a regular file in the folder, bounded
+        data = read_input(archive, within=folder)  # a regular file in the folder, bounded
         contents[archive.name] = data
         ref = store.put(ctx.input_key(f"{attempt}-{archive.name}"), data, "application/gzip")
         item = f"{number}-{archive.name}.json"

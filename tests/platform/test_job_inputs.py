@@ -143,3 +143,21 @@ def test_reads_are_bounded_and_never_block(data):
         read_input(data / "fifo.jsonl")  # opened without blocking, never read
     with pytest.raises(InputRefused, match="is a character device"):
         read_input("/dev/zero")
+
+
+def test_a_read_within_a_folder_follows_links_only_to_inside_it(data, tmp_path):
+    folder = data / "templates"
+    (folder / "tier1" / "7").mkdir(parents=True)
+    (folder / "tier1" / "7" / "model.py").write_text("def solve():\n    return 1\n")
+    (folder / "tier2").symlink_to(folder / "tier1")                     # a link that stays inside
+    (folder / "tier3").symlink_to(tmp_path)                             # a folder link out of it
+    (folder / "tier1" / "7" / "leak.py").symlink_to(data / "train.jsonl")  # a file link out of it
+    real = os.path.realpath(folder)
+    assert read_input(f"{real}/tier1/7/model.py", within=real).startswith(b"def solve")
+    assert read_input(f"{real}/tier2/7/model.py", within=real).startswith(b"def solve")
+    for escaping in (f"{real}/tier1/7/leak.py", f"{real}/tier3/data/train.jsonl", f"{real}/tier1/../../train.jsonl",
+                     str(data / "train.jsonl")):
+        with pytest.raises(InputRefused, match="leads out of"):
+            read_input(escaping, within=real)
+    with pytest.raises(FileNotFoundError):
+        read_input(f"{real}/tier1/7/absent.py", within=real)
