@@ -175,8 +175,13 @@ def evaluate(expression: str | ast.AST, names: Mapping[str, Any] | None = None) 
     return Evaluator(names).evaluate(node)
 
 
+_NUMBER_TYPES = frozenset({int, float, Fraction})
+
+
 def is_number(value: Any) -> bool:
-    return isinstance(value, (int, float, Fraction)) and not isinstance(value, bool)
+    # The exact types first: a value of another type would be tested against Fraction, an abstract base class's
+    # subclass (slow), and this is asked of every value of every mutant.
+    return type(value) in _NUMBER_TYPES or (isinstance(value, (int, float, Fraction)) and not isinstance(value, bool))
 
 
 def is_int_like(value: Any) -> bool:

@@ -60,7 +60,8 @@ class ProblemOutput:
 _UNEVALUATED = object()
 
 
-@dataclass(frozen=True)
+# Not frozen: one is made for every mutant, and a frozen dataclass's __init__ costs three times as much.
+@dataclass
 class _Mutant:
     mutation: Mutation
     site: Site

@@ -40,7 +40,9 @@ class Unrenderable(ValueError):
 
 
 # --- templates: fields and rendering ----------------------------------------------------------
-@dataclass(frozen=True)
+# Not frozen: every template a mutant's text changes is read into new fields, and a frozen dataclass's
+# __init__ costs three times as much.
+@dataclass
 class Field:
     start: int  # offset of '{'
     end: int    # offset after '}'

@@ -26,6 +26,9 @@ class Miscalculate:
     """The line keeps its formula; only the value it shows is wrong (computational errors)."""
 
 
+MISCALCULATE = Miscalculate()  # it has no fields: every computational edit shares this one
+
+
 @dataclass(frozen=True)
 class SwapOperator:
     """The operator written between `left` and `right` becomes `new`."""
@@ -62,7 +65,9 @@ class StopAt:
 TextChange = Miscalculate | SwapOperator | SubstituteName | DropTerm | StopAt
 
 
-@dataclass(frozen=True)
+# Not frozen (nor Substitution): one is made for every way of every mutation at every site, and a frozen
+# dataclass's __init__ costs three times as much.
+@dataclass
 class Edit:
     """One way to apply a mutation at a site."""
 
@@ -76,7 +81,7 @@ class Edit:
         return evaluate(self.expression, scope)
 
 
-@dataclass(frozen=True)
+@dataclass
 class Substitution:
     """An edit that makes the site's own expression read variable `new` where it reads `old`.
 

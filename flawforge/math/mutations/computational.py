@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Iterable
 
 from flawforge.math.arithmetic import UnsafeExpression, evaluate, is_int_like, is_number
 from flawforge.math.display import show
-from flawforge.math.mutations.base import Edit, Miscalculate, Mutation, literal
+from flawforge.math.mutations.base import MISCALCULATE, Edit, Mutation, literal
 from flawforge.math.program import Site, copy_at, expression_nodes, replace_node
 
 ADDITIVE = ("+", "-")
@@ -40,7 +40,7 @@ class ComputationalMutation(Mutation):
         for prior, params, wrong in self.wrong_values(site.value):
             if wrong != site.value:
                 yield Edit(params={**params, "correct_shown": correct_shown, "wrong_shown": show(wrong)},
-                           expression=literal(wrong), text=Miscalculate(), prior=prior)
+                           expression=literal(wrong), text=MISCALCULATE, prior=prior)
 
     def wrong_values(self, value: Any) -> Iterable[tuple[float, dict, Any]]:
         """(prior, params, wrong value) for each way to miscalculate `value`."""
@@ -218,4 +218,4 @@ class MultiplicationByReciprocal(ComputationalMutation):
                 continue
             yield Edit(params={"factor": show(factor), "reciprocal": show(reciprocal),
                                "correct_shown": show(site.value), "wrong_shown": show(wrong)},
-                       expression=expression, text=Miscalculate(), prior=1.0)
+                       expression=expression, text=MISCALCULATE, prior=1.0)

@@ -121,7 +121,12 @@ class NoRunawayAnswer(RealismRule):
 
 def unrealistic(flawed: Flawed) -> str | None:
     """The name of the first rule the mutant breaks, or None."""
-    for rule in RULES:
-        if rule.judges(flawed.error_type) and rule.violated(flawed):
+    for rule in _judging(flawed.error_type, len(RULES)):
+        if rule.violated(flawed):
             return rule.name
     return None
+
+
+@lru_cache(maxsize=None)  # every plausible mutant is judged; by the number of rules, so a rule defined later counts
+def _judging(error_type: str, rules: int) -> tuple[RealismRule, ...]:
+    return tuple(rule for rule in RULES[:rules] if rule.judges(error_type))
