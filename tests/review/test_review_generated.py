@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from review_support import make_round
@@ -38,7 +39,7 @@ def generated(folder, problems):
 
 
 def template_code(folder):
-    return lambda c: folder.files(c.tier, c.problem_index, c.template_model).code_path.read_text()
+    return lambda c: Path(folder.files(c.tier, c.problem_index, c.template_model).code_path).read_text()
 
 
 def test_shortlist_of_generated_candidates_shows_the_mutation(generated, folder, questions, tmp_path):
