@@ -61,11 +61,6 @@ class Evaluator:
     def evaluate(self, node: ast.AST) -> Any:
         return _compile(self.functions, node)(self.names)
 
-    @staticmethod
-    def check_exponent(exponent: Any) -> None:
-        if not isinstance(exponent, (int, float, Fraction)) or abs(exponent) > MAX_EXPONENT:
-            raise UnsafeExpression(f"exponent {exponent!r} too large")
-
 
 @lru_cache(maxsize=PROBLEM_CACHE_SIZE)
 def compiled(evaluator: type[Evaluator], node: ast.AST) -> Compiled:
@@ -125,12 +120,17 @@ def _binary(functions: Mapping[str, Callable[..., Any]], node: ast.BinOp) -> Com
     def binary(names: Mapping[str, Any]) -> Any:
         a, b = left(names), right(names)
         if power:
-            Evaluator.check_exponent(b)
+            _check_exponent(b)
         try:
             return operation(a, b)
         except (ZeroDivisionError, OverflowError, TypeError, ValueError) as exc:
             raise UnsafeExpression(f"cannot evaluate {ast.unparse(node)}: {exc}") from None
     return binary
+
+
+def _check_exponent(exponent: Any) -> None:
+    if not isinstance(exponent, (int, float, Fraction)) or abs(exponent) > MAX_EXPONENT:
+        raise UnsafeExpression(f"exponent {exponent!r} too large")
 
 
 def _call(functions: Mapping[str, Callable[..., Any]], node: ast.Call) -> Compiled:
