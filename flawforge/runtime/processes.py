@@ -12,8 +12,10 @@ second call waits in the pipe and starts the moment the first ends.
 """
 from __future__ import annotations
 
+import atexit
 import logging
 import multiprocessing
+import multiprocessing.util
 import signal
 import threading
 from multiprocessing.reduction import ForkingPickler
@@ -22,6 +24,16 @@ from typing import Any, Callable, Sequence
 from flawforge.errors import FlawforgeError
 
 log = logging.getLogger(__name__)
+
+# Set when the interpreter starts exiting. Registered after multiprocessing's own exit handler (imported above),
+# so it runs before that handler terminates the worker processes (atexit runs last in, first out): a call cut
+# short then died of the exit, which is no failure to report.
+_EXITING = threading.Event()
+atexit.register(_EXITING.set)
+
+
+def interpreter_exiting() -> bool:
+    return _EXITING.is_set()
 
 
 class WorkerProcessDied(FlawforgeError):

@@ -25,7 +25,7 @@ from flawforge.proto.base import jsonl
 from flawforge.proto.math import PROBLEM_QUEUE, ProblemResult, ProblemWorkItem, Reject, ValidatedTemplate
 from flawforge.proto.sandbox import ExecutionResult
 from flawforge.runtime.platform import Platform
-from flawforge.runtime.processes import WorkerProcessDied, WorkerProcesses
+from flawforge.runtime.processes import WorkerProcessDied, WorkerProcesses, interpreter_exiting
 from flawforge.runtime.service import Consumer, collect_garbage_rarely
 from flawforge.settings import Settings
 
@@ -76,7 +76,8 @@ def warm_up_in_background() -> None:
         try:
             generation_processes().call(slot, os.getpid)  # any call: it returns once the process is up
         except Exception as exc:
-            log.warning("generation process %d did not warm up: %s", slot, exc)
+            if not interpreter_exiting():  # the run ended before its processes were up (its job failed at once)
+                log.warning("generation process %d did not warm up: %s", slot, exc)
 
     for slot in range(GENERATION_PROCESSES):
         threading.Thread(target=warm_up, args=(slot,), name=f"mutator-warm-up-{slot}", daemon=True).start()

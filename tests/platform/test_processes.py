@@ -3,14 +3,18 @@ from __future__ import annotations
 
 import os
 import pickle
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from flawforge.errors import FlawforgeError
 from flawforge.runtime.processes import WorkerProcessDied, WorkerProcesses
 
+REPO = Path(__file__).resolve().parents[2]
 INITIALIZED = []
 
 
@@ -125,3 +129,57 @@ def _died(processes) -> WorkerProcessDied | None:
     except WorkerProcessDied as exc:
         return exc
     return None
+
+
+# A program whose interpreter exits while a thread waits on a worker process that is still starting (a job that
+# failed before the mutator's processes were up). Its first exit handler runs last, after multiprocessing has
+# terminated the process, and prints what the waiting thread saw.
+EXIT_WHILE_STARTING = '''
+import atexit, os, sys, threading, time
+
+outcome = []
+waiting = None
+
+
+def report():
+    waiting.join(30)
+    print(outcome)
+
+
+atexit.register(report)
+
+from flawforge.runtime.processes import WorkerProcessDied, WorkerProcesses, interpreter_exiting
+
+
+def starting():
+    open(sys.argv[1], "w").close()
+    time.sleep(60)
+
+
+def wait_for_process():
+    try:
+        pool.call(0, os.getpid)
+    except WorkerProcessDied:
+        outcome.append(("died", interpreter_exiting()))
+
+
+if __name__ == "__main__":
+    assert not interpreter_exiting()
+    pool = WorkerProcesses(1, initializer=starting)
+    waiting = threading.Thread(target=wait_for_process, daemon=True)
+    waiting.start()
+    deadline = time.monotonic() + 60
+    while not os.path.exists(sys.argv[1]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+'''
+
+
+def test_a_call_cut_short_by_the_interpreter_exiting_is_told_apart_from_a_process_failing(tmp_path):
+    script = tmp_path / "exit_while_starting.py"
+    script.write_text(EXIT_WHILE_STARTING)
+    started = tmp_path / "started"
+    done = subprocess.run([sys.executable, str(script), str(started)], capture_output=True, text=True, timeout=120,
+                          cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+    assert started.exists()
+    assert done.stdout.strip() == "[('died', True)]"
