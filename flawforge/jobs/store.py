@@ -28,6 +28,10 @@ class JobStore:
         return f"jobs/{job_id}/status.json"
 
     @staticmethod
+    def _cancel_key(job_id: str) -> str:
+        return f"jobs/{job_id}/cancel"
+
+    @staticmethod
     def _artifact_prefix(job_id: str) -> str:
         return f"jobs/{job_id}/artifacts/"
 
@@ -46,14 +50,19 @@ class JobStore:
         if not job_id.isalnum():
             raise JobNotFound(f"no job {job_id!r}")
         try:
-            return JobStatus.model_validate_json(self.store.get(self._status_key(job_id)))
+            return self._with_cancel(JobStatus.model_validate_json(self.store.get(self._status_key(job_id))))
         except BlobNotFound:
             raise JobNotFound(f"no job {job_id!r}") from None
 
     def list(self) -> list[JobStatus]:
         keys = [k for k in self.store.list("jobs/") if k.endswith("/status.json") and k.count("/") == 2]
-        return sorted((JobStatus.model_validate_json(self.store.get(k)) for k in keys),
+        return sorted((self._with_cancel(JobStatus.model_validate_json(self.store.get(k))) for k in keys),
                       key=lambda s: s.created_at)
+
+    def _with_cancel(self, status: JobStatus) -> JobStatus:
+        if not status.cancel_requested and self.store.exists(self._cancel_key(status.job_id)):
+            status.cancel_requested = True
+        return status
 
     def update(self, job_id: str, **changes) -> JobStatus:
         status = self.get(job_id)
@@ -66,12 +75,16 @@ class JobStore:
         self.update(job_id, progress=Progress(done=done, total=total, message=message))
 
     def request_cancel(self, job_id: str) -> JobStatus:
+        """Cancels a queued job; asks a running one to stop. The request is a blob of its own, never a rewrite of
+        the status a running job keeps updating: a status read before the request and saved after it (a progress
+        update) would undo the request, and a request saved after the job's last update would undo its state."""
         status = self.get(job_id)
         if status.state.finished:
             return status
+        self.store.put_if_absent(self._cancel_key(job_id), b"")
         if status.state == JobState.queued:
             return self.update(job_id, cancel_requested=True, state=JobState.cancelled)
-        return self.update(job_id, cancel_requested=True)
+        return self.get(job_id)
 
     def delete(self, job_id: str) -> None:
         """Removes the job and every blob under it; its status goes last, so a deletion cut short is seen (and

@@ -134,6 +134,42 @@ def test_cancel_a_running_job(settings):
         workers.stop()
 
 
+def test_a_cancel_request_survives_a_progress_update_read_before_it(tmp_path):
+    """The runner's progress update reads the status, then saves it: a cancel requested in between stays."""
+    from flawforge.blobstore import LocalBlobStore
+    from flawforge.jobs.store import JobStore
+    from flawforge.proto.jobs import JobState, Progress
+
+    jobs = JobStore(LocalBlobStore(tmp_path / "blobs"))
+    job_id = jobs.create("smoke", {}).job_id
+    jobs.update(job_id, state=JobState.running)
+    read_by_runner = jobs.get(job_id)
+    assert jobs.request_cancel(job_id).cancel_requested is True
+    read_by_runner.progress = Progress(done=1, total=3, message="digesting")
+    jobs.save(read_by_runner)
+    assert jobs.get(job_id).cancel_requested is True
+    assert [status.cancel_requested for status in jobs.list()] == [True]
+
+
+def test_a_cancel_request_leaves_a_running_jobs_status_to_its_runner(tmp_path):
+    """A running job's status is written by its runner alone: a cancel saved after the runner's last update would
+    undo that update."""
+    from flawforge.blobstore import LocalBlobStore
+    from flawforge.jobs.store import JobStore
+    from flawforge.proto.jobs import JobState
+
+    store = LocalBlobStore(tmp_path / "blobs")
+    jobs = JobStore(store)
+    running, queued = jobs.create("smoke", {}).job_id, jobs.create("smoke", {}).job_id
+    jobs.update(running, state=JobState.running)
+    written = store.get(f"jobs/{running}/status.json")
+    jobs.request_cancel(running)
+    assert store.get(f"jobs/{running}/status.json") == written
+    assert jobs.get(running).state == JobState.running and jobs.get(running).cancel_requested
+    # a queued job has no runner yet: it is cancelled at once
+    assert jobs.request_cancel(queued).state == JobState.cancelled
+
+
 def test_restart_loses_nothing_on_rabbitmq(amqp_url, tmp_path):
     """A job submitted to a stopped service finishes after another instance starts on the same broker and store."""
     settings = Settings(bus="rabbitmq", amqp_url=amqp_url, blob_dir=str(tmp_path / "blobs"), api_tokens=API_TOKENS)
