@@ -1,9 +1,13 @@
 """Math error pipeline throughput: problems per second on the whole shared template corpus.
 
 Flawforge: the math-errors job, embedded (in-memory bus, local blob store), both error
-families. Every template is validated in the sandbox; a mutant of a straight-line template
-is executed by the arithmetic interpreter that reproduced its template's sandboxed trace,
-any other mutant in the sandbox (see flawforge.math.generate).
+families, under the seed's caps (at most 2 conceptual errors of a type, 2 on a line, 5 in
+all: the baseline's own), so that both sides keep the same number of conceptual errors.
+Every template is validated in the sandbox; a mutant of a straight-line template is
+executed by the arithmetic interpreter that reproduced its template's sandboxed trace, any
+other mutant in the sandbox (see flawforge.math.generate). The job's default caps keep
+about three times as many conceptual errors (flawforge.proto.math.DEFAULT_CONCEPTUAL_CAPS);
+its rate under them is measured in the same rounds and reported beside the ratio.
 Baseline, measured in the same run: the seed notebook's per-problem loop (`process_single_index`
 from ../shared/seeds/000_*.txt), conceptual errors only, unsandboxed, one problem after
 another. Its code is read from the seed file at run time; only its paths and its dataset
@@ -86,12 +90,14 @@ def baseline_rate(gsm8k: Path, templates: Path, indices: range, scratch: Path) -
     return len(tasks) / elapsed, crashed, produced
 
 
-def flawforge_rate(gsm8k: Path, templates: Path, indices: range, scratch: Path) -> tuple[float, dict]:
+def flawforge_rate(gsm8k: Path, templates: Path, indices: range, scratch: Path, caps: str) -> tuple[float, dict]:
     from flawforge.cli.jobs_client import run_embedded
+    from flawforge.math.selection import DEFAULT_CAPS, SEED_CAPS
     from flawforge.settings import Settings
 
     params = {"gsm8k": str(gsm8k), "templates": str(templates), "indices": f"{indices.start}-{indices.stop - 1}",
-              "families": ["computational", "conceptual"]}
+              "families": ["computational", "conceptual"],
+              "caps": {"seed": SEED_CAPS, "default": DEFAULT_CAPS}[caps].model_dump()}
     out = scratch / "out"
     settings = Settings(bus="memory", blob_backend="local", blob_dir=str(scratch / "blobs"))
     start = time.perf_counter()
@@ -121,9 +127,9 @@ def measure(side: str, indices: range, scratch: Path) -> dict:
 
 def run_side(side: str, gsm8k: Path, templates: Path, indices: range, scratch: Path) -> dict:
     scratch.mkdir(parents=True)
-    if side == "flawforge":
+    if side.startswith("flawforge"):
         load_flawforge()
-        rate, summary = flawforge_rate(gsm8k, templates, indices, scratch)
+        rate, summary = flawforge_rate(gsm8k, templates, indices, scratch, caps=side.partition("-")[2] or "seed")
         return {"rate": rate, "candidates": summary["candidates"], "rejects": summary["rejects"]}
     rate, crashed, produced = baseline_rate(gsm8k, templates, indices, scratch)
     return {"rate": rate, "candidates": produced, "crashed": crashed}
@@ -133,7 +139,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--indices", default=None, help="Problems A-B; default: the whole shared corpus.")
     parser.add_argument("--rounds", type=int, default=3, help="Alternating measurements of each side.")
-    parser.add_argument("--side", choices=["flawforge", "seed"], help=argparse.SUPPRESS)  # one measurement
+    parser.add_argument("--side", choices=["flawforge", "flawforge-default", "seed"],
+                        help=argparse.SUPPRESS)  # one measurement
     parser.add_argument("--scratch", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ.setdefault("TQDM_DISABLE", "1")  # the job's progress bar would bury the measurements
@@ -147,22 +154,30 @@ def main() -> None:
         print(json.dumps(run_side(args.side, gsm8k, templates, indices, args.scratch)))
         return
 
-    rates: dict[str, list[float]] = {"flawforge": [], "seed": []}
+    rates: dict[str, list[float]] = {"flawforge": [], "seed": [], "flawforge-default": []}
     with tempfile.TemporaryDirectory() as scratch:
         for round_number in range(1, args.rounds + 1):
             ours = measure("flawforge", indices, Path(scratch) / f"flawforge-{round_number}")
             rates["flawforge"].append(ours["rate"])
             print(f"round {round_number} flawforge: {ours['rate']:8.1f} problems/s  ({len(indices)} problems, both "
-                  f"families, sandboxed; {ours['candidates']} candidates, {ours['rejects']} rejects)", flush=True)
+                  f"families, sandboxed, the seed's caps; {ours['candidates']} candidates, {ours['rejects']} rejects)",
+                  flush=True)
             seed = measure("seed", indices, Path(scratch) / f"seed-{round_number}")
             rates["seed"].append(seed["rate"])
             print(f"round {round_number} seed 000:  {seed['rate']:8.1f} problems/s  ({len(indices)} problems, "
                   f"conceptual only, unsandboxed; {seed['candidates']} candidates, {seed['crashed']} problems "
                   f"crashed)", flush=True)
+            default = measure("flawforge-default", indices, Path(scratch) / f"default-{round_number}")
+            rates["flawforge-default"].append(default["rate"])
+            print(f"round {round_number} flawforge, default caps: {default['rate']:8.1f} problems/s  "
+                  f"({default['candidates']} candidates)", flush=True)
     ours_rate, seed_rate = statistics.median(rates["flawforge"]), statistics.median(rates["seed"])
     print(f"median:    flawforge {ours_rate:.1f}, seed 000 {seed_rate:.1f} problems/s")
     ratio = ours_rate / seed_rate
     print(f"ratio:     {ratio:8.1f}x  (target >= {TARGET_RATIO:g}x)")
+    default_rate = statistics.median(rates["flawforge-default"])
+    print(f"default caps: flawforge {default_rate:.1f} problems/s, {default_rate / seed_rate:.1f}x the seed's loop "
+          f"(reported, not the target: it keeps about three times as many conceptual errors)")
     if ratio < TARGET_RATIO:
         sys.exit(1)
 

@@ -21,17 +21,31 @@ CONCEPTUAL_TYPES = (
 )
 
 
-class Caps(Model):
-    """How many candidates one problem may keep: per error type and per line (within a family), and per
-    family. None: no limit."""
+class FamilyCaps(Model):
+    """How many candidates of one error family one problem may keep: per error type, per line and in all.
+    None: no limit. All three are required: a family's defaults differ, so a partial one would be ambiguous."""
 
     model_config = {"frozen": True, "extra": "forbid"}
-    per_type: int | None = Field(2, ge=1, le=1_000_000)
-    per_line: int | None = Field(2, ge=1, le=1_000_000)
-    conceptual: int | None = Field(5, ge=1, le=1_000_000)
-    computational: int | None = Field(None, ge=1, le=1_000_000)
+    per_type: int | None = Field(ge=1, le=1_000_000)
+    per_line: int | None = Field(ge=1, le=1_000_000)
+    total: int | None = Field(ge=1, le=1_000_000)
 
-    def family_limit(self, family: str) -> int | None:
+
+# The seed notebook kept at most 2 conceptual errors of a type, 2 on a line and 5 in all
+# (flawforge.math.selection.SEED_CAPS). The human reviewers' sample was drawn from every plausible
+# conceptual error of a problem (about 26 on the reviewed problems), so 5 keep about half of what they
+# accepted in any order; these keep 82% of it (docs/math-text.md).
+DEFAULT_CONCEPTUAL_CAPS = FamilyCaps(per_type=8, per_line=5, total=24)
+
+
+class Caps(Model):
+    """How many candidates one problem may keep, per error family."""
+
+    model_config = {"frozen": True, "extra": "forbid"}
+    computational: FamilyCaps = FamilyCaps(per_type=2, per_line=2, total=None)
+    conceptual: FamilyCaps = DEFAULT_CONCEPTUAL_CAPS
+
+    def of(self, family: str) -> FamilyCaps:
         return self.conceptual if family == "conceptual" else self.computational
 
 

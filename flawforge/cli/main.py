@@ -173,9 +173,10 @@ def run_math_errors(gsm8k: Path = typer.Option(..., "--gsm8k", help="GSM8K jsonl
                                                                                 "first, comma-separated."),
                     seed: int = typer.Option(0, help="Base seed of the mutations."),
                     caps: Optional[str] = typer.Option(
-                        None, help="Candidates a problem keeps, e.g. 'per_type=2,per_line=2,conceptual=5' (the "
-                                   "default; computational is unlimited); a limit of 'none', or all of them "
-                                   "('none'), keeps every plausible candidate."),
+                        None, help="Candidates a problem keeps: [family.]limit=N|none, comma-separated, with limit "
+                                   "per_type, per_line or total (default: conceptual 8 / 5 / 24, computational 2 / 2 "
+                                   "/ none), after an optional preset: 'seed' (the seed notebook's conceptual 2 / 2 / "
+                                   "5) or 'none' (every plausible candidate); e.g. 'seed,conceptual.total=6'."),
                     out: Path = OutOption, stack: Optional[str] = StackOption,
                     token: Optional[str] = TokenOption,
                     cancel_on_exit: Optional[bool] = CancelOption) -> None:
@@ -326,24 +327,31 @@ def read_candidates(path: Path) -> list:
 
 
 def caps_of(text: str) -> dict:
-    """--caps: 'none', or comma-separated limit=N|none over the limits of flawforge.proto.math.Caps (those not
-    named keep their defaults; the pipeline's parameters check the numbers)."""
-    from flawforge.proto.math import Caps
+    """--caps: comma-separated [family.]limit=N|none (family: computational or conceptual, both when left out;
+    limit: per_type, per_line or total), over the defaults or over a preset named first: 'seed' (the seed
+    notebook's 2 / 2 / 5 conceptual caps) or 'none' (no limit). The pipeline's parameters check the numbers."""
+    from flawforge.math.selection import DEFAULT_CAPS, NO_CAPS, SEED_CAPS
+    from flawforge.proto.math import Caps, FamilyCaps
 
-    limits = list(Caps.model_fields)
-    if text.strip().lower() == "none":
-        return dict.fromkeys(limits)
-    caps = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        name, equals, value = (x.strip() for x in part.partition("="))
-        if not equals or name not in limits:
-            raise FlawforgeError(f"--caps: {part!r} is not limit=N or limit=none, with limit one of {limits}")
+    families, limits = list(Caps.model_fields), list(FamilyCaps.model_fields)
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    presets = {"seed": SEED_CAPS, "none": NO_CAPS}
+    base = presets[parts.pop(0).lower()] if parts and parts[0].lower() in presets else DEFAULT_CAPS
+    caps = base.model_dump()
+    for part in parts:
+        key, equals, value = (x.strip() for x in part.partition("="))
+        family, dot, limit = key.rpartition(".")
+        if not equals or limit not in limits or (dot and family not in families):
+            raise FlawforgeError(f"--caps: {part!r} is not [family.]limit=N or [family.]limit=none, with family one "
+                                 f"of {families} and limit one of {limits} (a preset, {list(presets)}, comes first)")
         if value.lower() == "none":
-            caps[name] = None
+            number = None
         elif value.isdigit():
-            caps[name] = int(value)
+            number = int(value)
         else:
-            raise FlawforgeError(f"--caps: {name} must be a whole number or 'none', not {value!r}")
+            raise FlawforgeError(f"--caps: {key} must be a whole number or 'none', not {value!r}")
+        for name in [family] if dot else families:
+            caps[name][limit] = number
     return caps
 
 

@@ -153,7 +153,7 @@ def generate_for_problem(template: ProblemTemplate, sandbox: TraceExecutor, fami
     ranker = shipped_ranker()
     place = _Places(program, writer.order)
     selected = select([_choice(g, ranker, bound, place) for g in groups], caps, seed, accept=tell,
-                      quotas=ranker.quotas)
+                      quotas=ranker.quotas(caps.conceptual.per_type))
 
     output = ProblemOutput(candidates=[_candidate(template, correct, bound, writer.solution, f, seed)
                                        for f in selected])

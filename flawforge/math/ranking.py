@@ -119,21 +119,30 @@ def candidate_features(candidate: Candidate) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class Ranker:
-    weights: Mapping[str, float]      # per feature, and "bias"
-    quotas: Mapping[str, int]         # conceptual candidates a problem keeps per error type
+    weights: Mapping[str, float]       # per feature, and "bias"
+    accept_rates: Mapping[str, float]  # per conceptual error type: the share of its reviewed errors accepted
 
     def score(self, row: Mapping[str, float]) -> float:
         return self.weights.get("bias", 0.0) + sum(self.weights.get(name, 0.0) * value for name, value in row.items())
 
+    def quotas(self, per_type: int | None) -> dict[str, int]:
+        """Each conceptual type's cap on a problem's candidates under a per-type cap: round(per_type * rate /
+        best rate), at least one (with the shared decisions and a per-type cap of 2, input misrepresentation,
+        accepted 69% of the time, keeps 1 and the others 2; with 8, it keeps 6). No cap: no quotas."""
+        if per_type is None or not self.accept_rates:
+            return {}
+        best = max(self.accept_rates.values()) or 1.0
+        return {t: max(1, math.floor(per_type * rate / best + 0.5)) for t, rate in self.accept_rates.items()}
+
     def to_json(self) -> str:
-        return json.dumps({"weights": dict(sorted(self.weights.items())), "quotas": dict(sorted(self.quotas.items()))},
-                          indent=1) + "\n"
+        return json.dumps({"weights": dict(sorted(self.weights.items())),
+                           "accept_rates": dict(sorted(self.accept_rates.items()))}, indent=1) + "\n"
 
 
 @lru_cache(maxsize=1)
 def shipped_ranker() -> Ranker:
     data = json.loads(WEIGHTS_FILE.read_text(encoding="utf-8"))
-    return Ranker(weights=data["weights"], quotas=data["quotas"])
+    return Ranker(weights=data["weights"], accept_rates=data["accept_rates"])
 
 
 # --- fitting ------------------------------------------------------------------------------------
@@ -211,16 +220,13 @@ def cross_validated_auc(rows: Sequence[Mapping[str, float]], labels: Sequence[in
         test = [i for i, f in enumerate(fold_of) if f == fold]
         if not test or len({labels[i] for i in train}) < 2:
             continue
-        model = Ranker(weights=fit([rows[i] for i in train], [labels[i] for i in train], l2), quotas={})
+        model = Ranker(weights=fit([rows[i] for i in train], [labels[i] for i in train], l2), accept_rates={})
         for i in test:
             scores[i] = model.score(rows[i])
     return roc_auc(scores, labels)
 
 
-def quotas_from(accepted: Mapping[str, int], rejected: Mapping[str, int], per_type: int) -> dict[str, int]:
-    """Each conceptual type's cap on a problem's candidates, by its human accept rate relative to the best
-    type's: round(per_type * rate / best rate), at least one (with the shared decisions and a per-type cap of
-    2: input misrepresentation, accepted 69% of the time, keeps 1; the others 2)."""
-    rates = {t: accepted.get(t, 0) / max(1, accepted.get(t, 0) + rejected.get(t, 0)) for t in CONCEPTUAL_TYPES}
-    best = max(rates.values()) or 1.0
-    return {t: max(1, math.floor(per_type * rate / best + 0.5)) for t, rate in rates.items()}
+def accept_rates_from(accepted: Mapping[str, int], rejected: Mapping[str, int]) -> dict[str, float]:
+    """Each conceptual type's human accept rate (a type nobody reviewed: 0)."""
+    return {t: round(accepted.get(t, 0) / max(1, accepted.get(t, 0) + rejected.get(t, 0)), 4)
+            for t in CONCEPTUAL_TYPES}

@@ -4,8 +4,8 @@
 
 POOL is a conceptual run without caps (`flawforge run math-errors --families conceptual --caps none`), so
 that nearly every reviewed error has its candidate. Each decision reproduced by a candidate is an example:
-accepted 1, rejected 0, with the candidate's features. The per-type quotas follow each type's share of
-the accepted errors. Prints the cross-validated ROC AUC (folds grouped by problem).
+accepted 1, rejected 0, with the candidate's features. The per-type quotas follow each type's accept
+rate (`Ranker.quotas`). Prints the cross-validated ROC AUC (folds grouped by problem).
 """
 from __future__ import annotations
 
@@ -17,9 +17,8 @@ from pathlib import Path
 
 from flawforge.math.export import parse_candidates
 from flawforge.math.ranking import (WEIGHTS_FILE, Ranker, candidate_features, cross_validated_auc, fit,
-                                    quotas_from)
+                                    accept_rates_from)
 from flawforge.math.recall import labelled, read_human_review
-from flawforge.proto.math import Caps
 
 L2 = 10.0  # the strongest shrinkage of 0.1, 1 and 10, and the best cross-validated AUC on the shared decisions
 
@@ -42,11 +41,11 @@ def main(argv: list[str] | None = None) -> int:
     rows, labels, groups = examples(labelled(decisions, candidates))
     accepted = Counter(d.error_type for d in decisions if d.status == "accepted")
     rejected = Counter(d.error_type for d in decisions if d.status == "rejected")
-    ranker = Ranker(weights=fit(rows, labels, L2), quotas=quotas_from(accepted, rejected, Caps().per_type))
+    ranker = Ranker(weights=fit(rows, labels, L2), accept_rates=accept_rates_from(accepted, rejected))
     args.out.write_text(ranker.to_json(), encoding="utf-8")
     print(json.dumps({"examples": len(rows), "accepted": sum(labels), "rejected": len(labels) - sum(labels),
                       "cross_validated_auc": round(cross_validated_auc(rows, labels, groups, l2=L2), 4),
-                      "quotas": ranker.quotas}))
+                      "accept_rates": ranker.accept_rates}))
     return 0
 
 

@@ -3,8 +3,8 @@
 The filter compares a flawed execution with the correct one: a whole number stays whole, no
 value changes sign, no non-zero value becomes zero, and the final answer changes.
 
-The caps keep at most `per_type` candidates of one error type and `per_line` on one line
-(per family), and at most `conceptual` conceptual candidates per problem. Within them the
+The caps keep, per error family, at most `per_type` candidates of one error type, `per_line` on one
+line and `total` in all per problem. Within them the
 selection covers as much of the problem's plausible error space as it can: each kept mutant
 stands for its share of its error type's plausibility (its prior over the sum of the priors
 of that type's mutants), and the largest shares are taken first, so a type with two plausible
@@ -22,7 +22,7 @@ from typing import Any, Callable, Generic, Mapping, NamedTuple, Sequence, TypeVa
 
 from flawforge.math.arithmetic import is_int_like, is_number, sign
 from flawforge.math.display import show
-from flawforge.proto.math import Caps
+from flawforge.proto.math import Caps, FamilyCaps
 from flawforge.proto.values import identical
 
 
@@ -79,7 +79,9 @@ class ValueRule(NamedTuple):
 
 
 DEFAULT_CAPS = Caps()
-NO_CAPS = Caps(per_type=None, per_line=None, conceptual=None, computational=None)
+SEED_CAPS = Caps(conceptual=FamilyCaps(per_type=2, per_line=2, total=5))  # the seed notebook's conceptual caps
+_UNCAPPED = FamilyCaps(per_type=None, per_line=None, total=None)
+NO_CAPS = Caps(computational=_UNCAPPED, conceptual=_UNCAPPED)
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -103,8 +105,8 @@ def select(choices: Sequence[Choice[T]], caps: Caps, seed: int,
     others by their share of their type's plausibility.
 
     `accept` turns a choice's item into what is kept, or None to pass it over (checked only
-    for choices the caps would take, so expensive checks run on few items). `quotas` lowers the
-    per-type cap of the types it names."""
+    for choices the caps would take, so expensive checks run on few items). `quotas` replaces the
+    per-type cap of the types it names (flawforge.math.ranking.Ranker.quotas, below it)."""
     ordered = sorted(choices, key=lambda c: (c.family, c.error_type, c.line, c.key))
     rng = random.Random(seed)
     tiebreak = {id(choice): rng.random() for choice in ordered}
@@ -115,7 +117,8 @@ def select(choices: Sequence[Choice[T]], caps: Caps, seed: int,
     share = {}
     for c in ordered:
         kind = (c.family, c.error_type)
-        weight = count[kind] if caps.per_type is None else min(caps.per_type, count[kind])
+        per_type_cap = caps.of(c.family).per_type
+        weight = count[kind] if per_type_cap is None else min(per_type_cap, count[kind])
         share[id(c)] = weight * c.prior / total_prior[kind] if total_prior[kind] else 0.0
     per_type: Counter = Counter()
     per_line: Counter = Counter()
@@ -124,12 +127,11 @@ def select(choices: Sequence[Choice[T]], caps: Caps, seed: int,
     quotas = quotas or {}
     for choice in sorted(ordered, key=lambda c: (c.score is None, -(share[id(c)] if c.score is None else c.score),
                                                  tiebreak[id(c)])):
-        family_limit = caps.family_limit(choice.family)
-        type_limit = caps.per_type if caps.per_type is None else min(caps.per_type,
-                                                                     quotas.get(choice.error_type, caps.per_type))
+        limits = caps.of(choice.family)
+        type_limit = quotas.get(choice.error_type, limits.per_type)
         if ((type_limit is not None and per_type[(choice.family, choice.error_type)] >= type_limit)
-                or (caps.per_line is not None and per_line[(choice.family, choice.line)] >= caps.per_line)
-                or (family_limit is not None and per_family[choice.family] >= family_limit)):
+                or (limits.per_line is not None and per_line[(choice.family, choice.line)] >= limits.per_line)
+                or (limits.total is not None and per_family[choice.family] >= limits.total)):
             continue
         accepted = accept(choice.item)
         if accepted is None:

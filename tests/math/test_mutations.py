@@ -221,6 +221,7 @@ def test_caps_hold_on_every_problem(corpus):
     for output in corpus.values():
         for family in ("computational", "conceptual"):
             mine = [c for c in output.candidates if c.family == family]
-            assert max(Counter(c.error_type for c in mine).values(), default=0) <= DEFAULT_CAPS.per_type
-            assert max(Counter(c.erroneous_line_number for c in mine).values(), default=0) <= DEFAULT_CAPS.per_line
-        assert sum(c.family == "conceptual" for c in output.candidates) <= DEFAULT_CAPS.conceptual
+            limits = DEFAULT_CAPS.of(family)
+            assert max(Counter(c.error_type for c in mine).values(), default=0) <= limits.per_type
+            assert max(Counter(c.erroneous_line_number for c in mine).values(), default=0) <= limits.per_line
+            assert limits.total is None or len(mine) <= limits.total

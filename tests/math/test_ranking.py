@@ -5,14 +5,13 @@ import math
 
 from flawforge.math import generate
 from flawforge.math.generate import generate_for_problem
-from flawforge.math.ranking import (candidate_features, cross_validated_auc, features, fit, grouped_folds,
-                                    names_read, quotas_from, roc_auc, shipped_ranker, world_knowledge_names)
-from flawforge.math.selection import Caps
+from flawforge.math.ranking import (Ranker, accept_rates_from, candidate_features, cross_validated_auc, features, fit,
+                                    grouped_folds, names_read, roc_auc, shipped_ranker, world_knowledge_names)
+from flawforge.math.selection import NO_CAPS
 from flawforge.math.templates import problem_template
 from flawforge.proto.math import CONCEPTUAL_TYPES
 
 GEMINI = "google_gemini-2.5-flash"
-NO_CAPS = Caps(per_type=None, per_line=None, conceptual=None, computational=None)
 
 
 def row(error_type: str, flawed_answer, correct_answer=100) -> dict:
@@ -97,10 +96,15 @@ def test_fit_learns_what_separates_the_labels_and_is_deterministic():
     assert cross_validated_auc(rows, labels, list(range(40))) == 1.0
 
 
-def test_shipped_weights_prefer_whole_answers_and_quotas_cover_every_type():
+def test_shipped_weights_prefer_whole_answers_and_quotas_follow_accept_rates():
     ranker = shipped_ranker()
     assert ranker.score(row("operator_swap", 120)) > ranker.score(row("operator_swap", 120.5))
     assert ranker.weights["repeats_operand"] < 0 and ranker.weights["world_knowledge"] < 0
-    assert set(ranker.quotas) == set(CONCEPTUAL_TYPES) and all(q >= 1 for q in ranker.quotas.values())
-    assert quotas_from({"a": 0}, {}, 2) == {t: 1 for t in CONCEPTUAL_TYPES}
-    assert quotas_from({"operator_swap": 9}, {"operator_swap": 1}, 2)["operator_swap"] == 2
+    assert set(ranker.accept_rates) == set(CONCEPTUAL_TYPES)
+    # input misrepresentation, accepted 69% of the time against 95% for incomplete calculations, keeps fewer
+    assert ranker.quotas(2) == {**dict.fromkeys(CONCEPTUAL_TYPES, 2), "input_misrepresentation": 1}
+    assert ranker.quotas(8)["input_misrepresentation"] == 6 and ranker.quotas(8)["incomplete_calculation"] == 8
+    assert ranker.quotas(None) == {}
+    rates = accept_rates_from({"operator_swap": 9}, {"operator_swap": 1})
+    assert rates == {**dict.fromkeys(CONCEPTUAL_TYPES, 0.0), "operator_swap": 0.9}
+    assert Ranker(weights={}, accept_rates=rates).quotas(4) == {**dict.fromkeys(CONCEPTUAL_TYPES, 1), "operator_swap": 4}

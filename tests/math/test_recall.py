@@ -18,7 +18,8 @@ import json
 import pytest
 
 from flawforge.math.recall import HumanReviewError, parse_accepted, parse_rejected, read_human_review, recall
-from flawforge.math.selection import NO_CAPS
+from flawforge.math.selection import DEFAULT_CAPS, NO_CAPS, SEED_CAPS
+from flawforge.proto.math import Caps, FamilyCaps
 from flawforge.sandbox import Sandbox
 
 from tests.math.mutation_corpus import LIMITS, all_templates, corpus_outputs, generate_all, key_of
@@ -110,13 +111,14 @@ def test_recall_command_reports_what_the_library_computes_and_caps_none_keeps_th
 
     gsm8k, templates = str(shared_data / "gsm8k" / "train.jsonl"), str(shared_data / "formalization-templates")
     reports, counts = {}, {}
-    for caps in ("none", "per_type=2,per_line=2,conceptual=5"):
-        out = tmp_path / caps.replace(",", "_")
+    for caps in ("none", "seed"):
+        out = tmp_path / caps
         ran = run_cli("run", "math-errors", "--gsm8k", gsm8k, "--templates", templates, "--indices", "0-99",
                       "--families", "conceptual", "--caps", caps, "--out", str(out))
         assert ran.exit_code == 0, ran.output
         summary = json.loads((out / "summary.json").read_text())
-        assert summary["caps"]["per_type"] == (None if caps == "none" else 2)
+        assert summary["caps"]["conceptual"] == ({"per_type": None, "per_line": None, "total": None} if caps == "none"
+                                                 else {"per_type": 2, "per_line": 2, "total": 5})
         reported = run_cli("recall", "--candidates", str(out / "candidates.jsonl"), "--human-review",
                            str(shared_data / "human-review"), "--indices", "0-99", "--missed")
         assert reported.exit_code == 0, reported.output
@@ -129,23 +131,51 @@ def test_recall_command_reports_what_the_library_computes_and_caps_none_keeps_th
                                                           expected.rejected, expected.rejected_produced)
         assert len(reports[caps]["missed"]) == expected.accepted - expected.accepted_produced
         assert reports[caps]["ranker"]["decisions_scored"] <= expected.accepted_produced + expected.rejected_produced
-    uncapped, capped = reports["none"], reports["per_type=2,per_line=2,conceptual=5"]
-    assert counts["none"] > counts["per_type=2,per_line=2,conceptual=5"]
+    uncapped, capped = reports["none"], reports["seed"]
+    assert counts["none"] > counts["seed"]
     assert uncapped["accepted"] == capped["accepted"] > 10
     assert uncapped["accepted_reproduced"] > capped["accepted_reproduced"]
 
 
 @pytest.mark.parametrize("caps, message", [
-    ("per_type", "is not limit=N"),
-    ("per_types=2", "is not limit=N"),
+    ("per_type", "is not [family.]limit=N"),
+    ("per_types=2", "is not [family.]limit=N"),
+    ("cosmic.total=2", "is not [family.]limit=N"),
+    ("none,seed", "'seed' is not [family.]limit=N"),
     ("per_line=two", "per_line must be a whole number"),
-    ("per_type=0", "invalid caps.per_type: Input should be greater than or equal to 1"),
+    ("conceptual.per_type=0", "invalid caps.conceptual.per_type: Input should be greater than or equal to 1"),
 ])
 def test_bad_caps_are_named(shared_data, tmp_path, caps, message):
     ran = run_cli("run", "math-errors", "--gsm8k", str(shared_data / "gsm8k" / "train.jsonl"), "--templates",
                   str(shared_data / "formalization-templates"), "--indices", "0", "--caps", caps,
                   "--out", str(tmp_path))
     assert ran.exit_code != 0 and message in str(ran.exception)
+
+
+def test_caps_name_a_family_or_both_over_the_defaults_or_a_preset():
+    from flawforge.cli.main import caps_of
+
+    assert Caps.model_validate(caps_of("seed")) == SEED_CAPS and Caps.model_validate(caps_of("none")) == NO_CAPS
+    both = Caps.model_validate(caps_of("per_type=3"))
+    assert both.computational.per_type == both.conceptual.per_type == 3
+    assert both.conceptual.total == DEFAULT_CAPS.conceptual.total == 24
+    one = Caps.model_validate(caps_of("seed,conceptual.total=none"))
+    assert one.conceptual == FamilyCaps(per_type=2, per_line=2, total=None)
+    assert one.computational == SEED_CAPS.computational == DEFAULT_CAPS.computational
+
+
+def test_the_conceptual_caps_leave_computational_errors_alone(shared_data):
+    templates = all_templates(shared_data)[:40]
+    with Sandbox.from_settings(limits=LIMITS, workers=4) as sandbox:
+        wide, seed = (generate_all(sandbox, templates, caps=caps) for caps in (DEFAULT_CAPS, SEED_CAPS))
+
+    def ids(outputs, family):
+        return [[c.id for c in output.candidates if c.family == family] for output in outputs.values()]
+
+    assert ids(wide, "computational") == ids(seed, "computational")
+    kept = [(len(w), len(s)) for w, s in zip(ids(wide, "conceptual"), ids(seed, "conceptual"))]
+    assert all(s <= 5 and w >= s for w, s in kept)
+    assert sum(w for w, _ in kept) > 2 * sum(s for _, s in kept)
 
 
 def test_recall_command_names_a_missing_candidates_file(shared_data, tmp_path):

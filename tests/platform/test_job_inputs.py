@@ -129,7 +129,7 @@ def test_pipeline_parameters_have_bounds(client, data):
     assert huge.status_code == 422 and "a smoke job sends at most 1,073,741,824" in huge.json()["detail"][0]["msg"]
     base = {"gsm8k": str(data / "train.jsonl"), "templates": str(data / "templates")}
     for field, value in [("indices", "0-99999999999"), ("seed", 1 << 70), ("model_preference", ["m"] * 100),
-                         ("caps", {"per_type": 10**12})]:
+                         ("caps", {"conceptual": {"per_type": 10**12, "per_line": 2, "total": 5}})]:
         response = client.post("/jobs", json={"pipeline": "math-errors", "params": {**base, field: value}})
         assert response.status_code == 422, (field, response.text)
         assert response.json()["detail"][0]["loc"][:3] == ["body", "params", field]
