@@ -1,11 +1,12 @@
 """Recall against the real human review of the original conceptual-error candidates.
 
-The human sample was drawn at random from the original generator's output, so a capped
-selection of at most 5 errors per problem can only match a part of it; the uncapped pool of
-plausible errors shows what the mutations can produce at all. Measured on the shared data:
-pool 363/395 accepted (91.9%); capped 214/395 accepted (54.2%) and 19/79 rejected (24.1%)
-(with the seeds the tests derive from each problem and template; other seeds break the ties
-within an error type differently and give 53-57% accepted).
+The human sample was drawn at random from the original generator's output, so the seed's caps
+(at most 5 errors per problem) can only match a part of it; the uncapped pool of plausible
+errors shows what the mutations can produce at all. Measured on the shared data: pool 363/395
+accepted (91.9%); the default caps (8 / 5 / 24) 326/395 accepted (82.5%) and 56/79 rejected
+(70.9%); the seed's caps 214/395 accepted (54.2%) and 19/79 rejected (24.1%) (with the seeds the
+tests derive from each problem and template; other seeds break the ties within an error type
+differently and give 53-57% accepted under the seed's caps).
 Of the 17 accepted errors outside the pool, 12 name another line than the one their
 mutation changed, 2 use numbers the reviewer typed in, and 3 have prose that contradicts the
 flawed computation ("14(0.5)=28" for 14/0.5, "12/60 = 1/5" after 12*60, "4-2=6 hours"),
@@ -25,8 +26,8 @@ from flawforge.sandbox import Sandbox
 from tests.math.mutation_corpus import LIMITS, all_templates, corpus_outputs, generate_all, key_of
 
 POOL_ACCEPTED = 363    # of 395 (378 before the proofreader refused untrue texts)
-CAPPED_ACCEPTED = 214  # of 395
-CAPPED_REJECTED = 22   # of 79 (19 measured; 22 before the ranker read repeated operands and world knowledge)
+CAPPED_ACCEPTED = 326  # of 395, at the default caps (the target: 80%, 316)
+CAPPED_REJECTED = 56   # of 79
 RANKER_AUC = 0.74      # grouped cross-validation on the pool's reproduced decisions (0.759 measured)
 
 
@@ -74,7 +75,7 @@ def test_capped_recall(decisions, shared_data):
     candidates = [c for output in corpus_outputs(shared_data).values() for c in output.candidates]
     report = recall(decisions, candidates)
     print(report.summary())
-    assert report.accepted_produced >= CAPPED_ACCEPTED
+    assert report.accepted_produced >= CAPPED_ACCEPTED and report.accepted_recall >= 0.8
     assert report.rejected_produced <= CAPPED_REJECTED
     assert report.rejected_recall < report.accepted_recall
 
