@@ -3,13 +3,13 @@
 The filter compares a flawed execution with the correct one: a whole number stays whole, no
 value changes sign, no non-zero value becomes zero, and the final answer changes.
 
-The caps keep, per error family, at most `per_type` candidates of one error type, `per_line` on one
-line and `total` in all per problem. Within them the
-selection covers as much of the problem's plausible error space as it can: each kept mutant
-stands for its share of its error type's plausibility (its prior over the sum of the priors
-of that type's mutants), and the largest shares are taken first, so a type with two plausible
-variants gets one of them before a type with thirty. Ties are broken by a generator seeded
-by the caller, never by global random state.
+The caps keep, per error family, at most `per_type` candidates of one error type, `per_line` on
+one line and `total` in all per problem. Within them the selection covers as much of the
+problem's plausible error space as it can: each kept mutant stands for its share of its error
+type's plausibility (its prior over the sum of the priors of that type's mutants), and the
+largest shares are taken first, so a type with two plausible variants gets one of them before
+a type with thirty. Ties are broken by a generator seeded by the caller, never by global random
+state.
 """
 from __future__ import annotations
 
