@@ -1,9 +1,9 @@
 """Math error pipeline: work items, candidates, rejects."""
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from flawforge.proto.base import BlobRef, Message, Model
 from flawforge.proto.sandbox import ExecutionResult
@@ -34,7 +34,7 @@ class FamilyCaps(Model):
 # The seed notebook kept at most 2 conceptual errors of a type, 2 on a line and 5 in all
 # (flawforge.math.selection.SEED_CAPS). The human reviewers' sample was drawn from every plausible
 # conceptual error of a problem (about 26 on the reviewed problems), so 5 keep about half of what they
-# accepted in any order; these keep 82% of it (docs/math-text.md).
+# accepted in any order; these keep 82.5% of it (docs/math-text.md).
 DEFAULT_CONCEPTUAL_CAPS = FamilyCaps(per_type=8, per_line=5, total=24)
 
 
@@ -47,6 +47,18 @@ class Caps(Model):
 
     def of(self, family: str) -> FamilyCaps:
         return self.conceptual if family == "conceptual" else self.computational
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_the_flat_form(cls, data: Any) -> Any:
+        """The flat form of earlier versions ({"per_type": 2, "conceptual": 5}) is refused by name, not misread."""
+        if isinstance(data, dict):
+            flat = sorted(key for key, value in data.items() if key in ("per_type", "per_line") or (
+                key in ("computational", "conceptual") and not isinstance(value, (dict, FamilyCaps))))
+            if flat:
+                raise ValueError(f"{flat}: caps are given per error family, as {{'conceptual': {{'per_type': N, "
+                                 f"'per_line': N, 'total': N}}, 'computational': {{...}}}} (N or null)")
+        return data
 
 
 class ProblemTemplate(Model):

@@ -340,13 +340,16 @@ def caps_of(text: str) -> dict:
     caps = base.model_dump()
     for part in parts:
         key, equals, value = (x.strip() for x in part.partition("="))
+        key = key.lower()
         family, dot, limit = key.rpartition(".")
+        if key in families:  # the flat form before caps were per family: 'conceptual=5' was its total
+            raise FlawforgeError(f"--caps: {part!r}: a family's limits are named, e.g. '{key}.total={value}'")
         if not equals or limit not in limits or (dot and family not in families):
             raise FlawforgeError(f"--caps: {part!r} is not [family.]limit=N or [family.]limit=none, with family one "
                                  f"of {families} and limit one of {limits} (a preset, {list(presets)}, comes first)")
         if value.lower() == "none":
             number = None
-        elif value.isdigit():
+        elif value.isascii() and value.isdigit():
             number = int(value)
         else:
             raise FlawforgeError(f"--caps: {key} must be a whole number or 'none', not {value!r}")

@@ -105,8 +105,8 @@ def select(choices: Sequence[Choice[T]], caps: Caps, seed: int,
     others by their share of their type's plausibility.
 
     `accept` turns a choice's item into what is kept, or None to pass it over (checked only
-    for choices the caps would take, so expensive checks run on few items). `quotas` replaces the
-    per-type cap of the types it names (flawforge.math.ranking.Ranker.quotas, below it)."""
+    for choices the caps would take, so expensive checks run on few items). `quotas` lowers the
+    conceptual per-type cap of the types it names (flawforge.math.ranking.Ranker.quotas)."""
     ordered = sorted(choices, key=lambda c: (c.family, c.error_type, c.line, c.key))
     rng = random.Random(seed)
     tiebreak = {id(choice): rng.random() for choice in ordered}
@@ -128,7 +128,9 @@ def select(choices: Sequence[Choice[T]], caps: Caps, seed: int,
     for choice in sorted(ordered, key=lambda c: (c.score is None, -(share[id(c)] if c.score is None else c.score),
                                                  tiebreak[id(c)])):
         limits = caps.of(choice.family)
-        type_limit = quotas.get(choice.error_type, limits.per_type)
+        type_limit = limits.per_type
+        if type_limit is not None and choice.family == "conceptual":
+            type_limit = min(type_limit, quotas.get(choice.error_type, type_limit))
         if ((type_limit is not None and per_type[(choice.family, choice.error_type)] >= type_limit)
                 or (limits.per_line is not None and per_line[(choice.family, choice.line)] >= limits.per_line)
                 or (limits.total is not None and per_family[choice.family] >= limits.total)):

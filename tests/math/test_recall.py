@@ -15,11 +15,12 @@ which the generator does not write.
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 import pytest
 
 from flawforge.math.recall import HumanReviewError, parse_accepted, parse_rejected, read_human_review, recall
-from flawforge.math.selection import DEFAULT_CAPS, NO_CAPS, SEED_CAPS
+from flawforge.math.selection import DEFAULT_CAPS, NO_CAPS, SEED_CAPS, Choice, select
 from flawforge.proto.math import Caps, FamilyCaps
 from flawforge.sandbox import Sandbox
 
@@ -144,6 +145,8 @@ def test_recall_command_reports_what_the_library_computes_and_caps_none_keeps_th
     ("cosmic.total=2", "is not [family.]limit=N"),
     ("none,seed", "'seed' is not [family.]limit=N"),
     ("per_line=two", "per_line must be a whole number"),
+    ("per_type=²", "per_type must be a whole number"),
+    ("conceptual=5", "a family's limits are named, e.g. 'conceptual.total=5'"),
     ("conceptual.per_type=0", "invalid caps.conceptual.per_type: Input should be greater than or equal to 1"),
 ])
 def test_bad_caps_are_named(shared_data, tmp_path, caps, message):
@@ -163,6 +166,29 @@ def test_caps_name_a_family_or_both_over_the_defaults_or_a_preset():
     one = Caps.model_validate(caps_of("seed,conceptual.total=none"))
     assert one.conceptual == FamilyCaps(per_type=2, per_line=2, total=None)
     assert one.computational == SEED_CAPS.computational == DEFAULT_CAPS.computational
+
+
+def test_the_flat_caps_of_earlier_versions_are_refused_by_name():
+    for flat in ({"per_type": 2}, {"conceptual": 5}, {"conceptual": None}):
+        with pytest.raises(ValueError, match="caps are given per error family"):
+            Caps.model_validate(flat)
+
+
+def choices(family: str, error_type: str, count: int) -> list[Choice]:
+    return [Choice(family=family, error_type=error_type, line=f"L{i}", prior=1.0, key=f"{error_type}{i}",
+                   item=f"{error_type}{i}", score=float(i)) for i in range(count)]
+
+
+@pytest.mark.parametrize("caps, quotas, kept", [
+    (SEED_CAPS, {"operator_swap": 1}, {"operator_swap": 1, "off_by_n": 2}),   # a quota lowers a conceptual cap
+    (SEED_CAPS, {"operator_swap": 7}, {"operator_swap": 2, "off_by_n": 2}),   # and never raises it
+    (DEFAULT_CAPS, {"off_by_n": 1}, {"operator_swap": 8, "off_by_n": 2}),     # computational caps ignore quotas
+    (NO_CAPS, {"operator_swap": 1}, {"operator_swap": 10, "off_by_n": 10}),   # no cap: quotas do not invent one
+])
+def test_quotas_lower_only_the_conceptual_per_type_cap(caps, quotas, kept):
+    chosen = select(choices("conceptual", "operator_swap", 10) + choices("computational", "off_by_n", 10), caps,
+                    seed=0, quotas=quotas)
+    assert Counter(item.rstrip("0123456789") for item in chosen) == kept
 
 
 def test_the_conceptual_caps_leave_computational_errors_alone(shared_data):
