@@ -15,6 +15,8 @@ from __future__ import annotations
 import atexit
 import logging
 import multiprocessing
+import multiprocessing.forkserver
+import multiprocessing.resource_tracker
 import multiprocessing.util
 import signal
 import threading
@@ -42,8 +44,11 @@ class WorkerProcessDied(FlawforgeError):
 
 def _serve(connection, initializer: Callable[[], None] | None) -> None:
     """A worker process's loop: calls in, (succeeded, result or exception) out, until the pipe closes."""
-    # Ctrl-C at a terminal reaches the whole process group: the service decides, and closes the pipe.
+    # Ctrl-C at a terminal reaches the whole process group: the service decides, and closes the pipe. The
+    # process was born with SIGINT blocked (see _start_fork_server): one that came while it started up was
+    # pending, and ignoring it discards it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     if initializer is not None:
         initializer()
     while True:
@@ -119,13 +124,29 @@ class WorkerProcess:
             self.process.join()
 
 
+def _start_fork_server(preload: Sequence[str]) -> None:
+    """Starts the fork server (once a service) with SIGINT blocked, a mask it and the processes it forks inherit.
+    A forked process restores Python's KeyboardInterrupt handler before `_serve` can ignore SIGINT, so a Ctrl-C
+    arriving while it starts up would otherwise end it before it answers (multiprocessing's resource tracker
+    starts the same way). Blocking applies to the calling thread only: the service's main thread still gets
+    the Ctrl-C."""
+    multiprocessing.forkserver.set_forkserver_preload(list(preload))
+    # Started first: starting it unblocks SIGINT in the calling thread, whatever the mask was before.
+    multiprocessing.resource_tracker.ensure_running()
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
 class WorkerProcesses:
     """A fixed number of worker processes, started from a fork server that has imported `preload` (quick to
     start, and never forked from the service's threads). A process that died is replaced at its next call."""
 
     def __init__(self, count: int, preload: Sequence[str] = (), initializer: Callable[[], None] | None = None):
         self._context = multiprocessing.get_context("forkserver")
-        self._context.set_forkserver_preload(list(preload))
+        _start_fork_server(preload)
         self._initializer = initializer
         self._locks = [threading.Lock() for _ in range(count)]  # one a slot: a slot starting a process stalls no other
         self._processes: list[WorkerProcess | None] = [None] * count

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import threading
@@ -41,6 +42,18 @@ def die_after(seconds: float):
 
 def unsendable():
     return threading.Lock()
+
+
+def arrive_slowly(seconds: float):
+    time.sleep(seconds)
+    return initialize
+
+
+class SlowToArrive:
+    """An initializer that takes a while to unpickle: a process receiving it is still starting up."""
+
+    def __reduce__(self):
+        return arrive_slowly, (0.5,)
 
 
 @pytest.fixture
@@ -84,6 +97,18 @@ def test_a_process_that_dies_is_reported_and_replaced_at_the_next_call(processes
         processes.call(1, die, 3)
     value, new_pid, _ = processes.call(1, echo, 2)
     assert value == 2 and new_pid != pid
+
+
+def test_a_ctrl_c_that_reaches_a_process_while_it_starts_up_leaves_it_running():
+    """Ctrl-C at a terminal reaches the whole process group, a worker still starting up included."""
+    pool = WorkerProcesses(1, initializer=SlowToArrive())
+    try:
+        pid = pool.process(0).process.pid
+        time.sleep(0.2)  # forked, and still unpickling its initializer
+        os.kill(pid, signal.SIGINT)
+        assert pool.call(0, echo, 1) == (1, pid, [pid])
+    finally:
+        pool.close()
 
 
 def test_a_result_that_cannot_be_sent_back_is_a_clear_error(processes):
