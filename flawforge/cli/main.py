@@ -13,6 +13,7 @@ import typer
 from flawforge.cli.outputs import output_folder
 from flawforge.cli.review import review_app
 from flawforge.cli.sandbox import sandbox_app
+from flawforge.cli.entry import INTERRUPTED, interrupted
 from flawforge.errors import FlawforgeError, Interrupted, NothingDone
 
 app = typer.Typer(help="Flawforge: realistic failures for training and studying language models.",
@@ -529,6 +530,8 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         code = app(standalone_mode=False)
+        if code == INTERRUPTED:  # typer's status for a Ctrl-C in a command (before its job exists), said silently
+            raise KeyboardInterrupt
     except click.NoArgsIsHelpError as exc:  # a bare command group: its help, as the user asked
         typer.echo(exc.ctx.get_help() if exc.ctx else exc.format_message())
         code = 0
@@ -541,10 +544,9 @@ def main() -> None:
         code = exc.exit_code
     except Interrupted as exc:
         typer.echo(f"flawforge: {exc}", err=True)
-        code = 130
+        code = INTERRUPTED
     except (KeyboardInterrupt, typer.Abort):
-        typer.echo("flawforge: interrupted", err=True)
-        code = 130
+        code = interrupted()
     except NothingDone as exc:
         typer.echo(f"flawforge: {exc}", err=True)
         code = 1

@@ -112,7 +112,7 @@ def serve_all(services: list[str], own_ports: dict[str, int], port_offset: int, 
     try:
         for service in planned:
             processes[service.name] = process = subprocess.Popen(
-                [sys.executable, "-m", "flawforge.cli.main", "serve", service.name, "--port", str(service.port),
+                [sys.executable, "-m", "flawforge.cli.entry", "serve", service.name, "--port", str(service.port),
                  "--host", host], env=service.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                 start_new_session=True)  # Ctrl-C reaches the stack, which stops its services in order
             threading.Thread(target=_relay, args=(service.name, process.stdout, width), daemon=True).start()

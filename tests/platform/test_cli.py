@@ -16,7 +16,7 @@ import pytest
 
 from flawforge.pipelines.smoke import payload_for
 
-FLAWFORGE = [sys.executable, "-m", "flawforge.cli.main"]
+FLAWFORGE = [sys.executable, "-m", "flawforge.cli.entry"]
 
 
 def run_cli(*args, env=None, timeout=120) -> subprocess.CompletedProcess:

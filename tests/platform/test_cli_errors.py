@@ -19,7 +19,7 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-FLAWFORGE = [sys.executable, "-m", "flawforge.cli.main"]
+FLAWFORGE = [sys.executable, "-m", "flawforge.cli.entry"]
 
 
 @dataclass
@@ -198,4 +198,41 @@ def test_ctrl_c_ends_an_embedded_run_promptly_with_one_line_and_no_output(shared
     assert command.returncode == 130
     lines = [line for line in stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and re.match(r"flawforge: interrupted: job \w+ cancelled; nothing written to ", lines[0]), stderr
+    assert not out.exists()
+
+
+# The command, with a Ctrl-C the moment one module starts to import (argv[1]); the command's arguments follow.
+INTERRUPT_ON_IMPORT = '''
+import os, signal, sys
+
+
+class InterruptOnImport:
+    def __init__(self, module):
+        self.module = module
+
+    def find_spec(self, name, path, target=None):
+        if name == self.module:
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+
+sys.meta_path.insert(0, InterruptOnImport(sys.argv[1]))
+sys.argv = ["flawforge", *sys.argv[2:]]
+from flawforge.cli.entry import main
+
+main()
+'''
+
+
+@pytest.mark.parametrize("module", [
+    "typer",  # the command's own modules are importing
+    "flawforge.assembly",  # the command has made its output folder and is starting the embedded services
+])
+def test_ctrl_c_before_the_job_exists_ends_the_command_with_one_line_and_no_output(shared_data, tmp_path, module):
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-c", INTERRUPT_ON_IMPORT, module, "run", "math-errors",
+                           "--gsm8k", str(shared_data / "gsm8k" / "train.jsonl"),
+                           "--templates", str(shared_data / "formalization-templates"), "--indices", "0-9",
+                           "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stderr) == (130, "flawforge: interrupted\n")
     assert not out.exists()

@@ -23,7 +23,7 @@ from flawforge.services import SERVICE_NAMES, load_service, queue_consumers
 
 pytestmark = [pytest.mark.rabbitmq, pytest.mark.slow]
 
-FLAWFORGE = [sys.executable, "-m", "flawforge.cli.main"]
+FLAWFORGE = [sys.executable, "-m", "flawforge.cli.entry"]
 CONSUMER_TIMEOUT_S = "3"
 TOKEN = "stack-test-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -208,3 +208,43 @@ def test_a_call_cut_short_by_the_interpreter_exiting_is_told_apart_from_a_proces
     assert done.returncode == 0, done.stderr
     assert started.exists()
     assert done.stdout.strip() == "[('died', True)]"
+
+
+# A program whose worker process starts from a fork server that takes a second to import its preloaded module
+# (the mutator's preloads take a fraction of one): a Ctrl-C while it imports must leave the server and the
+# program's worker alone.
+SLOW_PRELOAD = '''
+import os, time
+
+open(os.environ["PRELOAD_STARTED"], "w").close()
+time.sleep(1)
+'''
+CTRL_C_WHILE_PRELOADING = '''
+import os, signal
+
+from flawforge.runtime.processes import WorkerProcesses
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, lambda *_: None)  # the Ctrl-C is for the fork server, not this program
+    pool = WorkerProcesses(1, preload=["slow_preload"])
+    print(pool.call(0, os.getpid) != os.getpid())
+    pool.close()
+'''
+
+
+def test_a_ctrl_c_while_the_fork_server_imports_its_preloads_leaves_it_serving(tmp_path):
+    (tmp_path / "slow_preload.py").write_text(SLOW_PRELOAD)
+    script = tmp_path / "ctrl_c_while_preloading.py"
+    script.write_text(CTRL_C_WHILE_PRELOADING)
+    started = tmp_path / "started"
+    program = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, cwd=REPO, start_new_session=True,
+                               env={**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{tmp_path}",
+                                    "PRELOAD_STARTED": str(started)})
+    deadline = time.monotonic() + 60
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert started.exists(), program.communicate()
+    os.killpg(program.pid, signal.SIGINT)  # what a terminal does: the program, its fork server and its workers
+    stdout, stderr = program.communicate(timeout=60)
+    assert (program.returncode, stdout.strip(), stderr) == (0, "True", "")

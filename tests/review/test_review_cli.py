@@ -15,7 +15,7 @@ def flawforge(tmp_path):
     env = {**os.environ, "FLAWFORGE_BLOB_BACKEND": "local", "FLAWFORGE_BLOB_DIR": str(tmp_path / "blobs")}
 
     def run(*args: str, ok: bool = True) -> subprocess.CompletedProcess:
-        done = subprocess.run([sys.executable, "-m", "flawforge.cli.main", "review", *args], env=env,
+        done = subprocess.run([sys.executable, "-m", "flawforge.cli.entry", "review", *args], env=env,
                               capture_output=True, text=True, timeout=120)
         assert (done.returncode == 0) == ok, done.stderr
         return done

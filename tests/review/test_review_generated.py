@@ -93,7 +93,7 @@ def test_cli_shortlists_a_candidates_file(generated, shared_data, tmp_path):
     path = tmp_path / "candidates.jsonl"
     path.write_text("".join(c.model_dump_json() + "\n" for c in generated))
     env = {**os.environ, "FLAWFORGE_BLOB_BACKEND": "local", "FLAWFORGE_BLOB_DIR": str(tmp_path / "blobs")}
-    done = subprocess.run([sys.executable, "-m", "flawforge.cli.main", "review", "shortlist", "--round", "gen",
+    done = subprocess.run([sys.executable, "-m", "flawforge.cli.entry", "review", "shortlist", "--round", "gen",
                            "--candidates", str(path), "--gsm8k", str(shared_data / "gsm8k" / "train.jsonl"),
                            "--templates", str(shared_data / "formalization-templates"), "--size-per-error-type", "2",
                            "--reviewers-per-item", "3"], env=env, capture_output=True, text=True, timeout=120)

@@ -12,7 +12,7 @@ ATTACKS = Path(__file__).parent / "attacks"
 
 
 def sandbox_cli(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "flawforge.cli.main", "sandbox", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "flawforge.cli.entry", "sandbox", *args], capture_output=True,
                           text=True, timeout=60)
 
 
