@@ -137,7 +137,7 @@ class Served:
         if workers:
             env["FLAWFORGE_SANDBOX_WORKERS"] = str(workers)
         env.pop("FLAWFORGE_SANDBOX_URL", None)
-        self.process = subprocess.Popen([sys.executable, "-m", "flawforge.cli.main", "serve", "trace-executor"],
+        self.process = subprocess.Popen([sys.executable, "-m", "flawforge.cli.entry", "serve", "trace-executor"],
                                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.client = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=120,
                                    headers={"Authorization": f"Bearer {TOKEN}"},

@@ -45,7 +45,7 @@ class WorkerProcessDied(FlawforgeError):
 def _serve(connection, initializer: Callable[[], None] | None) -> None:
     """A worker process's loop: calls in, (succeeded, result or exception) out, until the pipe closes."""
     # Ctrl-C at a terminal reaches the whole process group: the service decides, and closes the pipe. The
-    # process was born with SIGINT blocked (see _start_fork_server): one that came while it started up was
+    # process was born with SIGINT blocked (see _fork_server_running): one that came while it started up was
     # pending, and ignoring it discards it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
@@ -124,20 +124,22 @@ class WorkerProcess:
             self.process.join()
 
 
-def _start_fork_server(preload: Sequence[str]) -> None:
-    """Starts the fork server (once a service) with SIGINT blocked, a mask it and the processes it forks inherit.
-    A forked process restores Python's KeyboardInterrupt handler before `_serve` can ignore SIGINT, so a Ctrl-C
-    arriving while it starts up would otherwise end it before it answers (multiprocessing's resource tracker
-    starts the same way). Blocking applies to the calling thread only: the service's main thread still gets
-    the Ctrl-C."""
-    multiprocessing.forkserver.set_forkserver_preload(list(preload))
-    # Started first: starting it unblocks SIGINT in the calling thread, whatever the mask was before.
+def _fork_server_running() -> None:
+    """Starts the fork server, or starts it again if it died, with SIGINT blocked in the calling thread: a mask the
+    server and the processes it forks inherit. A forked process restores Python's KeyboardInterrupt handler
+    before `_serve` can ignore SIGINT, so a Ctrl-C arriving while it starts up would otherwise end it before it
+    answers (multiprocessing's resource tracker starts the same way). Called before every process start: when
+    the server is up, it only checks that it is. A Ctrl-C to the calling thread itself waits for the mask's
+    restoration."""
+    # The resource tracker first, as the fork server's start would do: starting it unblocks SIGINT and SIGTERM
+    # in the calling thread.
     multiprocessing.resource_tracker.ensure_running()
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, ())  # the mask as it is
+    try:  # the block itself may raise KeyboardInterrupt for a Ctrl-C that came before it, once it has blocked
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         multiprocessing.forkserver.ensure_running()
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 class WorkerProcesses:
@@ -146,7 +148,7 @@ class WorkerProcesses:
 
     def __init__(self, count: int, preload: Sequence[str] = (), initializer: Callable[[], None] | None = None):
         self._context = multiprocessing.get_context("forkserver")
-        _start_fork_server(preload)
+        self._context.set_forkserver_preload(list(preload))
         self._initializer = initializer
         self._locks = [threading.Lock() for _ in range(count)]  # one a slot: a slot starting a process stalls no other
         self._processes: list[WorkerProcess | None] = [None] * count
@@ -158,6 +160,7 @@ class WorkerProcesses:
                 if current is not None:
                     log.warning("replacing worker process %d, which died", current.process.pid)
                     current.process.join(0)  # reaped; its pipe closes when the threads that used it let go
+                _fork_server_running()
                 current = self._processes[slot] = WorkerProcess(self._context, self._initializer)
             return current
 

@@ -49,12 +49,19 @@ def sandbox(settings_json: str):
     return Sandbox.from_settings(Settings.model_validate_json(settings_json))
 
 
-@lru_cache(maxsize=1)
+_generation_processes: WorkerProcesses | None = None
+_generation_processes_lock = threading.Lock()  # lru_cache would let two threads asking at once build a set each
+
+
 def generation_processes() -> WorkerProcesses:
     """Started when the workers start (warm_up_in_background). Their fork server has imported the mutation
-    engine once."""
-    return WorkerProcesses(GENERATION_PROCESSES, preload=["flawforge.math.generate", __name__],
-                           initializer=collect_garbage_rarely)
+    engine once. One set a service process."""
+    global _generation_processes
+    with _generation_processes_lock:
+        if _generation_processes is None:
+            _generation_processes = WorkerProcesses(GENERATION_PROCESSES, preload=["flawforge.math.generate", __name__],
+                                                    initializer=collect_garbage_rarely)
+        return _generation_processes
 
 
 def start_sandbox(settings_json: str) -> None:

@@ -1,6 +1,7 @@
 """Worker processes fed through their own pipes (flawforge.runtime.processes), with real processes."""
 from __future__ import annotations
 
+import multiprocessing.forkserver
 import os
 import pickle
 import signal
@@ -107,6 +108,26 @@ def test_a_ctrl_c_that_reaches_a_process_while_it_starts_up_leaves_it_running():
         time.sleep(0.2)  # forked, and still unpickling its initializer
         os.kill(pid, signal.SIGINT)
         assert pool.call(0, echo, 1) == (1, pid, [pid])
+    finally:
+        pool.close()
+
+
+def test_a_fork_server_started_again_gives_processes_that_a_ctrl_c_while_starting_up_leaves_running():
+    pool = WorkerProcesses(1, initializer=SlowToArrive())
+    try:
+        pool.call(0, echo, 1)
+        server = multiprocessing.forkserver._forkserver._forkserver_pid
+        os.kill(server, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while open(f"/proc/{server}/stat").read().rsplit(")", 1)[1].split()[0] != "Z" and time.monotonic() < deadline:
+            time.sleep(0.02)  # dead, and left for multiprocessing to reap
+        with pytest.raises(WorkerProcessDied):
+            pool.call(0, die, 3)
+        pid = pool.process(0).process.pid
+        assert multiprocessing.forkserver._forkserver._forkserver_pid != server  # started again
+        time.sleep(0.2)  # forked, and still unpickling its initializer
+        os.kill(pid, signal.SIGINT)
+        assert pool.call(0, echo, 2) == (2, pid, [pid])
     finally:
         pool.close()
 
