@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import threading
 import time
@@ -14,6 +15,12 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("FLAWFORGE_SHARED_DATA", REPO.parent / "shared" / "data"))
 AMQP_URL = os.environ.get("FLAWFORGE_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
+
+# A run started in the background by a shell without job control (`(make test &)`) ignores SIGINT, and so would
+# every process the tests start, which then shrugs off the Ctrl-C some tests send it. Python's own handler is not
+# inherited across exec: the processes start with the default.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _broker_reachable() -> bool:
