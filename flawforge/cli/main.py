@@ -10,10 +10,10 @@ from typing import Callable, Iterator, Optional
 
 import typer
 
+from flawforge.cli.entry import INTERRUPTED, interrupted
 from flawforge.cli.outputs import output_folder
 from flawforge.cli.review import review_app
 from flawforge.cli.sandbox import sandbox_app
-from flawforge.cli.entry import INTERRUPTED, interrupted
 from flawforge.errors import FlawforgeError, Interrupted, NothingDone
 
 app = typer.Typer(help="Flawforge: realistic failures for training and studying language models.",

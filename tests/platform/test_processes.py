@@ -100,14 +100,21 @@ def test_a_process_that_dies_is_reported_and_replaced_at_the_next_call(processes
     assert value == 2 and new_pid != pid
 
 
+def ctrl_c_while_starting_up(pool: WorkerProcesses) -> tuple:
+    """Starts the pool's process (its initializer a SlowToArrive), sends it SIGINT while it starts up, then asks
+    it for an echo: (its pid, what it answered)."""
+    pid = pool.process(0).process.pid
+    time.sleep(0.2)  # forked, and still unpickling its initializer
+    os.kill(pid, signal.SIGINT)
+    return pid, pool.call(0, echo, "after")
+
+
 def test_a_ctrl_c_that_reaches_a_process_while_it_starts_up_leaves_it_running():
     """Ctrl-C at a terminal reaches the whole process group, a worker still starting up included."""
     pool = WorkerProcesses(1, initializer=SlowToArrive())
     try:
-        pid = pool.process(0).process.pid
-        time.sleep(0.2)  # forked, and still unpickling its initializer
-        os.kill(pid, signal.SIGINT)
-        assert pool.call(0, echo, 1) == (1, pid, [pid])
+        pid, answer = ctrl_c_while_starting_up(pool)
+        assert answer == ("after", pid, [pid])
     finally:
         pool.close()
 
@@ -123,11 +130,9 @@ def test_a_fork_server_started_again_gives_processes_that_a_ctrl_c_while_startin
             time.sleep(0.02)  # dead, and left for multiprocessing to reap
         with pytest.raises(WorkerProcessDied):
             pool.call(0, die, 3)
-        pid = pool.process(0).process.pid
+        pid, answer = ctrl_c_while_starting_up(pool)
         assert multiprocessing.forkserver._forkserver._forkserver_pid != server  # started again
-        time.sleep(0.2)  # forked, and still unpickling its initializer
-        os.kill(pid, signal.SIGINT)
-        assert pool.call(0, echo, 2) == (2, pid, [pid])
+        assert answer == ("after", pid, [pid])
     finally:
         pool.close()
 
