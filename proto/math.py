@@ -151,27 +151,37 @@ class ValidatedTemplate(Model):
     run: ExecutionResult | None = None
 
 
-PROBLEM_QUEUE = "math.problems"  # ProblemWorkItem
+PROBLEM_QUEUE = "math.problems"  # ProblemBatch
 
 
-class ProblemWorkItem(Message):
-    """One GSM8K problem with its chosen template, handed from the template-loader to the mutator."""
+class BatchProblem(Model):
+    """One problem of a ProblemBatch."""
 
-    kind = "math.problem"
-    job_id: str
     problem_index: int
     tier: str
     template_model: str
-    template: BlobRef = Field(description="JSON of a ValidatedTemplate.")
-    families: list[Family]
     seed: int = Field(description="The problem's seed, derived from the job's seed, the problem and its template.")
+
+
+class ProblemBatch(Message):
+    """GSM8K problems with their chosen templates, handed from the template-loader to the mutator as one work
+    item: one message, and one result file, for several problems (a file a problem costs more to create than
+    the problem costs to generate)."""
+
+    kind = "math.problem_batch"
+    job_id: str
+    item: str = Field(description="The batch's name among the job's work items: its result's item key.")
+    problems: list[BatchProblem] = Field(min_length=1)
+    templates: BlobRef = Field(description="JSON lines: a ValidatedTemplate for each problem, in the order of "
+                                           "`problems`.")
+    families: list[Family]
     caps: Caps = Field(default_factory=Caps)
 
 
 class ProblemResult(Message):
-    """What one problem produced, stored at the job's item key as JSON lines: this header first, then its
-    candidates, one Candidate a line in catalog order (family, error type, target variable, id), so that a
-    job joins problems' candidates without reading them."""
+    """What one problem produced. A batch's result, stored at the job's item key as JSON lines, holds each of
+    its problems in turn: this header, then its candidates, one Candidate a line in catalog order (family,
+    error type, target variable, id), so that a job joins problems' candidates without reading them."""
 
     kind = "math.problem_result"
     job_id: str
@@ -183,7 +193,20 @@ class ProblemResult(Message):
         return self.model_dump_json().encode() + b"\n" + candidates_jsonl
 
     @classmethod
-    def split(cls, stored: bytes) -> tuple["ProblemResult", bytes]:
-        """The header and the candidate lines of a stored result."""
-        header, _, candidates_jsonl = stored.partition(b"\n")
-        return cls.model_validate_json(header), candidates_jsonl
+    def split_batch(cls, stored: bytes) -> list[tuple["ProblemResult", bytes]]:
+        """Each problem's header and candidate lines in a stored batch result."""
+        problems, start = [], 0
+        while start < len(stored):
+            header_end = stored.find(b"\n", start)
+            if header_end < 0:
+                raise ValueError("a stored batch result ends inside a problem's header line")
+            result = cls.model_validate_json(stored[start:header_end])
+            end = header_end + 1
+            for _ in result.error_types:
+                end = stored.find(b"\n", end) + 1
+                if end == 0:
+                    raise ValueError(f"the stored result of problem {result.problem_index} ends before its "
+                                     f"{len(result.error_types)} candidates")
+            problems.append((result, stored[header_end + 1:end]))
+            start = end
+        return problems

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import replace
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Mapping
 
 from flawforge.bus import Bus
 from flawforge.errors import Conflict, FlawforgeError
@@ -93,12 +93,16 @@ class JobContext:
         return dict(self.items_as_done(names, poll_s=poll_s, timeout_s=timeout_s, total=total, message=message))
 
     def items_as_done(self, names: list[str], *, poll_s: float = 0.05, timeout_s: float = 3600,
-                      total: int | None = None, message: str = "") -> Iterator[tuple[str, bytes]]:
+                      total: int | None = None, message: str = "",
+                      weights: Mapping[str, int] | None = None) -> Iterator[tuple[str, bytes]]:
         """(name, result) of every named work item, as each result lands; reports progress and honours cancel.
+        A work item counts for its weight in the progress (1 unless `weights` names it: a batch of problems
+        counts its problems).
 
         Fails at once when a work item of this job was dead-lettered: its result will never come.
         """
         pending = {self.item_key(name): name for name in names}
+        weights = weights or {}
         done = 0
         deadline = time.monotonic() + timeout_s
         last_landed = next_consumer_check = time.monotonic()
@@ -108,10 +112,11 @@ class JobContext:
             # One listing per poll, not one lookup per pending item.
             for key in store.list(items_prefix):
                 if key in pending:
-                    done += 1
+                    name = pending.pop(key)
+                    done += weights.get(name, 1)
                     last_landed = time.monotonic()
-                    yield pending.pop(key), store.get(key)
-            self.progress(done, total if total is not None else len(names), message)
+                    yield name, store.get(key)
+            self.progress(done, total if total is not None else sum(weights.get(n, 1) for n in names), message)
             if not pending:
                 break
             dead = next(iter(store.list(dead_item_prefix(self.job_id))), None)

@@ -2,8 +2,8 @@
 
 The job (run by the template-loader) reads GSM8K and the template folder, assigns tiers,
 validates each problem's templates in the sandbox in model-preference order, and publishes
-one ProblemWorkItem per problem with a usable template. The mutator turns each item into
-candidates and rejects, stored at the job's item key; the job collects them and writes
+the problems with a usable template in ProblemBatch work items. The mutator turns each item
+into its problems' candidates and rejects, stored at the job's item key; the job collects them and writes
 candidates.jsonl, rejects.jsonl, validation.jsonl and summary.json. Everything except
 summary's elapsed_seconds is a function of the inputs, so reruns give identical bytes.
 """
@@ -26,14 +26,17 @@ from flawforge.math.selection import stable_hash
 from flawforge.math.templates import DEFAULT_MODEL_PREFERENCE, TemplateFolder, choose_templates
 from flawforge.math.tiers import tier_of
 from flawforge.proto.base import jsonl
-from flawforge.proto.math import (COMPUTATIONAL_TYPES, CONCEPTUAL_TYPES, PROBLEM_QUEUE, Candidate, Caps, Family,
-                                  ProblemResult, ProblemTemplate, ProblemWorkItem, Reject, TemplateValidation,
-                                  ValidatedTemplate)
+from flawforge.proto.math import (COMPUTATIONAL_TYPES, CONCEPTUAL_TYPES, PROBLEM_QUEUE, BatchProblem, Candidate,
+                                  Caps, Family, ProblemBatch, ProblemResult, ProblemTemplate, Reject,
+                                  TemplateValidation, ValidatedTemplate)
 
 # Problems whose templates are validated in one sandbox batch (a fork per program would cost more than the run).
 # The first batch is smaller: the generation processes wait for it, and start while the next is validated.
 VALIDATED_TOGETHER = 64
 VALIDATED_FIRST = 16
+# Problems a work item: one result file and one message for several problems, while the first chunk's two work
+# items still start both generation processes.
+PROBLEMS_PER_ITEM = 8
 ERROR_TYPES = {"computational": COMPUTATIONAL_TYPES, "conceptual": CONCEPTUAL_TYPES}
 # A template file's stem: no separator, no leading dot (it names a file in each problem folder).
 ModelName = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")]
@@ -116,18 +119,26 @@ def validation_chunks(indices: range) -> Iterator[range]:
         start, size = start + size, VALIDATED_TOGETHER
 
 
-def _catalog(ctx: JobContext, indices: list[int], results: list[ProblemResult]) -> Iterator[bytes]:
+def batches(chosen: list[tuple[int, ValidatedTemplate]]) -> list[list[tuple[int, ValidatedTemplate]]]:
+    """The problems of a validation chunk in work items of PROBLEMS_PER_ITEM."""
+    return [chosen[start:start + PROBLEMS_PER_ITEM] for start in range(0, len(chosen), PROBLEMS_PER_ITEM)]
+
+
+def _catalog(ctx: JobContext, items: dict[str, int], indices: list[int],
+             results: list[ProblemResult]) -> Iterator[bytes]:
     """candidates.jsonl: each problem's candidates in problem order, as soon as its result and those of the
     problems before it have landed, so the catalog is written while later problems are still generating.
+    `items` are the work items (name: how many problems) that hold the results of the problems `indices`.
     Adds each problem's result to `results`."""
     landed: dict[int, bytes] = {}
     upcoming = iter(indices)
     following = next(upcoming, None)
-    for _, stored in ctx.items_as_done([f"{index}.jsonl" for index in indices], total=len(indices),
+    for _, stored in ctx.items_as_done([f"{item}.jsonl" for item in items], total=len(indices),
+                                       weights={f"{item}.jsonl": size for item, size in items.items()},
                                        message="generating candidates"):
-        result, candidates_jsonl = ProblemResult.split(stored)
-        results.append(result)
-        landed[result.problem_index] = candidates_jsonl
+        for result, candidates_jsonl in ProblemResult.split_batch(stored):
+            results.append(result)
+            landed[result.problem_index] = candidates_jsonl
         while following in landed:
             yield landed.pop(following)
             following = next(upcoming, None)
@@ -154,6 +165,7 @@ def run(ctx: JobContext, params: MathErrorsParams) -> None:
     # work items of the earlier attempt, still queued, point to.
     attempt = uuid.uuid4().hex[:12]
     templates: dict[int, ProblemTemplate] = {}
+    items: dict[str, int] = {}  # work item: how many problems
     rejects: list[Reject] = []
     verdicts: list[TemplateValidation] = []
     with Sandbox.from_settings(ctx.platform.settings) as sandbox:
@@ -168,21 +180,25 @@ def run(ctx: JobContext, params: MathErrorsParams) -> None:
                 if choice.template is not None:
                     templates[index] = choice.template
                     chosen.append((index, ValidatedTemplate(template=choice.template, run=choice.run)))
-            # The chunk's validated templates in one blob (JSON lines), each work item pointing to its own line:
+            # The chunk's validated templates in one blob (JSON lines), each work item pointing to its own lines:
             # one file a chunk, not one a problem.
+            chunk_batches = batches(chosen)
             refs = store.put_slices(ctx.input_key(f"{attempt}-{chunk.start}.jsonl"),
-                                    [validated.model_dump_json().encode() + b"\n" for _, validated in chosen]
-                                    ) if chosen else []
-            for (index, validated), ref in zip(chosen, refs):
-                template = validated.template
-                bus.publish(PROBLEM_QUEUE, ProblemWorkItem(
-                    job_id=ctx.job_id, problem_index=index, tier=template.tier,
-                    template_model=template.template_model, template=ref,
-                    families=params.families, seed=problem_seed(params.seed, template), caps=params.caps))
+                                    [b"".join(validated.model_dump_json().encode() + b"\n" for _, validated in batch)
+                                     for batch in chunk_batches]) if chosen else []
+            for batch, ref in zip(chunk_batches, refs):
+                item = f"problems-{batch[0][0]}-{batch[-1][0]}"
+                items[item] = len(batch)
+                bus.publish(PROBLEM_QUEUE, ProblemBatch(
+                    job_id=ctx.job_id, item=item, templates=ref, families=params.families, caps=params.caps,
+                    problems=[BatchProblem(problem_index=index, tier=validated.template.tier,
+                                           template_model=validated.template.template_model,
+                                           seed=problem_seed(params.seed, validated.template))
+                              for index, validated in batch]))
             ctx.progress(chunk.stop - indices.start, len(indices), "validating templates")
 
     results: list[ProblemResult] = []
-    ctx.put_artifact_chunks("candidates.jsonl", _catalog(ctx, sorted(templates), results))
+    ctx.put_artifact_chunks("candidates.jsonl", _catalog(ctx, items, sorted(templates), results))
     for result in results:
         rejects += result.rejects
     rejects.sort(key=lambda r: (r.problem_index, r.template_model or "", r.reason, r.detail))

@@ -1,12 +1,13 @@
-"""The mutator's worker: one problem's template in, its candidates and rejects out (at the job's item key).
+"""The mutator's worker: a batch of problems' templates in, their candidates and rejects out (at the job's item
+key).
 
 Generation is pure Python between its sandbox calls: on the consumer threads it would share one
-core under the interpreter lock. So each problem is generated in a worker process, one per
+core under the interpreter lock. So each work item is generated in a worker process, one per
 core, each with its own blob-store client (and its own sandbox, once a problem needs one): a
-process reads the template and writes the result itself, and the consumer threads only hand it
-work items (two threads to a process, so that a process finishing a problem finds the next one
+process reads the templates and writes the result itself, and the consumer threads only hand it
+work items (two threads to a process, so that a process finishing a work item finds the next one
 waiting in its pipe). What a problem yields depends on its template, families and seed, never on
-the process. The processes start from a fork server, which imports the main module: a script that
+the process or on the other problems of its work item. The processes start from a fork server, which imports the main module: a script that
 runs these workers (an embedded stack, say) needs the usual `if __name__ == "__main__":` guard.
 """
 from __future__ import annotations
@@ -22,7 +23,7 @@ from flawforge.errors import FlawforgeError
 from flawforge.jobs.context import item_key
 from flawforge.pipelines.math_errors import catalog_order
 from flawforge.proto.base import jsonl
-from flawforge.proto.math import PROBLEM_QUEUE, ProblemResult, ProblemWorkItem, Reject, ValidatedTemplate
+from flawforge.proto.math import PROBLEM_QUEUE, ProblemBatch, ProblemResult, Reject, ValidatedTemplate
 from flawforge.proto.sandbox import ExecutionResult
 from flawforge.runtime.platform import Platform
 from flawforge.runtime.processes import WorkerProcessDied, WorkerProcesses, interpreter_exiting
@@ -34,8 +35,8 @@ log = logging.getLogger(__name__)
 # Generation processes, one per core (more only add sandboxes and switching; measured on 2 cores, 4 cost
 # a fifth more CPU per problem).
 GENERATION_PROCESSES = max(2, len(os.sched_getaffinity(0)))
-# Work items in flight: two a process, so that a process finishing a problem finds the next one waiting.
-CONCURRENT_PROBLEMS = 2 * GENERATION_PROCESSES
+# Work items in flight: two a process, so that a process finishing one finds the next one waiting.
+CONCURRENT_ITEMS = 2 * GENERATION_PROCESSES
 
 
 @lru_cache(maxsize=1)
@@ -115,18 +116,34 @@ def blob_store(settings_json: str) -> BlobStore:
     return open_blob_store(Settings.model_validate_json(settings_json))
 
 
-def generate_problem(settings_json: str, message_json: str) -> None:
-    """One work item, in a generation process: its template from the blob store in, its result (candidates
-    and rejects) to the job's item key. The blobs move here, not through the service's threads."""
+def generate_batch(settings_json: str, message_json: str) -> None:
+    """One work item, in a generation process: its problems' templates from the blob store in, their results
+    (candidates and rejects), one after another, to the job's item key. The blobs move here, not through the
+    service's threads."""
+    store = blob_store(settings_json)
+    message = ProblemBatch.model_validate_json(message_json)
+    lines = store.get_verified(message.templates).splitlines()  # JSON lines: no raw newline inside one
+    if len(lines) != len(message.problems):
+        raise FlawforgeError(f"work item {message.item} of job {message.job_id} names {len(message.problems)} "
+                             f"problems but its templates blob holds {len(lines)}")
+    results = []
+    for problem, line in zip(message.problems, lines):
+        validated = ValidatedTemplate.model_validate_json(line)
+        if validated.template.problem_index != problem.problem_index:
+            raise FlawforgeError(f"work item {message.item} of job {message.job_id}: the template for problem "
+                                 f"{problem.problem_index} is problem {validated.template.problem_index}'s")
+        results.append(_problem_result(message, problem.seed, validated, settings_json))
+    store.put(item_key(message.job_id, f"{message.item}.jsonl"), b"".join(results), "application/jsonl")
+
+
+def _problem_result(message: ProblemBatch, seed: int, validated: ValidatedTemplate, settings_json: str) -> bytes:
+    """One problem's stored result: its header, then its candidates in catalog order."""
     from flawforge.math.generate import generate_for_problem
 
-    store = blob_store(settings_json)
-    message = ProblemWorkItem.model_validate_json(message_json)
-    validated = ValidatedTemplate.model_validate_json(store.get_verified(message.template))
     template = validated.template
     executor = ValidatedRun(template.code, validated.run, settings_json)
     try:
-        output = generate_for_problem(template, executor, list(message.families), message.seed, message.caps)
+        output = generate_for_problem(template, executor, list(message.families), seed, message.caps)
         candidates, rejects = sorted(output.candidates, key=catalog_order), output.rejects
     except FlawforgeError:
         raise  # the platform failed, not the template: retried by the bus
@@ -135,11 +152,9 @@ def generate_problem(settings_json: str, message_json: str) -> None:
         candidates, rejects = [], [Reject(
             problem_index=template.problem_index, tier=template.tier, template_model=template.template_model,
             reason="generation_failed", detail=f"{type(exc).__name__}: {exc}")]
-    result = ProblemResult(job_id=message.job_id, problem_index=message.problem_index,
+    result = ProblemResult(job_id=message.job_id, problem_index=template.problem_index,
                            error_types=[c.error_type for c in candidates], rejects=rejects)
-    store.put(item_key(message.job_id, f"{message.problem_index}.jsonl"),
-              result.with_candidates(jsonl(candidates)),
-              "application/jsonl")
+    return result.with_candidates(jsonl(candidates))
 
 
 _HANDLERS = itertools.count()
@@ -150,14 +165,15 @@ def make_problem_handler(platform: Platform):
     settings_json = platform.settings.model_dump_json()
     slot = next(_HANDLERS) % GENERATION_PROCESSES  # the consumers share the processes evenly
 
-    def handle(message: ProblemWorkItem) -> None:
+    def handle(message: ProblemBatch) -> None:
         try:
-            generation_processes().call(slot, generate_problem, settings_json, message.model_dump_json())
+            generation_processes().call(slot, generate_batch, settings_json, message.model_dump_json())
         except WorkerProcessDied as exc:  # the next work item gets a new process
-            raise FlawforgeError(f"a generation process died on problem {message.problem_index}: {exc}") from None
+            raise FlawforgeError(f"a generation process died on work item {message.item} (problems "
+                                 f"{[p.problem_index for p in message.problems]}): {exc}") from None
 
     return handle
 
 
 PROBLEM_CONSUMERS = tuple(Consumer(queue=PROBLEM_QUEUE, make_handler=make_problem_handler)
-                          for _ in range(CONCURRENT_PROBLEMS))
+                          for _ in range(CONCURRENT_ITEMS))

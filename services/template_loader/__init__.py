@@ -4,6 +4,6 @@ from flawforge.runtime.service import ServiceSpec
 SERVICE = ServiceSpec(
     name="template-loader",
     port=8001,
-    description="Reads GSM8K and formalization templates, validates them, emits one work item per problem.",
+    description="Reads GSM8K and formalization templates, validates them, emits work items of up to 8 problems.",
     routers=("flawforge.services.template_loader.api:templates_router",),
 )

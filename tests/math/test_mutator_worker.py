@@ -2,13 +2,18 @@
 validation, yield exactly what in-process generation does."""
 from __future__ import annotations
 
+import re
+
+import pytest
+
+from flawforge.errors import FlawforgeError
 from flawforge.jobs.context import JobContext
 from flawforge.math.generate import generate_for_problem
 from flawforge.math.gsm8k import read_gsm8k
 from flawforge.math.program import BoundProgram, Program
 from flawforge.math.templates import TemplateFolder, problem_template
 from flawforge.pipelines.math_errors import catalog_order
-from flawforge.proto.math import ProblemResult, ProblemWorkItem, ValidatedTemplate
+from flawforge.proto.math import BatchProblem, ProblemBatch, ProblemResult, ValidatedTemplate
 from flawforge.assembly import platform_for
 from flawforge.sandbox import Sandbox
 from flawforge.services.mutator.worker import make_problem_handler, sandbox_ready
@@ -25,24 +30,49 @@ def test_pool_generation_is_stored_byte_for_byte_as_in_process(shared_data, tmp_
     handle = make_problem_handler(platform)
     with Sandbox.from_settings(platform.settings) as sandbox:
         # problem 177's template is not straight-line code: its mutants run in the process's own sandbox
+        batch, lines, expected = [], [], []
         for index, seed, with_run in ((0, 11, True), (3, 12, False), (7, 13, True), (177, 14, True)):
             tier = folder.tiers_of(index)[0]
             model = sorted(folder.models(tier, index))[0]
             template = problem_template(problems[index], tier, model, *folder.files(tier, index, model).read())
             run = sandbox.trace_call(template.code) if with_run else None
-            ref = platform.store.put_content("math/templates", ValidatedTemplate(
-                template=template, run=run).model_dump_json().encode(), ".json")
-            handle(ProblemWorkItem(job_id="job1", problem_index=index, tier=tier, template_model=model, template=ref,
-                                   families=FAMILIES, seed=seed))
-
-            stored, candidates_jsonl = ProblemResult.split(platform.store.get(JobContext(platform, "job1").item_key(
-                f"{index}.jsonl")))
-            output = generate_for_problem(template, sandbox, FAMILIES, seed)
-            expected = sorted(output.candidates, key=catalog_order)
-            assert candidates_jsonl == b"".join(c.model_dump_json().encode() + b"\n" for c in expected)
-            assert stored.error_types == [c.error_type for c in expected] and stored.rejects == output.rejects
-            assert output.candidates
+            lines.append(ValidatedTemplate(template=template, run=run).model_dump_json().encode() + b"\n")
+            batch.append(BatchProblem(problem_index=index, tier=tier, template_model=model, seed=seed))
+            expected.append(generate_for_problem(template, sandbox, FAMILIES, seed))
+            assert expected[-1].candidates
             assert predictable(template, sandbox) == (index != 177)
+        ref = platform.store.put_content("math/templates", b"".join(lines), ".jsonl")
+        handle(ProblemBatch(job_id="job1", item="problems-0-177", problems=batch, templates=ref, families=FAMILIES))
+
+        stored = ProblemResult.split_batch(platform.store.get(JobContext(platform, "job1").item_key(
+            "problems-0-177.jsonl")))
+        assert [result.problem_index for result, _ in stored] == [0, 3, 7, 177]
+        for (result, candidates_jsonl), output in zip(stored, expected):
+            candidates = sorted(output.candidates, key=catalog_order)
+            assert candidates_jsonl == b"".join(c.model_dump_json().encode() + b"\n" for c in candidates)
+            assert result.error_types == [c.error_type for c in candidates] and result.rejects == output.rejects
+    platform.close()
+
+
+def test_a_work_item_whose_templates_do_not_match_its_problems_fails_and_stores_nothing(shared_data, tmp_path):
+    from flawforge.services.mutator import worker
+
+    settings = Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path))
+    platform = platform_for(settings)
+    folder = TemplateFolder(shared_data / "formalization-templates")
+    tier = folder.tiers_of(0)[0]
+    model = sorted(folder.models(tier, 0))[0]
+    template = problem_template(read_gsm8k(shared_data / "gsm8k" / "train.jsonl")[0], tier, model,
+                                *folder.files(tier, 0, model).read())
+    ref = platform.store.put_content("math/templates", ValidatedTemplate(template=template).model_dump_json().encode()
+                                     + b"\n", ".jsonl")
+    for problems, error in (([1], "the template for problem 1 is problem 0's"),
+                            ([0, 1], "names 2 problems but its templates blob holds 1")):
+        message = ProblemBatch(job_id="job3", item="bad", templates=ref, families=FAMILIES, problems=[
+            BatchProblem(problem_index=index, tier=tier, template_model=model, seed=0) for index in problems])
+        with pytest.raises(FlawforgeError, match=re.escape(error)):
+            worker.generate_batch(settings.model_dump_json(), message.model_dump_json())
+    assert not platform.store.exists(JobContext(platform, "job3").item_key("bad.jsonl"))
     platform.close()
 
 
@@ -53,7 +83,7 @@ def predictable(template, sandbox) -> bool:
 
 
 def test_a_process_starts_a_sandbox_only_for_a_template_whose_mutants_need_one(shared_data, tmp_path):
-    """generate_problem as a generation process runs it: problem 0's mutants are executed by the arithmetic
+    """generate_batch as a generation process runs it: problem 0's mutants are executed by the arithmetic
     interpreter, problem 177's (its template is not straight-line code) in a sandbox started for them."""
     from flawforge.services.mutator import worker
 
@@ -76,14 +106,16 @@ def test_a_process_starts_a_sandbox_only_for_a_template_whose_mutants_need_one(s
                 template = problem_template(problems[index], tier, model, *folder.files(tier, index, model).read())
                 assert predictable(template, sandbox) != needs_sandbox
                 ref = platform.store.put_content("math/templates", ValidatedTemplate(
-                    template=template, run=sandbox.trace_call(template.code)).model_dump_json().encode(), ".json")
-                message = ProblemWorkItem(job_id="job2", problem_index=index, tier=tier, template_model=model,
-                                          template=ref, families=FAMILIES, seed=index)
-                worker.generate_problem(settings.model_dump_json(), message.model_dump_json())
+                    template=template, run=sandbox.trace_call(template.code)).model_dump_json().encode() + b"\n",
+                    ".jsonl")
+                message = ProblemBatch(job_id="job2", item=f"item-{index}", templates=ref, families=FAMILIES,
+                                       problems=[BatchProblem(problem_index=index, tier=tier, template_model=model,
+                                                              seed=index)])
+                worker.generate_batch(settings.model_dump_json(), message.model_dump_json())
                 assert worker.sandbox.cache_info().currsize == int(needs_sandbox)
 
-                _, candidates_jsonl = ProblemResult.split(platform.store.get(JobContext(platform, "job2").item_key(
-                    f"{index}.jsonl")))
+                [(_, candidates_jsonl)] = ProblemResult.split_batch(platform.store.get(
+                    JobContext(platform, "job2").item_key(f"item-{index}.jsonl")))
                 expected = sorted(generate_for_problem(template, sandbox, FAMILIES, index).candidates,
                                   key=catalog_order)
                 assert expected and candidates_jsonl == b"".join(c.model_dump_json().encode() + b"\n"

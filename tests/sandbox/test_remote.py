@@ -20,7 +20,7 @@ from flawforge.assembly import platform_for, service_app
 from flawforge.errors import InvalidInput
 from flawforge.math.gsm8k import read_gsm8k
 from flawforge.math.templates import TemplateFolder, problem_template
-from flawforge.proto.math import ProblemWorkItem, ValidatedTemplate
+from flawforge.proto.math import BatchProblem, ProblemBatch, ValidatedTemplate
 from flawforge.proto.sandbox import SandboxLimits
 from flawforge.sandbox import Sandbox, SandboxUnavailable
 from flawforge.sandbox.remote import RemoteSandbox
@@ -182,14 +182,14 @@ def test_mutants_run_in_the_trace_executor(served, tmp_path, shared_data):
     tier = folder.tiers_of(177)[0]
     model = folder.in_preference_order(tier, 177, ["google_gemini-2.5-flash"])[0].model
     template = problem_template(problem, tier, model, *folder.files(tier, 177, model).read())
-    ref = platform.store.put_content("math/templates", ValidatedTemplate(template=template).model_dump_json().encode(),
-                                     ".json")
-    message = ProblemWorkItem(job_id="job-remote", problem_index=177, tier=tier, template_model=model, template=ref,
-                              families=["computational"], seed=177)
+    ref = platform.store.put_content("math/templates", ValidatedTemplate(template=template).model_dump_json().encode()
+                                     + b"\n", ".jsonl")
+    message = ProblemBatch(job_id="job-remote", item="problems-177-177", templates=ref, families=["computational"],
+                           problems=[BatchProblem(problem_index=177, tier=tier, template_model=model, seed=177)])
     before = served.sandbox.counts.copy()
     worker.sandbox.cache_clear()
     try:
-        worker.generate_problem(settings.model_dump_json(), message.model_dump_json())
+        worker.generate_batch(settings.model_dump_json(), message.model_dump_json())
         assert isinstance(worker.sandbox(settings.model_dump_json()), RemoteSandbox)
     finally:
         if worker.sandbox.cache_info().currsize:
