@@ -34,8 +34,8 @@ from flawforge.proto.math import (COMPUTATIONAL_TYPES, CONCEPTUAL_TYPES, PROBLEM
 # The first batch is smaller: the generation processes wait for it, and start while the next is validated.
 VALIDATED_TOGETHER = 64
 VALIDATED_FIRST = 16
-# Problems a work item: one result file and one message for several problems, while the first chunk's two work
-# items still start both generation processes.
+# Problems a work item: one result file and one message for several problems (a file a problem cost the job a
+# tenth more CPU), while a chunk still makes a work item for each of several generation processes.
 PROBLEMS_PER_ITEM = 8
 ERROR_TYPES = {"computational": COMPUTATIONAL_TYPES, "conceptual": CONCEPTUAL_TYPES}
 # A template file's stem: no separator, no leading dot (it names a file in each problem folder).
@@ -124,27 +124,28 @@ def batches(chosen: list[tuple[int, ValidatedTemplate]]) -> list[list[tuple[int,
     return [chosen[start:start + PROBLEMS_PER_ITEM] for start in range(0, len(chosen), PROBLEMS_PER_ITEM)]
 
 
-def _catalog(ctx: JobContext, items: dict[str, int], indices: list[int],
-             results: list[ProblemResult]) -> Iterator[bytes]:
+def _catalog(ctx: JobContext, items: dict[str, list[int]], results: list[ProblemResult]) -> Iterator[bytes]:
     """candidates.jsonl: each problem's candidates in problem order, as soon as its result and those of the
     problems before it have landed, so the catalog is written while later problems are still generating.
-    `items` are the work items (name: how many problems) that hold the results of the problems `indices`.
-    Adds each problem's result to `results`."""
+    `items` are the work items, each with the problems whose results it holds, in order. Adds each problem's
+    result to `results`."""
     landed: dict[int, bytes] = {}
-    upcoming = iter(indices)
+    upcoming = iter(sorted(index for problems in items.values() for index in problems))
     following = next(upcoming, None)
-    for _, stored in ctx.items_as_done([f"{item}.jsonl" for item in items], total=len(indices),
-                                       weights={f"{item}.jsonl": size for item, size in items.items()},
-                                       message="generating candidates"):
-        for result, candidates_jsonl in ProblemResult.split_batch(stored):
+    for name, stored in ctx.items_as_done([f"{item}.jsonl" for item in items],
+                                          weights={f"{item}.jsonl": len(problems) for item, problems in items.items()},
+                                          message="generating candidates"):
+        batch = ProblemResult.split_batch(stored)
+        expected = items[name.removesuffix(".jsonl")]
+        if [result.problem_index for result, _ in batch] != expected:
+            raise FlawforgeError(f"work item {name} of job {ctx.job_id} holds the results of problems "
+                                 f"{[result.problem_index for result, _ in batch]}, not of {expected}")
+        for result, candidates_jsonl in batch:
             results.append(result)
             landed[result.problem_index] = candidates_jsonl
         while following in landed:
             yield landed.pop(following)
             following = next(upcoming, None)
-    if following is not None:  # a result named for one problem held another's: never cut the catalog short
-        raise FlawforgeError(f"no result for problem {following} among its work items (results came for "
-                             f"problems {sorted(landed)[:5]})")
 
 
 def run(ctx: JobContext, params: MathErrorsParams) -> None:
@@ -165,7 +166,7 @@ def run(ctx: JobContext, params: MathErrorsParams) -> None:
     # work items of the earlier attempt, still queued, point to.
     attempt = uuid.uuid4().hex[:12]
     templates: dict[int, ProblemTemplate] = {}
-    items: dict[str, int] = {}  # work item: how many problems
+    items: dict[str, list[int]] = {}  # work item: its problems
     rejects: list[Reject] = []
     verdicts: list[TemplateValidation] = []
     with Sandbox.from_settings(ctx.platform.settings) as sandbox:
@@ -187,8 +188,9 @@ def run(ctx: JobContext, params: MathErrorsParams) -> None:
                                     [b"".join(validated.model_dump_json().encode() + b"\n" for _, validated in batch)
                                      for batch in chunk_batches]) if chosen else []
             for batch, ref in zip(chunk_batches, refs):
-                item = f"problems-{batch[0][0]}-{batch[-1][0]}"
-                items[item] = len(batch)
+                # named by the attempt too: a work item of an earlier attempt, still queued, never lands as this one
+                item = f"{attempt}-problems-{batch[0][0]}-{batch[-1][0]}"
+                items[item] = [index for index, _ in batch]
                 bus.publish(PROBLEM_QUEUE, ProblemBatch(
                     job_id=ctx.job_id, item=item, templates=ref, families=params.families, caps=params.caps,
                     problems=[BatchProblem(problem_index=index, tier=validated.template.tier,
@@ -198,7 +200,7 @@ def run(ctx: JobContext, params: MathErrorsParams) -> None:
             ctx.progress(chunk.stop - indices.start, len(indices), "validating templates")
 
     results: list[ProblemResult] = []
-    ctx.put_artifact_chunks("candidates.jsonl", _catalog(ctx, items, sorted(templates), results))
+    ctx.put_artifact_chunks("candidates.jsonl", _catalog(ctx, items, results))
     for result in results:
         rejects += result.rejects
     rejects.sort(key=lambda r: (r.problem_index, r.template_model or "", r.reason, r.detail))

@@ -7,8 +7,9 @@ core, each with its own blob-store client (and its own sandbox, once a problem n
 process reads the templates and writes the result itself, and the consumer threads only hand it
 work items (two threads to a process, so that a process finishing a work item finds the next one
 waiting in its pipe). What a problem yields depends on its template, families and seed, never on
-the process or on the other problems of its work item. The processes start from a fork server, which imports the main module: a script that
-runs these workers (an embedded stack, say) needs the usual `if __name__ == "__main__":` guard.
+the process or on the other problems of its work item. The processes start from a fork server,
+which imports the main module: a script that runs these workers (an embedded stack, say) needs
+the usual `if __name__ == "__main__":` guard.
 """
 from __future__ import annotations
 

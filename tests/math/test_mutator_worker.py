@@ -76,6 +76,55 @@ def test_a_work_item_whose_templates_do_not_match_its_problems_fails_and_stores_
     platform.close()
 
 
+def test_a_template_that_breaks_generation_is_a_reject_of_its_problem_alone(shared_data, tmp_path, monkeypatch):
+    """generate_batch in this process (its generation engine patched): the broken problem's result is a
+    generation_failed reject, its batch neighbours keep their candidates; a platform failure fails the whole
+    work item, which stores nothing (the bus retries it)."""
+    import flawforge.math.generate
+    from flawforge.services.mutator import worker
+
+    settings = Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path))
+    platform = platform_for(settings)
+    folder = TemplateFolder(shared_data / "formalization-templates")
+    problems = read_gsm8k(shared_data / "gsm8k" / "train.jsonl")
+    lines, batch = [], []
+    with Sandbox.from_settings(settings) as sandbox:
+        for index in (0, 3, 7):
+            tier = folder.tiers_of(index)[0]
+            model = sorted(folder.models(tier, index))[0]
+            template = problem_template(problems[index], tier, model, *folder.files(tier, index, model).read())
+            lines.append(ValidatedTemplate(template=template, run=sandbox.trace_call(template.code))
+                         .model_dump_json().encode() + b"\n")
+            batch.append(BatchProblem(problem_index=index, tier=tier, template_model=model, seed=index))
+    ref = platform.store.put_content("math/templates", b"".join(lines), ".jsonl")
+    real = flawforge.math.generate.generate_for_problem
+
+    def breaks_on(index, error):
+        def generate(template, *args):
+            if template.problem_index == index:
+                raise error
+            return real(template, *args)
+        return generate
+
+    ctx = JobContext(platform, "job4")
+    message = ProblemBatch(job_id="job4", item="three", problems=batch, templates=ref, families=FAMILIES)
+    monkeypatch.setattr(flawforge.math.generate, "generate_for_problem", breaks_on(3, ZeroDivisionError("boom")))
+    worker.generate_batch(settings.model_dump_json(), message.model_dump_json())
+    stored = ProblemResult.split_batch(platform.store.get(ctx.item_key("three.jsonl")))
+    assert [result.problem_index for result, _ in stored] == [0, 3, 7]
+    (_, first), (broken, nothing), (_, last) = stored
+    assert first and last and nothing == b"" and broken.error_types == []
+    assert [(r.reason, r.detail) for r in broken.rejects] == [("generation_failed", "ZeroDivisionError: boom")]
+
+    message = message.model_copy(update={"item": "retried"})
+    monkeypatch.setattr(flawforge.math.generate, "generate_for_problem",
+                        breaks_on(7, FlawforgeError("sandbox unavailable")))
+    with pytest.raises(FlawforgeError, match="sandbox unavailable"):
+        worker.generate_batch(settings.model_dump_json(), message.model_dump_json())
+    assert not platform.store.exists(ctx.item_key("retried.jsonl"))
+    platform.close()
+
+
 def predictable(template, sandbox) -> bool:
     run = sandbox.trace_call(template.code)
     program = Program.parse(template.code, template.logical_steps)
