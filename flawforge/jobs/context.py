@@ -103,6 +103,8 @@ class JobContext:
         """
         pending = {self.item_key(name): name for name in names}
         weights = weights or {}
+        if total is None:
+            total = sum(weights.get(name, 1) for name in names)
         done = 0
         deadline = time.monotonic() + timeout_s
         last_landed = next_consumer_check = time.monotonic()
@@ -116,7 +118,7 @@ class JobContext:
                     done += weights.get(name, 1)
                     last_landed = time.monotonic()
                     yield name, store.get(key)
-            self.progress(done, total if total is not None else sum(weights.get(n, 1) for n in names), message)
+            self.progress(done, total, message)
             if not pending:
                 break
             dead = next(iter(store.list(dead_item_prefix(self.job_id))), None)

@@ -136,10 +136,10 @@ def _catalog(ctx: JobContext, items: dict[str, list[int]], results: list[Problem
                                           weights={f"{item}.jsonl": len(problems) for item, problems in items.items()},
                                           message="generating candidates"):
         batch = ProblemResult.split_batch(stored)
-        expected = items[name.removesuffix(".jsonl")]
-        if [result.problem_index for result, _ in batch] != expected:
-            raise FlawforgeError(f"work item {name} of job {ctx.job_id} holds the results of problems "
-                                 f"{[result.problem_index for result, _ in batch]}, not of {expected}")
+        held, expected = [result.problem_index for result, _ in batch], items[name.removesuffix(".jsonl")]
+        if held != expected:
+            raise FlawforgeError(f"work item {name} of job {ctx.job_id} holds the results of problems {held}, "
+                                 f"not of {expected}")
         for result, candidates_jsonl in batch:
             results.append(result)
             landed[result.problem_index] = candidates_jsonl

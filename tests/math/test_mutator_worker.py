@@ -13,13 +13,20 @@ from flawforge.math.gsm8k import read_gsm8k
 from flawforge.math.program import BoundProgram, Program
 from flawforge.math.templates import TemplateFolder, problem_template
 from flawforge.pipelines.math_errors import catalog_order
-from flawforge.proto.math import BatchProblem, ProblemBatch, ProblemResult, ValidatedTemplate
+from flawforge.proto.math import BatchProblem, ProblemBatch, ProblemResult, ProblemTemplate, ValidatedTemplate
 from flawforge.assembly import platform_for
 from flawforge.sandbox import Sandbox
 from flawforge.services.mutator.worker import make_problem_handler, sandbox_ready
 from flawforge.settings import Settings
 
 FAMILIES = ["computational", "conceptual"]
+
+
+def first_template(folder: TemplateFolder, problems: list, index: int) -> ProblemTemplate:
+    """The problem's template in its first tier by the alphabetically first model."""
+    tier = folder.tiers_of(index)[0]
+    model = sorted(folder.models(tier, index))[0]
+    return problem_template(problems[index], tier, model, *folder.files(tier, index, model).read())
 
 
 def test_pool_generation_is_stored_byte_for_byte_as_in_process(shared_data, tmp_path):
@@ -32,12 +39,11 @@ def test_pool_generation_is_stored_byte_for_byte_as_in_process(shared_data, tmp_
         # problem 177's template is not straight-line code: its mutants run in the process's own sandbox
         batch, lines, expected = [], [], []
         for index, seed, with_run in ((0, 11, True), (3, 12, False), (7, 13, True), (177, 14, True)):
-            tier = folder.tiers_of(index)[0]
-            model = sorted(folder.models(tier, index))[0]
-            template = problem_template(problems[index], tier, model, *folder.files(tier, index, model).read())
+            template = first_template(folder, problems, index)
             run = sandbox.trace_call(template.code) if with_run else None
             lines.append(ValidatedTemplate(template=template, run=run).model_dump_json().encode() + b"\n")
-            batch.append(BatchProblem(problem_index=index, tier=tier, template_model=model, seed=seed))
+            batch.append(BatchProblem(problem_index=index, tier=template.tier, template_model=template.template_model,
+                                      seed=seed))
             expected.append(generate_for_problem(template, sandbox, FAMILIES, seed))
             assert expected[-1].candidates
             assert predictable(template, sandbox) == (index != 177)
@@ -60,16 +66,14 @@ def test_a_work_item_whose_templates_do_not_match_its_problems_fails_and_stores_
     settings = Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path))
     platform = platform_for(settings)
     folder = TemplateFolder(shared_data / "formalization-templates")
-    tier = folder.tiers_of(0)[0]
-    model = sorted(folder.models(tier, 0))[0]
-    template = problem_template(read_gsm8k(shared_data / "gsm8k" / "train.jsonl")[0], tier, model,
-                                *folder.files(tier, 0, model).read())
+    template = first_template(folder, read_gsm8k(shared_data / "gsm8k" / "train.jsonl"), 0)
     ref = platform.store.put_content("math/templates", ValidatedTemplate(template=template).model_dump_json().encode()
                                      + b"\n", ".jsonl")
     for problems, error in (([1], "the template for problem 1 is problem 0's"),
                             ([0, 1], "names 2 problems but its templates blob holds 1")):
         message = ProblemBatch(job_id="job3", item="bad", templates=ref, families=FAMILIES, problems=[
-            BatchProblem(problem_index=index, tier=tier, template_model=model, seed=0) for index in problems])
+            BatchProblem(problem_index=index, tier=template.tier, template_model=template.template_model, seed=0)
+            for index in problems])
         with pytest.raises(FlawforgeError, match=re.escape(error)):
             worker.generate_batch(settings.model_dump_json(), message.model_dump_json())
     assert not platform.store.exists(JobContext(platform, "job3").item_key("bad.jsonl"))
@@ -90,12 +94,11 @@ def test_a_template_that_breaks_generation_is_a_reject_of_its_problem_alone(shar
     lines, batch = [], []
     with Sandbox.from_settings(settings) as sandbox:
         for index in (0, 3, 7):
-            tier = folder.tiers_of(index)[0]
-            model = sorted(folder.models(tier, index))[0]
-            template = problem_template(problems[index], tier, model, *folder.files(tier, index, model).read())
+            template = first_template(folder, problems, index)
             lines.append(ValidatedTemplate(template=template, run=sandbox.trace_call(template.code))
                          .model_dump_json().encode() + b"\n")
-            batch.append(BatchProblem(problem_index=index, tier=tier, template_model=model, seed=index))
+            batch.append(BatchProblem(problem_index=index, tier=template.tier, template_model=template.template_model,
+                                      seed=index))
     ref = platform.store.put_content("math/templates", b"".join(lines), ".jsonl")
     real = flawforge.math.generate.generate_for_problem
 
