@@ -35,10 +35,41 @@ class Baseline(Model):
     wall_s: float = Field(description="The first clean run's wall time.")
 
 
+class Environment(Model):
+    """What a library's tests run against: a plain venv of this Python with exactly these packages (wheels)
+    reproduces it. Two environments with the same packages and Python are one (content-addressed by `key`)."""
+
+    python: str = Field(description="The interpreter's version, e.g. 3.11.7.")
+    packages: list[str] = Field(description="Every installed distribution as name==version, sorted by name.")
+
+    @property
+    def key(self) -> str:
+        import hashlib
+
+        text = "\n".join([f"python=={self.python}", *self.packages])
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+class Exclusion(Model):
+    """Something of a library left out of its runs, and why (a requirement with no wheel, a test that needs a
+    compiled extension or a missing dependency)."""
+
+    kind: str = Field(description="'requirement' or 'test'.")
+    name: str
+    reason: str
+
+
+class ScenarioBrief(Model):
+    """What the model wrote about a catalog scenario besides its code: the task, and the solution's steps."""
+
+    problem_statement: str
+    outline: list[str]
+
+
 class Instance(Model):
     """A validated bug: the clean code passes FAIL_TO_PASS, the buggy code fails them and passes PASS_TO_PASS."""
 
-    schema_version: int = 1
+    schema_version: int = 2
     instance_id: str = Field(description="<source>.<version>.<modifier>__<hash8>")
     source: str = Field(description="The library's name, or the scenario's catalog entry.")
     version: str
@@ -53,6 +84,9 @@ class Instance(Model):
     failing_output: str = Field(description="The failing tests' output, at most 8 KiB.")
     source_roots: list[str] = Field(description="Project folders on sys.path when the tests run.")
     test_paths: list[str] = Field(description="The project's test folders and files.")
+    environment: Environment = Field(description="The packages the tests ran against.")
+    scenario: ScenarioBrief | None = Field(None, description="A catalog scenario's task and outline, as the model "
+                                                             "wrote them.")
 
 
 class BugReject(Model):
@@ -79,6 +113,8 @@ class LibraryResult(Model):
     instances: list[Instance] = Field(default_factory=list)
     rejects: list[BugReject] = Field(default_factory=list)
     candidates_total: int = Field(0, description="Distinct candidates the modifiers made before the choice.")
+    environment: Environment | None = None
+    excluded: list[Exclusion] = Field(default_factory=list, description="Requirements and tests left out.")
 
 
 class ChatMessage(Model):
