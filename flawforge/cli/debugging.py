@@ -20,9 +20,24 @@ def unpack_tasks(out: Path) -> None:
         archive.unlink()
 
 
-def run_debug_conversations(run_pipeline, params: dict, out: Path, stack: Optional[str]) -> None:
-    run_pipeline("debug-conversations", params, out, stack)
-    unpack_tasks(out)
+def no_scenario_instance(out: Path) -> Optional[str]:
+    """Why a catalog run that succeeded emitted no instance, or None when it emitted some."""
+    summary = json.loads((out / "summary.json").read_text())
+    if summary["valid"]:
+        return None
+    if not summary["libraries"]:
+        return "every catalog entry is claimed already, by earlier runs on the same blob store (--state)"
+    reasons = ", ".join(f"{reason} ({n})" for reason, n in summary["rejects_by_reason"].items())
+    return f"no valid bug in {summary['libraries']} scenario(s): {reasons} (details in rejects.jsonl)"
+
+
+def run_debug_conversations(run_pipeline, params: dict, out: Path, stack: Optional[str], **options) -> None:
+    """The job by `run_pipeline` (with its `options`); a catalog run that emits no instance exits 1 saying why."""
+    try:
+        run_pipeline("debug-conversations", params, out, stack,
+                     nothing_done=no_scenario_instance if params.get("catalog") else None, **options)
+    finally:
+        unpack_tasks(out)
     typer.echo((out / "summary.json").read_text())
 
 

@@ -52,11 +52,12 @@ def check_stack_url(url: str) -> None:
 def run_pipeline(pipeline: str, params: dict, out: Path, stack: Optional[str], token: Optional[str] = None,
                  settings_overrides: Optional[dict] = None, cancel_on_exit: Optional[bool] = None,
                  nothing_done: Optional[Callable[[Path], Optional[str]]] = None,
-                 local_model: Optional[str] = None) -> None:
+                 local_model: Optional[str] = None, state: Optional[Path] = None) -> None:
     """Shared by every `run` subcommand: validate, run, write artifacts, report. `nothing_done` reads the
     artifacts and says why the job, though it succeeded, produced nothing (the command then exits 1). With
     `local_model` (a model folder, or '' for the default), an embedded run with no FLAWFORGE_LLM_PROVIDERS
-    starts the local inference-server in this process as its provider, once the inputs are checked."""
+    starts the local inference-server in this process as its provider, once the inputs are checked. `state`: the
+    folder an embedded run of a resumable pipeline keeps its blob store in across runs (default OUT/.blobs)."""
     from flawforge.cli.jobs_client import run_embedded, run_on_stack
     from flawforge.jobs.pipeline import pipelines
     from flawforge.jobs.runner import invalid_params
@@ -69,6 +70,10 @@ def run_pipeline(pipeline: str, params: dict, out: Path, stack: Optional[str], t
         raise invalid_params(exc) from None
     if stack:
         check_stack_url(stack)
+    if state is not None and stack:
+        raise FlawforgeError("--state is for embedded runs: a stack keeps its state in its own blob store")
+    if state is not None and state.exists() and not state.is_dir():
+        raise FlawforgeError(f"--state {state} is a file; name a folder")
     with output_folder(out):
         if stack:
             status = run_on_stack(stack, pipeline, params, out, token or Settings().token,
@@ -77,8 +82,9 @@ def run_pipeline(pipeline: str, params: dict, out: Path, stack: Optional[str], t
             with (local_provider(out, local_model, [params.get("model"), params.get("validator_model")])
                   if local_model is not None else nullcontext()) as provider:
                 overrides = {**(settings_overrides or {}), **(provider or {})}
-                if _keep_blobs() or pipelines()[pipeline].resumable:
-                    status = run_embedded(pipeline, params, out, _embedded_settings(out, out / ".blobs", overrides))
+                if state is not None or _keep_blobs() or pipelines()[pipeline].resumable:
+                    status = run_embedded(pipeline, params, out,
+                                          _embedded_settings(out, state or out / ".blobs", overrides))
                 else:
                     import tempfile
 
@@ -212,9 +218,15 @@ def run_debug_conversations(
                                                                   "against the facts)."),
         retries: int = typer.Option(3, "--retries", help="New seeds for a scenario without a valid bug."),
         seed: int = typer.Option(0, help="Seed of the choice of candidates or entries."),
+        state: Optional[Path] = typer.Option(None, "--state", help="Embedded: a folder kept across runs for the blob "
+                                                                   "store (catalog claims, cached model replies), so "
+                                                                   "runs sharing it never take the same entry; "
+                                                                   "default OUT/.blobs."),
         out: Path = OutOption, stack: Optional[str] = StackOption) -> None:
     """Bugs proven per test in real libraries (--libraries) or model-written scenarios (--catalog):
-    OUT/instances.jsonl, conversations.jsonl, tasks/, rejects.jsonl, summary.json."""
+    OUT/instances.jsonl, conversations.jsonl, tasks/, rejects.jsonl, summary.json.
+
+    Embedded, with --model and no FLAWFORGE_LLM_PROVIDERS, the local inference-server is started in this process."""
     from flawforge.cli.debugging import run_debug_conversations as run_debugging
 
     params = {"seed": seed, **({"model": model} if model else {})}
@@ -225,7 +237,8 @@ def run_debug_conversations(
     if catalog is not None:
         params.update(catalog=catalog if catalog == "default" else str(Path(catalog).resolve()), count=count,
                       retries=retries)
-    run_debugging(run_pipeline, params, out, stack)
+    run_debugging(run_pipeline, params, out, stack, local_model="" if model else None,
+                  state=state.resolve() if state else None)
 
 
 @app.command("validate-conversation")

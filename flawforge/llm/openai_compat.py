@@ -24,8 +24,9 @@ from flawforge.proto.llm import ChatRequest, ChatResult
 CHAT_PATH = "/chat/completions"
 
 
-def error_from_response(status: int, body: Any, retry_after_s: float | None = None) -> LLMError:
-    """Names what the provider refused, from its status code and OpenAI-style error body."""
+def error_from_response(status: int, body: Any, retry_after_s: float | None = None, provider: str = "") -> LLMError:
+    """Names what the provider (by its name, where given) refused, from its status code and OpenAI-style error
+    body."""
     code, message = "", ""
     if isinstance(body, dict):
         error = body.get("error", body.get("detail", body))
@@ -37,7 +38,7 @@ def error_from_response(status: int, body: Any, retry_after_s: float | None = No
     elif body:
         message = str(body)[:1000]
     lowered = f"{code} {message}".lower()
-    detail = f"provider answered {status}: {message or '(no message)'}"
+    detail = f"provider{f' {provider!r}' if provider else ''} answered {status}: {message or '(no message)'}"
     if code == "context_length_exceeded" or ("context" in lowered and ("length" in lowered or "maximum" in lowered)):
         return ContextLengthExceeded(detail)
     if code == "model_not_found" or (status == 404 and "model" in lowered):
@@ -145,7 +146,8 @@ class OpenAICompatibleProvider:
                         "latency_s": time.monotonic() - started}, secrets)
                     if response.is_success:
                         return response
-                    error = error_from_response(response.status_code, _decoded(response), _retry_after(response))
+                    error = error_from_response(response.status_code, _decoded(response), _retry_after(response),
+                                                self.name)
             finally:
                 self.limiter.release()
             if not error.retryable or attempt == self.backoff.max_attempts:

@@ -26,7 +26,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from flawforge.errors import FlawforgeError
+from flawforge.errors import BlobNotFound, FlawforgeError
 from flawforge.inputs import InputFile, InputFolder, read_input
 from flawforge.jobs.context import JobContext
 from flawforge.jobs.pipeline import Pipeline, register
@@ -171,20 +171,58 @@ def run_libraries(ctx: JobContext, params: DebugConversationsParams):
 
 
 def claim_key(entry_id: str) -> str:
-    """The blob whose conditional creation takes a catalog entry: two workers never take the same one."""
+    """The blob whose conditional creation takes a catalog entry: two workers never take the same one. It holds
+    the job and the attempt that took it."""
     return f"debugging/catalog/{entry_id}.json"
+
+
+class CatalogClaims:
+    """The catalog entries one attempt of a job holds. An entry is taken by creating its claim conditionally, so
+    the claim lasts as long as the blob store; one that an earlier attempt of the same job holds (the job run
+    again after its worker died) is taken back. A failed or cancelled attempt emits nothing, so `release` gives
+    every entry it holds back to later jobs."""
+
+    def __init__(self, store, job_id: str):
+        self.store = store
+        self.job_id = job_id
+        self.attempt = uuid.uuid4().hex[:12]
+        self.held: list[str] = []
+
+    def take(self, entry: str) -> bool:
+        key = claim_key(entry)
+        record = json.dumps({"job_id": self.job_id, "attempt": self.attempt}).encode()
+        if not self.store.put_if_absent(key, record):
+            try:
+                holder = json.loads(self.store.get(key)).get("job_id")
+            except BlobNotFound:  # released since: free again
+                holder = None
+            if holder == self.job_id:
+                self.store.put(key, record, "application/json")
+            elif holder is not None or not self.store.put_if_absent(key, record):
+                return False
+        self.held.append(entry)
+        return True
+
+    def release(self) -> None:
+        for entry in self.held:
+            self.store.delete(claim_key(entry))
+        self.held.clear()
 
 
 def run_scenarios(ctx: JobContext, params: DebugConversationsParams):
     """Catalog entries in a seeded order; each one not taken before is claimed, written by the model, validated
-    (retried with a new seed when no candidate is a valid bug) or skipped."""
+    (retried with a new seed when no candidate is a valid bug) or skipped. A reply that does not parse is a
+    reject; a provider that cannot answer (unreachable, failing, the model unknown) fails the job, and a failed
+    or cancelled job gives its claims back."""
     import random
 
     from flawforge.debugging.generate import validate_scenario
     from flawforge.debugging.scenarios import (default_catalog, entry_id, project_archive, project_files,
                                                read_catalog, scenario_candidates, scenario_request)
+    from flawforge.llm.errors import InvalidModelOutput
     from flawforge.llm.gateway import Gateway
-    from flawforge.proto.debugging import BugReject, ScenarioReply
+    from flawforge.llm.limits import CallScope
+    from flawforge.proto.debugging import BugReject, ScenarioBrief, ScenarioReply
 
     if params.catalog == "default":
         entries = read_catalog(default_catalog(), "the shipped catalog")
@@ -197,6 +235,8 @@ def run_scenarios(ctx: JobContext, params: DebugConversationsParams):
     random.Random(params.seed).shuffle(order)
     store = ctx.platform.store
     gateway = Gateway.from_settings(store, ctx.platform.settings)
+    scope = CallScope(job_id=ctx.job_id, is_cancelled=lambda: ctx.jobs.get(ctx.job_id).cancel_requested)
+    claims = CatalogClaims(store, ctx.job_id)
     results: list[LibraryResult] = []
     projects: dict = {}
     try:
@@ -204,27 +244,31 @@ def run_scenarios(ctx: JobContext, params: DebugConversationsParams):
             if len(results) >= params.count:
                 break
             name = entry_id(entry)
-            if not store.put_if_absent(claim_key(name), json.dumps({"job_id": ctx.job_id}).encode()):
-                continue  # taken by an earlier job or another worker
             ctx.check_cancelled()
+            if not claims.take(name):
+                continue  # taken by an earlier job or another worker
             result = LibraryResult(source=name, version="1")
             for attempt in range(params.retries + 1):
                 seed = params.seed * 1000 + attempt
-                outcome = gateway.structured(scenario_request(entry, params.model, seed), ScenarioReply)
+                outcome = gateway.structured(scenario_request(entry, params.model, seed), ScenarioReply, scope)
                 if outcome.value is None:
+                    if not isinstance(outcome.error, InvalidModelOutput):
+                        ctx.check_cancelled()
+                        raise outcome.error  # no reply at all: the provider's failure, not the model's
                     result.rejects.append(BugReject(source=name, version="1", reason="invalid_reply",
                                                     detail=f"seed {seed}: {outcome.error}"))
                     continue
                 reply = outcome.value
                 instance, rejects, tried = validate_scenario(
-                    suite_sandbox(ctx.platform.settings.model_dump_json()), project_archive(reply), name, f"{reply.module_name}.py",
-                    scenario_candidates(reply, CANDIDATES_PER_KIND))
+                    suite_sandbox(ctx.platform.settings.model_dump_json()), project_archive(reply), name,
+                    f"{reply.module_name}.py", scenario_candidates(reply, CANDIDATES_PER_KIND))
                 result.rejects += rejects
                 for modifier, n in tried.items():
                     result.tried_by_modifier[modifier] = result.tried_by_modifier.get(modifier, 0) + n
                     result.tried += n
                 if instance is not None:
-                    result.instances.append(instance)
+                    brief = ScenarioBrief(problem_statement=reply.problem_statement, outline=reply.outline)
+                    result.instances.append(instance.model_copy(update={"scenario": brief}))
                     projects[name, "1"] = project_files(reply)
                     break
                 result.rejects.append(BugReject(source=name, version="1", reason="no_valid_bug",
@@ -235,6 +279,9 @@ def run_scenarios(ctx: JobContext, params: DebugConversationsParams):
             result.tried_by_modifier = dict(sorted(result.tried_by_modifier.items()))
             results.append(result)
             ctx.progress(len(results), params.count, "scenarios")
+    except BaseException:
+        claims.release()
+        raise
     finally:
         gateway.close()
     return results, projects
