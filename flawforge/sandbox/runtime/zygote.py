@@ -10,6 +10,10 @@ wall-clock deadline. The service gets back the unit's exit status, resource usag
 capped stdout/stderr and its report lines, uninterpreted. A batch unit runs several
 programs one after another; each gets the whole wall-clock limit, counted from its
 start marker in the report.
+
+A unit's report is capped at its `result_bytes` however many programs or changes it holds,
+and never held here whole: it is passed on to the service in chunks of SPOOL_BYTES as it
+arrives (["chunk", id] frames), which the service spools to a file.
 """
 import ctypes
 import fcntl
@@ -44,6 +48,8 @@ UNITS_DIR = "/tmp"  # inside the new root
 SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin")
 DEVICES = ("null", "zero", "full", "random", "urandom")
 FIRST_FREE_FD = 64
+# Report bytes of one unit held here before they go to the service as a chunk.
+SPOOL_BYTES = 1 << 16
 # Not random (nor statistics, tempfile, which import it): its fork hook would reseed in every unit.
 PRELOAD = ("fractions", "decimal", "math", "cmath", "itertools", "functools",
            "collections", "operator", "re", "string", "datetime", "json", "dataclasses", "typing", "enum",
@@ -332,13 +338,15 @@ class Unit:
     started: float         # time.monotonic() at fork
     deadline: float        # when it is killed; moved on as each program of a batch starts
     timeout: float         # the wall-clock limit, each program's
-    result_cap: int        # report bytes it may still send
+    result_cap: int        # report bytes it may still send (for the whole unit, all its programs)
     output_cap: int        # stdout and stderr bytes kept, each
     cpu_limit: int         # CPU seconds, each program's
     programs: int          # programs of a batch; 0 for other units
-    result: list[bytes] = field(default_factory=list)
+    expires: float         # the batch's whole wall-clock cap: no program's limit runs past it
+    result: bytearray = field(default_factory=bytearray)  # report bytes not yet sent, under SPOOL_BYTES
     overflow: bool = False
     timed_out: bool = False
+    cancelled: bool = False  # killed because its caller went away
     started_programs: int = 0
     marker_tail: bytes = b""  # the last bytes read, where a program marker may have begun
 
@@ -409,12 +417,21 @@ class Server:
             if len(self.inbox) < 4 + size:
                 break
             request, self.inbox = json.loads(self.inbox[4:4 + size]), self.inbox[4 + size:]
+            if request.get("op") == "cancel":
+                self._cancel(request["id"])
+                continue
             try:
                 self._start(request)
             except OSError as exc:  # e.g. fork refused: that unit fails, the server goes on
                 self.sock.sendall(wire.pack({"op": "failed", "id": request["id"], "reason": str(exc)}) +
                                   wire.HEADER.pack(0))
         return True
+
+    def _cancel(self, unit_id: int) -> None:
+        for u in self.units.values():
+            if u.id == unit_id:
+                u.cancelled = True
+                self._kill(u)
 
     # --- one unit --------------------------------------------------------------------------
     def _start(self, request: dict) -> None:
@@ -442,10 +459,11 @@ class Server:
             self._child(request, limits, self._cpu_limit(limits) * programs, slot, workdir, out, err, write_fd)
         os.close(write_fd)
         os.set_blocking(read_fd, False)
+        expires = started + request.get("max_wall_s", math.inf)
         u = Unit(id=request["id"], pid=pid, slot=slot, workdir=workdir, pipe=read_fd, out=out, err=err,
-                 started=started, deadline=started + limits["timeout_s"], timeout=limits["timeout_s"],
-                 result_cap=limits["result_bytes"] * programs, output_cap=limits["output_bytes"],
-                 cpu_limit=self._cpu_limit(limits), programs=sections)
+                 started=started, deadline=min(expires, started + limits["timeout_s"]), timeout=limits["timeout_s"],
+                 result_cap=limits["result_bytes"], output_cap=limits["output_bytes"],
+                 cpu_limit=self._cpu_limit(limits), programs=sections, expires=expires)
         self.units[pid] = u
         self.by_pipe[read_fd] = u
         self.selector.register(read_fd, selectors.EVENT_READ)
@@ -490,24 +508,30 @@ class Server:
         finally:
             os._exit(wire.RUNNER_FAILED)
 
-    def _read_result(self, u: Unit) -> None:
+    def _read_result(self, u: Unit) -> bool:
+        """Takes what the unit wrote to its pipe, within its cap; False when there was nothing to read."""
         try:
-            chunk = os.read(u.pipe, 1 << 16)
+            chunk = os.read(u.pipe, SPOOL_BYTES)
         except BlockingIOError:
-            return
+            return False
         if not chunk:
             self.selector.unregister(u.pipe)
             del self.by_pipe[u.pipe]
-            return
+            return False
         if u.overflow:
-            return
+            return True
         if u.programs:
             self._count_programs(u, chunk)
-        u.result.append(chunk)
-        u.result_cap -= len(chunk)
-        if u.result_cap < 0:
+        if len(chunk) > u.result_cap:  # what is past the cap is dropped: the unit is killed for it
+            chunk = chunk[:u.result_cap]
             u.overflow = True
             self._kill(u)
+        u.result_cap -= len(chunk)
+        u.result += chunk
+        if len(u.result) >= SPOOL_BYTES:
+            self.sock.sendall(wire.pack({"op": "chunk", "id": u.id}) + wire.HEADER.pack(len(u.result)) + u.result)
+            u.result.clear()
+        return True
 
     @staticmethod
     def _count_programs(u: Unit, chunk: bytes) -> None:
@@ -517,7 +541,7 @@ class Server:
         u.marker_tail = joined[1 - len(wire.PROGRAM_MARKER):]
         if seen and u.started_programs < u.programs:
             u.started_programs = min(u.programs, u.started_programs + seen)
-            u.deadline = time.monotonic() + u.timeout
+            u.deadline = min(u.expires, time.monotonic() + u.timeout)
 
     @staticmethod
     def _kill(u: Unit, *, reaped: bool = False) -> None:
@@ -545,18 +569,16 @@ class Server:
         wall = time.monotonic() - u.started
         self._kill(u, reaped=True)
         self._kill_strays()
-        while u.pipe in self.by_pipe and not u.overflow:
-            before = len(u.result)
-            self._read_result(u)
-            if len(u.result) == before:
-                break
+        while u.pipe in self.by_pipe and not u.overflow and self._read_result(u):
+            pass
         if u.pipe in self.by_pipe:
             self.selector.unregister(u.pipe)
             del self.by_pipe[u.pipe]
         os.close(u.pipe)
         header = {"op": "done", "id": u.id, "exit": os.waitstatus_to_exitcode(status),
                   "cpu_s": usage.ru_utime + usage.ru_stime, "wall_s": wall, "max_rss_kb": usage.ru_maxrss,
-                  "timed_out": u.timed_out, "result_overflow": u.overflow, "cpu_limit_s": u.cpu_limit,
+                  "timed_out": u.timed_out, "expired": u.timed_out and u.deadline >= u.expires,
+                  "cancelled": u.cancelled, "result_overflow": u.overflow, "cpu_limit_s": u.cpu_limit,
                   "workdir_full": self.workdirs.full(u.workdir), "programs_started": u.started_programs}
         for name, fd in (("stdout", u.out), ("stderr", u.err)):
             size = os.fstat(fd).st_size
@@ -565,8 +587,7 @@ class Server:
             os.close(fd)
         self.workdirs.release(u.slot, u.workdir)
         self.free_slots.append(u.slot)
-        result = b"".join(u.result)
-        self.sock.sendall(wire.pack(header) + wire.HEADER.pack(len(result)) + result)
+        self.sock.sendall(wire.pack(header) + wire.HEADER.pack(len(u.result)) + u.result)
 
     def _kill_strays(self) -> None:
         """Processes a unit left behind were re-parented to us; none may outlive its unit."""
