@@ -133,3 +133,27 @@ def read_input(path: str | os.PathLike, limit: int = MAX_INPUT_BYTES, *, within:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+class UnsafeName(InvalidInput):
+    code = "unsafe_name"
+
+
+def plain_name(name: str, what: str = "name", *, single: bool = False) -> str:
+    """`name` if it is a plain relative path ('a/b.py': no absolute path, no '.', '..' or empty part, no backslash,
+    no NUL; with `single`, one part only), else UnsafeName. Names that come from files and records (archive
+    members, an instance's id and path) pass here before they become paths."""
+    if (not isinstance(name, str) or not name or len(name) > MAX_PATH_CHARS or "\x00" in name or "\\" in name
+            or name.startswith("/") or any(part in ("", ".", "..") for part in name.split("/"))
+            or (single and "/" in name)):
+        raise UnsafeName(f"{what} {name!r} is not a plain {'file name' if single else 'relative name'}")
+    return name
+
+
+def path_within(folder: str | os.PathLike, name: str, what: str = "name", *, single: bool = False) -> Path:
+    """`folder`/`name` for a plain relative `name` that, links followed, stays inside `folder`; else UnsafeName."""
+    base = os.path.realpath(folder)
+    target = os.path.join(base, plain_name(name, what, single=single))
+    if not resolves_within(target, base):
+        raise UnsafeName(f"{what} {name!r} leads out of its folder")
+    return Path(target)

@@ -9,13 +9,17 @@ real ones: a reply with any is not used (the deterministic writer is, and the re
 """
 from __future__ import annotations
 
+import ast
 import io
 import json
 import re
 import tarfile
+from dataclasses import dataclass
 
+from flawforge.debugging.failures import cut
 from flawforge.debugging.modifiers import REGISTRY
-from flawforge.debugging.patches import apply_patch, changed_lines
+from flawforge.debugging.patches import apply_patch, changed_lines, fix_site, task_id
+from flawforge.inputs import plain_name
 from flawforge.proto.debugging import SUITE_HASH_SEED, ChatMessage, Conversation, ConversationReply, Instance
 from flawforge.proto.llm import ChatMessage as RequestMessage, ChatRequest
 
@@ -23,7 +27,15 @@ WRITER = "deterministic"
 SYSTEM = ("You are a careful Python developer. You debug by reading the failing tests' output, finding the code "
           "it points to, and making the smallest change that makes the tests pass without breaking others.")
 SHOWN_TESTS = 5
-OUTPUT_CHARS = 3000
+LISTED_TESTS = 50  # in a task's problem file; tests.txt lists them all
+OUTPUT_BYTES = 3000
+# The code a user turn shows: the function the fix goes in when it is this short, else this many lines either
+# side of where the fix goes.
+FUNCTION_LINES = 40
+AROUND_LINES = 8
+# What a task folder adds to the project (its own files of these names are replaced).
+PROBLEM_FILE, ENVIRONMENT_FILE = "PROBLEM.md", "environment.txt"
+TESTS_FILE, RUN_TESTS_FILE = "tests.txt", "run_tests.py"
 
 
 def _tests(ids: list[str]) -> str:
@@ -37,44 +49,96 @@ def problem_statement(instance: Instance) -> str:
             f"Find the bug and fix it so that every test passes.")
 
 
-def buggy_excerpt(instance: Instance, buggy: str) -> tuple[int, str]:
-    """The first line the fix changes in the buggy file, and the lines around it."""
-    lines = changed_lines(instance.fix_patch) or [1]
-    first = lines[0]
+def scenario_text(instance: Instance) -> str:
+    """A catalog scenario's task and its solution's outline, as the model wrote them ('' for a library's bug)."""
+    if instance.scenario is None:
+        return ""
+    steps = "\n".join(f"{n}. {step}" for n, step in enumerate(instance.scenario.outline, 1))
+    return f"{instance.scenario.problem_statement.strip()}\n\nOutline of the solution:\n{steps}\n\n"
+
+
+@dataclass(frozen=True)
+class Site:
+    """Where the fix goes in the buggy file, and the code around it."""
+
+    lines: list[int]     # the lines the fix changes; for a fix that only adds lines, the two it goes between
+    inserts: bool        # the fix only adds lines
+    near: str            # a few numbered lines around `lines`
+    region: tuple[int, int]  # the lines `function` quotes
+    function: str        # the function around the fix (bounded), numbered
+
+    @property
+    def where(self) -> str:
+        first, last = self.lines[0], self.lines[-1]
+        if self.inserts and self.lines == [first, first + 1]:
+            return f"between lines {first} and {last}"
+        if self.inserts and len(self.lines) == 1:
+            return f"{'before' if first == 1 else 'after'} line {first}"
+        return f"line {first}" if first == last else f"lines {first}-{last}"
+
+
+def _numbered(text: list[str], first: int, last: int) -> str:
+    return "\n".join(f"{n:4d} {text[n - 1]}" for n in range(first, last + 1))
+
+
+def _enclosing(buggy: str, first: int, last: int) -> tuple[int, int] | None:
+    """The innermost function or class whose lines hold first..last (decorators included)."""
+    try:
+        tree = ast.parse(buggy)
+    except SyntaxError:
+        return None
+    best = None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            if start <= first and last <= node.end_lineno and (best is None or start >= best[0]):
+                best = (start, node.end_lineno)
+    return best
+
+
+def buggy_excerpt(instance: Instance, buggy: str) -> Site:
+    """Where the fix goes in the buggy file (`fix_site`, within the file) and the code around it."""
     text = buggy.splitlines()
-    start, end = max(1, first - 2), min(len(text), max(lines) + 2)
-    return first, "\n".join(f"{n:4d} {text[n - 1]}" for n in range(start, end + 1))
+    lines = [n for n in fix_site(instance.fix_patch) if 1 <= n <= len(text)] or [len(text) or 1]
+    first, last = lines[0], lines[-1]
+    region = _enclosing(buggy, first, last) or (1, len(text))
+    if region[1] - region[0] + 1 > FUNCTION_LINES:
+        region = (max(region[0], first - AROUND_LINES), min(region[1], last + AROUND_LINES))
+    near = _numbered(text, max(1, first - 2), min(len(text), last + 2))
+    return Site(lines, not changed_lines(instance.fix_patch), near, region, _numbered(text, *region))
 
 
-def write_conversation(instance: Instance, clean: str, *, inline: bool, code_path: str | None = None,
-                       reply: ConversationReply | None = None, model: str | None = None) -> Conversation:
+def write_conversation(instance: Instance, clean: str, *, reply: ConversationReply | None = None,
+                       model: str | None = None) -> Conversation:
     """The conversation, its assistant prose from `reply` (written by `model`, checked by the caller with
-    `contradictions`) or, without one, the deterministic writer's."""
+    `contradictions`) or, without one, the deterministic writer's. The user shows the function around the bug,
+    never the whole module; the task's files hold the rest."""
     buggy = apply_patch(clean, instance.patch)
-    line, excerpt = buggy_excerpt(instance, buggy)
+    site = buggy_excerpt(instance, buggy)
     modifier = REGISTRY.get(instance.modifier)
     kind = modifier.explanation if modifier is not None else instance.description
-    where = code_path or instance.path
-    user = (f"{problem_statement(instance)}\n\nThe code is in `{where}`."
-            + (f"\n\n```python\n{buggy}\n```" if inline else "")
-            + f"\n\nTest output:\n```\n{instance.failing_output[:OUTPUT_CHARS]}\n```")
+    where = instance.path
+    user = (f"{scenario_text(instance)}{problem_statement(instance)}\n\nThe code is in `{where}`; lines "
+            f"{site.region[0]}-{site.region[1]}:\n```python\n{site.function}\n```"
+            f"\n\nTest output:\n```\n{cut(instance.failing_output, OUTPUT_BYTES)}\n```")
     if reply is None:
         diagnosis = (f"The failing tests are {_tests(instance.FAIL_TO_PASS)}. They all run `{instance.qualname}` in "
                      f"`{where}`, and {len(instance.PASS_TO_PASS)} tests that pass show the rest of the module "
-                     f"works. Looking at `{instance.qualname}` around line {line}:\n```python\n{excerpt}\n```\n"
+                     f"works. The fix goes in `{instance.qualname}`, {site.where}:\n```python\n{site.near}\n```\n"
                      f"This is the bug: {kind[0].lower() + kind[1:]}")
         fix = (f"The fix changes `{where}` back to what the code must do:\n```diff\n{instance.fix_patch}```\n"
                f"With it, the {len(instance.FAIL_TO_PASS)} failing test(s) pass and the other "
                f"{len(instance.PASS_TO_PASS)} still pass.")
     else:
-        diagnosis = f"{reply.diagnosis.strip()}\n\nLine {line} of `{where}`:\n```python\n{excerpt}\n```"
+        diagnosis = (f"{reply.diagnosis.strip()}\n\nThe fix goes {site.where} of `{where}`:\n```python\n"
+                     f"{site.near}\n```")
         fix = f"{reply.fix_explanation.strip()}\n```diff\n{instance.fix_patch}```"
     messages = [ChatMessage(role="system", content=SYSTEM), ChatMessage(role="user", content=user),
                 ChatMessage(role="assistant", content=diagnosis),
                 ChatMessage(role="user", content="Please show the fix."),
                 ChatMessage(role="assistant", content=fix)]
     return Conversation(instance_id=instance.instance_id, problem_statement=problem_statement(instance),
-                        code_path=where, buggy_code=buggy if inline else None, failing_output=instance.failing_output,
+                        code_path=where, fix_lines=site.lines, failing_output=instance.failing_output,
                         fix_patch=instance.fix_patch, messages=messages,
                         writer=WRITER if reply is None else model or "model")
 
@@ -82,12 +146,13 @@ def write_conversation(instance: Instance, clean: str, *, inline: bool, code_pat
 def conversation_request(instance: Instance, clean: str, model: str) -> ChatRequest:
     """Asks a model for the assistant's prose of the conversation, giving it every fact it may state."""
     buggy = apply_patch(clean, instance.patch)
-    line, excerpt = buggy_excerpt(instance, buggy)
+    site = buggy_excerpt(instance, buggy)
     facts = (f"Failing tests (they pass on the fixed code): {', '.join(instance.FAIL_TO_PASS[:SHOWN_TESTS])}"
              f"{' and more' if len(instance.FAIL_TO_PASS) > SHOWN_TESTS else ''}.\n"
              f"Tests that still pass: {len(instance.PASS_TO_PASS)}.\n"
-             f"The bug is in `{instance.qualname}` of `{instance.path}`, line {line}:\n```python\n{excerpt}\n```\n"
-             f"Test output:\n```\n{instance.failing_output[:OUTPUT_CHARS]}\n```\n"
+             f"The bug is in `{instance.qualname}` of `{instance.path}`; the fix goes {site.where}:\n```python\n"
+             f"{site.near}\n```\n"
+             f"Test output:\n```\n{cut(instance.failing_output, OUTPUT_BYTES)}\n```\n"
              f"The fix:\n```diff\n{instance.fix_patch}```")
     task = ("Write the assistant's side of a debugging conversation about these facts, as JSON with two fields. "
             "diagnosis: how the failing tests' output leads to the bug (name the failing tests, the function and "
@@ -107,7 +172,7 @@ CODE_NAME = re.compile(r"`([A-Za-z_][\w.]*)(?:\(\))?`")
 
 def contradictions(reply: ConversationReply, instance: Instance, clean: str) -> list[str]:
     """What the reply states that the facts do not say: a test id that is not a failing one, a line other than
-    the ones the fix changes (and their neighbours), a file other than the buggy one or a test file, a function of
+    where the fix goes (and their neighbours), a file other than the buggy one or a test file, a function of
     the buggy file named in backticks that is not the one with the bug. It must also name that function."""
     text = f"{reply.diagnosis}\n{reply.fix_explanation}"
     found = []
@@ -119,7 +184,7 @@ def contradictions(reply: ConversationReply, instance: Instance, clean: str) -> 
         passing = [t for t in instance.PASS_TO_PASS if named.startswith(t)]
         found.append(f"names test {max(passing, key=len)} as failing, which passes" if passing
                      else f"names unknown test {mention.group()}")
-    changed = set(changed_lines(instance.fix_patch)) or {1}
+    changed = set(fix_site(instance.fix_patch))
     near = {n + d for n in changed for d in (-1, 0, 1)}
     for match in LINE.finditer(text):
         for number in filter(None, match.groups()):
@@ -171,26 +236,65 @@ if __name__ == "__main__":
 '''
 
 
-def task_files(instance: Instance, project: dict[str, bytes], conversation: Conversation) -> dict[str, bytes]:
-    """A file-edit task: the project with the bug in it, tests.txt (FAIL_TO_PASS, then PASS_TO_PASS),
-    run_tests.py and conversation.json; every path relative to the task folder."""
-    files = dict(project)
-    files[instance.path] = apply_patch(project[instance.path].decode("utf-8"), instance.patch).encode("utf-8")
-    files["tests.txt"] = "".join(t + "\n" for t in instance.FAIL_TO_PASS + instance.PASS_TO_PASS).encode()
-    files["run_tests.py"] = RUN_TESTS.format(roots=[r or "." for r in instance.source_roots],
+def task_problem(instance: Instance) -> str:
+    """A task's problem file: what fails and how it shows, where the code and the tests are, how to run them;
+    nothing of the bug itself (its file, kind or fix)."""
+    listed = "".join(f"- `{t}`\n" for t in instance.FAIL_TO_PASS[:LISTED_TESTS])
+    more = len(instance.FAIL_TO_PASS) - LISTED_TESTS
+    roots = ", ".join(f"`{r or '.'}`" for r in instance.source_roots)
+    tests = ", ".join(f"`{t}`" for t in instance.test_paths)
+    return (f"# {instance.source} {instance.version}: failing tests\n\n{scenario_text(instance)}"
+            f"{problem_statement(instance)} Change the library's code, not its tests.\n\n"
+            f"The library's code is under {roots}; its tests are in {tests}. `python {RUN_TESTS_FILE}` runs the "
+            f"tests listed in `{TESTS_FILE}` and exits 0 when all pass; it needs Python "
+            f"{instance.environment.python} with the packages of `{ENVIRONMENT_FILE}` "
+            f"(`pip install -r {ENVIRONMENT_FILE}`).\n\n"
+            f"## Failing tests\n\n{listed}{f'- ... and {more} more (see {TESTS_FILE})' + chr(10) if more > 0 else ''}"
+            f"\n## Test output\n\n```\n{instance.failing_output.rstrip()}\n```\n")
+
+
+def environment_file(instance: Instance) -> str:
+    """A pip requirements file of the packages the tests ran against."""
+    return (f"# Python {instance.environment.python}; pip install -r {ENVIRONMENT_FILE}\n"
+            + "".join(f"{package}\n" for package in instance.environment.packages))
+
+
+def is_test_file(instance: Instance, path: str) -> bool:
+    return (path in (TESTS_FILE, RUN_TESTS_FILE) or path.rsplit("/", 1)[-1] == "conftest.py"
+            or any(path == t or path.startswith(t.rstrip("/") + "/") for t in instance.test_paths))
+
+
+def task_files(instance: Instance, project: dict[str, bytes]) -> dict[str, bytes]:
+    """A file-edit task, every path relative to the task folder: the project with the bug in it, tests.txt
+    (FAIL_TO_PASS, then PASS_TO_PASS), run_tests.py, the problem file and environment.txt. Nothing of the answer
+    (patch, fix, description, modifier, conversation). A name that is not a plain relative one is UnsafeName."""
+    files = {plain_name(path, "project file"): data for path, data in project.items()}
+    path = plain_name(instance.path, "the instance's path")
+    files[path] = apply_patch(project[path].decode("utf-8"), instance.patch).encode("utf-8")
+    files[TESTS_FILE] = "".join(t + "\n" for t in instance.FAIL_TO_PASS + instance.PASS_TO_PASS).encode()
+    files[RUN_TESTS_FILE] = RUN_TESTS.format(roots=[r or "." for r in instance.source_roots],
                                              hash_seed=SUITE_HASH_SEED).encode()
-    record = {"instance": instance.model_dump(mode="json"), "conversation": conversation.model_dump(mode="json")}
-    files["conversation.json"] = (json.dumps(record, indent=1, sort_keys=True) + "\n").encode()
+    files[PROBLEM_FILE] = task_problem(instance).encode()
+    files[ENVIRONMENT_FILE] = environment_file(instance).encode()
     return files
 
 
-def deterministic_tar(entries: dict[str, bytes]) -> bytes:
-    """A tar of the entries (path -> bytes) whose bytes depend on nothing else (sorted, fixed times and owners)."""
+def solution_record(instance: Instance, conversation: Conversation) -> bytes:
+    """solutions/<task id>.json: the answer to the task folder tasks/<task id>/ (the instance with its patch and
+    fix, the conversation)."""
+    record = {"task_id": task_id(instance.instance_id), "instance": instance.model_dump(mode="json"),
+              "conversation": conversation.model_dump(mode="json")}
+    return (json.dumps(record, indent=1, sort_keys=True) + "\n").encode()
+
+
+def deterministic_tar(entries: dict[str, bytes], read_only: frozenset[str] = frozenset()) -> bytes:
+    """A tar of the entries (path -> bytes) whose bytes depend on nothing else (sorted, fixed times and owners);
+    the `read_only` ones get mode 0o444, the others 0o644."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for name in sorted(entries):
             info = tarfile.TarInfo(name)
-            info.size, info.mtime, info.mode = len(entries[name]), 0, 0o644
+            info.size, info.mtime, info.mode = len(entries[name]), 0, 0o444 if name in read_only else 0o644
             info.uid = info.gid = 0
             info.uname = info.gname = ""
             tar.addfile(info, io.BytesIO(entries[name]))

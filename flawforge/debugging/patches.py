@@ -21,6 +21,13 @@ def instance_id(source: str, version: str, modifier: str, hash8: str) -> str:
     return f"{safe}.{version}.{modifier}__{hash8}"
 
 
+def task_id(instance_id: str) -> str:
+    """The task folder's name for an instance: its id without the modifier, `<source>.<version>__<hash8>` (the
+    folder an agent works in does not name the kind of bug)."""
+    head, _, tail = instance_id.rpartition(".")
+    return f"{head}__{tail.rpartition('__')[2]}"
+
+
 def changed_lines(patch: str) -> list[int]:
     """Lines of the clean file that the patch removes or changes (1-based), from its hunks."""
     found: list[int] = []
@@ -35,6 +42,32 @@ def changed_lines(patch: str) -> list[int]:
         elif text.startswith(" "):
             line += 1
     return found
+
+
+def fix_site(patch: str) -> list[int]:
+    """Lines of the file before the patch that tell where it goes: those it removes or changes; for a hunk that
+    only adds lines, the two lines the insertion goes between (one at the file's start or end)."""
+    found: list[int] = []
+    line = 0
+    removed_here = False
+    for text in patch.splitlines():
+        header = re.match(r"@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@", text)
+        if header:
+            # An empty old side ("-N,0") names the line after which the new lines go.
+            line = int(header.group(1)) + (1 if header.group(2) == "0" else 0)
+            removed_here = False
+        elif text.startswith("-") and not text.startswith("---"):
+            found.append(line)
+            line += 1
+            removed_here = True
+        elif text.startswith("+") and not text.startswith("+++"):
+            if not removed_here:
+                found += [n for n in (line - 1, line) if n >= 1 and n not in found]
+            removed_here = True  # one insertion, however many lines it adds
+        elif text.startswith(" "):
+            line += 1
+            removed_here = False
+    return sorted(set(found))
 
 
 def apply_patch(text: str, patch: str) -> str:
