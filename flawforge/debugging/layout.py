@@ -7,11 +7,10 @@ whose benchmarks or docs may need more than the project). The library is every o
 """
 from __future__ import annotations
 
-import io
-import tarfile
 from dataclasses import dataclass
 
-from flawforge.errors import FlawforgeError
+from flawforge.errors import FlawforgeError, InvalidInput
+from flawforge.sandbox.runtime.archive import ArchiveRefused, folders_above, project_members
 
 TEST_FOLDERS = ("tests", "test", "testing")
 NOT_LIBRARY = ("setup.py", "conftest.py", "noxfile.py", "fabfile.py")
@@ -46,14 +45,14 @@ def layout_of(name: str, version: str, files: list[str]) -> ProjectLayout:
         else:
             if len(parts) == 1 and _is_test_file(path):
                 tests.add(path)
-    # A test folder inside another one is covered by it.
-    test_paths = tuple(sorted(t for t in tests if not any(t.startswith(o + "/") for o in tests if o != t)))
+    # A test folder inside another one is covered by it (looked up folder by folder: linear in the files).
+    test_paths = tuple(sorted(t for t in tests if not any(f in tests for f in folders_above(t))))
     if not test_paths:
         raise FlawforgeError(f"{name} {version}: no tests found (no tests/ or test/ folder, no test_*.py)")
     modules = []
     for path in py:
         parts = path.split("/")
-        if any(path == t or path.startswith(t + "/") for t in test_paths) or _is_test_file(path):
+        if path in tests or any(f in tests for f in folders_above(path)) or _is_test_file(path):
             continue
         if parts[-1] in NOT_LIBRARY or parts[0] in NOT_LIBRARY_FOLDERS or parts[-1].startswith("_version"):
             continue
@@ -65,16 +64,18 @@ def layout_of(name: str, version: str, files: list[str]) -> ProjectLayout:
     return ProjectLayout(name, version, (source_root,), test_paths, tuple(modules))
 
 
+class UnusableArchive(InvalidInput):
+    code = "unusable_archive"
+
+
 def read_archive(data: bytes) -> dict[str, bytes]:
-    """The regular files of a tar.gz, by project-relative path (its single top folder stripped)."""
+    """The regular files of an sdist, by project-relative path (its single top folder stripped), read as the
+    sandbox reads them: links, sparse files, names leaving the project and archives over the bounds are refused
+    (UnusableArchive naming the member and the rule) before any content is read."""
     try:
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tar:
-            members = [m for m in tar.getmembers() if m.isfile()]
-            tops = {m.name.split("/", 1)[0] for m in members}
-            strip = len(tops) == 1 and all("/" in m.name for m in members)
-            return {(m.name.partition("/")[2] if strip else m.name): tar.extractfile(m).read() for m in members}
-    except (tarfile.TarError, OSError, EOFError) as exc:
-        raise FlawforgeError(f"not a readable tar.gz archive: {exc}") from None
+        return dict(project_members(data))
+    except ArchiveRefused as exc:
+        raise UnusableArchive(str(exc)) from None
 
 
 def name_and_version(archive_name: str) -> tuple[str, str]:

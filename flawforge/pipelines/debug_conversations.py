@@ -147,6 +147,7 @@ def run(ctx: JobContext, params: DebugConversationsParams) -> None:
 
 def run_libraries(ctx: JobContext, params: DebugConversationsParams):
     from flawforge.debugging.layout import read_archive
+    from flawforge.proto.debugging import BugReject
 
     bus, store = ctx.platform.bus, ctx.platform.store
     archives = library_archives(params.libraries)
@@ -155,9 +156,10 @@ def run_libraries(ctx: JobContext, params: DebugConversationsParams):
     contents: dict[str, bytes] = {}
     names = []
     folder = os.path.realpath(params.libraries)
+    for archive in archives:  # every input read before any is published: a refused one fails the job at once
+        contents[archive.name] = read_input(archive, within=folder)  # a regular file in the folder, bounded
     for number, archive in enumerate(archives):
-        data = read_input(archive, within=folder)  # a regular file in the folder, bounded
-        contents[archive.name] = data
+        data = contents[archive.name]
         ref = store.put(ctx.input_key(f"{attempt}-{archive.name}"), data, "application/gzip")
         item = f"{number}-{archive.name}.json"
         names.append(item)
@@ -166,7 +168,16 @@ def run_libraries(ctx: JobContext, params: DebugConversationsParams):
                                                    seed=params.seed, item_name=item))
     stored = ctx.wait_for_items(names, message="validating bugs")
     results = [LibraryResult.model_validate_json(stored[name]) for name in names]
-    projects = {(r.source, r.version): read_archive(contents[archive.name]) for r, archive in zip(results, archives)}
+    projects = {}
+    for result, archive in zip(results, archives):
+        if not result.instances:  # only instances need their library's files
+            continue
+        try:
+            projects[result.source, result.version] = read_archive(contents[archive.name])
+        except FlawforgeError as exc:  # read here as the worker read it; should they differ, only this library is lost
+            result.rejects.append(BugReject(source=result.source, version=result.version, reason="unusable_library",
+                                            detail=str(exc)))
+            result.instances = []
     return results, projects
 
 

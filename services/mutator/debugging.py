@@ -1,11 +1,27 @@
 """The mutator's debugging worker: one library's sdist in, its validated bugs and rejects out (at the job's item key)."""
 from __future__ import annotations
 
+import logging
+
+from flawforge.errors import FlawforgeError
 from flawforge.jobs.context import item_key
 from flawforge.pipelines.debug_conversations import CONCURRENT_LIBRARIES, SUITES_PER_LIBRARY, suite_sandbox
 from flawforge.proto.debugging import LIBRARY_QUEUE, BugReject, LibraryResult, LibraryWorkItem
 from flawforge.runtime.platform import Platform
 from flawforge.runtime.service import Consumer
+
+log = logging.getLogger(__name__)
+
+
+def library_reject(archive_name: str, exc: Exception) -> LibraryResult:
+    """What a library that failed is worth to the job: one reject saying why (a domain error's message; for anything
+    else, MemoryError included, its type too), so the job keeps every other library's results."""
+    name, _, version = archive_name.removesuffix(".tar.gz").rpartition("-")
+    source = name or archive_name
+    reason, detail = ("unusable_library", str(exc)) if isinstance(exc, FlawforgeError) \
+        else ("library_failed", f"{type(exc).__name__}: {exc}")
+    return LibraryResult(source=source, version=version,
+                         rejects=[BugReject(source=source, version=version, reason=reason, detail=detail)])
 
 
 def make_library_handler(platform: Platform):
@@ -13,17 +29,15 @@ def make_library_handler(platform: Platform):
 
     def handle(message: LibraryWorkItem) -> None:
         from flawforge.debugging.generate import generate_for_library
-        from flawforge.errors import FlawforgeError
 
         archive = platform.store.get_verified(message.archive)
         try:
             result = generate_for_library(suite_sandbox(settings_json), archive, message.archive_name,
                                           message.per_library, message.modifiers, message.seed, SUITES_PER_LIBRARY)
-        except FlawforgeError as exc:  # a library the pipeline cannot use is a reject, never a lost item
-            name, _, version = message.archive_name.removesuffix(".tar.gz").rpartition("-")
-            result = LibraryResult(source=name or message.archive_name, version=version, rejects=[
-                BugReject(source=name or message.archive_name, version=version, reason="unusable_library",
-                          detail=str(exc))])
+        except Exception as exc:  # whatever one library does to its handling is its reject, never a lost item
+            if not isinstance(exc, FlawforgeError):
+                log.exception("library %s failed", message.archive_name)
+            result = library_reject(message.archive_name, exc)
         platform.store.put(item_key(message.job_id, message.item_name), result.model_dump_json().encode(),
                            "application/json")
 

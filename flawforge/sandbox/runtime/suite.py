@@ -18,15 +18,14 @@ import builtins
 import collections.abc
 import contextlib
 import functools
-import io
 import os
 import resource
 import sys
-import tarfile
 import time
 import types
 
 from flawforge.sandbox.runtime import policy
+from flawforge.sandbox.runtime.archive import MAX_MEMBER_BYTES, project_members
 
 MESSAGE_CHARS = 20000
 SHARED_FIXTURES = "<shared fixtures>"  # a coverage key: the test uses a fixture wider than itself
@@ -35,21 +34,14 @@ BASE_ARGS = ["-q", "--tb=native", "-p", "no:cacheprovider", "-p", "no:faulthandl
 
 
 def _extract(archive: bytes, root: str) -> None:
-    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:*") as tar:
-        members = [m for m in tar.getmembers() if m.isfile() or m.isdir()]
-        tops = {m.name.split("/", 1)[0] for m in members}
-        strip = len(tops) == 1 and any("/" in m.name for m in members)
-        for member in members:
-            name = member.name.partition("/")[2] if strip else member.name
-            if not name or name.startswith("/") or ".." in name.split("/"):
-                continue
-            target = os.path.join(root, name)
-            if member.isdir():
-                os.makedirs(target, exist_ok=True)
-                continue
-            os.makedirs(os.path.dirname(target) or root, exist_ok=True)
-            with tar.extractfile(member) as source, open(target, "wb") as out:
-                out.write(source.read())
+    # Read as the host reads it (archive.py); a file over the unit's own file size limit is refused unread.
+    file_limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    largest = MAX_MEMBER_BYTES if file_limit == resource.RLIM_INFINITY else min(MAX_MEMBER_BYTES, file_limit)
+    for name, content in project_members(archive, max_member_bytes=largest):
+        target = os.path.join(root, name)
+        os.makedirs(os.path.dirname(target) or root, exist_ok=True)
+        with open(target, "wb") as out:
+            out.write(content)
 
 
 def _write_overlay(overlay: dict, root: str) -> None:
