@@ -191,10 +191,12 @@ class CatalogClaims:
     """The catalog entries one attempt of a job holds. An entry is taken by creating its claim conditionally, so
     the claim lasts as long as the blob store; one that an earlier attempt of the same job holds (the job run
     again after its worker died) is taken back. A failed or cancelled attempt emits nothing, so `release` gives
-    every entry it holds back to later jobs."""
+    every entry it holds back to later jobs; the claim of a job that stopped before it could (an embedded run
+    ended by Ctrl-C: its record says cancel requested, or failed) is taken over, by one job only."""
 
-    def __init__(self, store, job_id: str):
-        self.store = store
+    def __init__(self, jobs, job_id: str):
+        self.jobs = jobs
+        self.store = jobs.store
         self.job_id = job_id
         self.attempt = uuid.uuid4().hex[:12]
         self.held: list[str] = []
@@ -204,19 +206,41 @@ class CatalogClaims:
         record = json.dumps({"job_id": self.job_id, "attempt": self.attempt}).encode()
         if not self.store.put_if_absent(key, record):
             try:
-                holder = json.loads(self.store.get(key)).get("job_id")
+                holder = json.loads(self.store.get(key))
             except BlobNotFound:  # released since: free again
                 holder = None
-            if holder == self.job_id:
+            if holder is None:
+                if not self.store.put_if_absent(key, record):
+                    return False
+            elif holder["job_id"] == self.job_id or (self._stopped(holder["job_id"]) and self.store.put_if_absent(
+                    f"debugging/catalog-taken-over/{entry}/{holder['job_id']}-{holder.get('attempt')}", record)):
                 self.store.put(key, record, "application/json")
-            elif holder is not None or not self.store.put_if_absent(key, record):
+            else:
                 return False
         self.held.append(entry)
         return True
 
+    def _stopped(self, job_id: str) -> bool:
+        """Whether the job will never emit what it claimed: it failed, or was cancelled, or its cancel was asked
+        for and it did not succeed."""
+        from flawforge.jobs.store import JobNotFound
+        from flawforge.proto.jobs import JobState
+
+        try:
+            job = self.jobs.get(job_id)
+        except JobNotFound:
+            return False
+        return job.state in (JobState.failed, JobState.cancelled) or (
+            job.cancel_requested and job.state != JobState.succeeded)
+
     def release(self) -> None:
+        """Deletes the claims this attempt holds, but not one another job took over meanwhile."""
         for entry in self.held:
-            self.store.delete(claim_key(entry))
+            try:
+                if json.loads(self.store.get(claim_key(entry))).get("attempt") == self.attempt:
+                    self.store.delete(claim_key(entry))
+            except BlobNotFound:
+                pass
         self.held.clear()
 
 
@@ -247,7 +271,7 @@ def run_scenarios(ctx: JobContext, params: DebugConversationsParams):
     store = ctx.platform.store
     gateway = Gateway.from_settings(store, ctx.platform.settings)
     scope = CallScope(job_id=ctx.job_id, is_cancelled=lambda: ctx.jobs.get(ctx.job_id).cancel_requested)
-    claims = CatalogClaims(store, ctx.job_id)
+    claims = CatalogClaims(ctx.jobs, ctx.job_id)
     results: list[LibraryResult] = []
     projects: dict = {}
     try:
