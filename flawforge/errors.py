@@ -71,6 +71,13 @@ class Unauthorized(FlawforgeError):
     code = "unauthorized"
 
 
+class Forbidden(FlawforgeError):
+    """A valid token whose role may not use the route."""
+
+    http_status = 403
+    code = "forbidden"
+
+
 class Interrupted(FlawforgeError):
     """The user pressed Ctrl-C; the message says what became of the work (exit status 130)."""
 

@@ -25,6 +25,7 @@ from flawforge.llm.limits import CallScope
 from flawforge.llm.openai_compat import CHAT_PATH, error_from_response, result_from_completion
 from flawforge.proto.llm import (BatchRecord, BatchRow, BatchRowState, CallError, ChatRequest, ProviderBatch,
                                  RowResult)
+from flawforge.runtime.json_body import InvalidJsonBody, parse_json
 
 PREFIX = "llm/batches"
 FINISHED = {"completed", "expired", "cancelled", "failed"}
@@ -59,7 +60,7 @@ def parse_batch_file(data: bytes) -> tuple[list[BatchRow], list[BatchRowState]]:
             continue
         custom_id = f"line-{number}"
         try:
-            obj = json.loads(line)
+            obj = parse_json(line.encode())
             if not isinstance(obj, dict):
                 raise MalformedBatchLine(f"line {number}: expected a JSON object")
             custom_id = str(obj.get("custom_id") or custom_id)
@@ -79,6 +80,8 @@ def parse_batch_file(data: bytes) -> tuple[list[BatchRow], list[BatchRowState]]:
             err = exc.errors(include_url=False)[0]
             where = ".".join(map(str, ("body", *err["loc"])))
             bad.append(_failed_row(custom_id, number, MalformedBatchLine(f"line {number}: {where}: {err['msg']}")))
+        except InvalidJsonBody as exc:
+            bad.append(_failed_row(custom_id, number, MalformedBatchLine(f"line {number}: {exc}")))
         except MalformedBatchLine as exc:
             bad.append(_failed_row(custom_id if custom_id not in seen else f"line-{number}", number, exc))
     return rows, bad

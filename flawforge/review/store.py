@@ -55,6 +55,13 @@ def check_name(kind: str, value: str) -> str:
     return value
 
 
+def visible_to(decisions: list[Decision], reviewer: str) -> list[Decision]:
+    """What a reviewer may read of a decision log: their own decisions, and others' on the items they have
+    decided themselves (before that, the others' verdicts and comments would sway theirs)."""
+    decided = {d.item_id for d in decisions if d.reviewer == reviewer}
+    return [d for d in decisions if d.item_id in decided]
+
+
 def utc_now() -> datetime:
     return datetime.now(timezone.utc)
 

@@ -6,16 +6,19 @@ import logging
 from contextlib import asynccontextmanager
 from typing import Callable, Protocol, Sequence
 
-from fastapi import APIRouter, Depends, FastAPI, Response
+from fastapi import APIRouter, Depends, FastAPI, Request, Response
 from fastapi.responses import JSONResponse
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 from flawforge import __version__
 from flawforge.errors import Unauthorized
-from flawforge.runtime.auth import Authenticator, BearerAuthMiddleware, caller
+from flawforge.runtime.auth import (PLATFORM_ROLES, Authenticator, BearerAuthMiddleware, allow, caller,
+                                    declares_roles, platform_caller)
 from flawforge.runtime.docs import serve_docs_locally
+from flawforge.runtime.framing import NoFraming
 from flawforge.runtime.http_metrics import HttpMetrics
-from flawforge.runtime.http_errors import BodyLimitMiddleware, ErrorAnswer, ErrorAnswers
+from flawforge.runtime.http_errors import BodyLimitMiddleware, ErrorAnswer, ErrorAnswers, JsonBodyCheck
+from flawforge.runtime.metrics import PUBLIC_METRICS
 from flawforge.runtime.platform import Platform
 from flawforge.runtime.service import Consumer, ServiceSpec, Workers
 
@@ -65,8 +68,10 @@ def create_app(spec: ServiceSpec, platform: Platform, *, routers: Sequence[Calla
         return {"status": "ok", "service": spec.name}
 
     @app.get("/readyz", tags=["ops"])
-    def readyz() -> JSONResponse:
-        """The service's real dependencies answer and its workers run."""
+    def readyz(request: Request) -> JSONResponse:
+        """The service's real dependencies answer and its workers run. What failed is said only to an operator
+        or service token (it may name an address); without one, each check is `ok` or `failed`."""
+        detailed = platform_caller(request)
         checks: dict[str, str] = {}
         for name, check in [("bus", lambda p: p.bus.ping()), ("blob_store", lambda p: p.store.ping())] + [
             (c.__name__, c) for c in spec.readiness_checks
@@ -75,16 +80,19 @@ def create_app(spec: ServiceSpec, platform: Platform, *, routers: Sequence[Calla
                 check(platform)
                 checks[name] = "ok"
             except Exception as exc:
-                checks[name] = f"failed: {exc}"
+                checks[name] = f"failed: {exc}" if detailed else "failed"
         if run_worker and consumers:
-            checks["workers"] = "ok" if workers.alive() else f"failed: {workers.errors or 'not running'}"
+            failure = f"failed: {workers.errors or 'not running'}" if detailed else "failed"
+            checks["workers"] = "ok" if workers.alive() else failure
         ready = all(v == "ok" for v in checks.values())
         return JSONResponse({"ready": ready, "service": spec.name, "checks": checks}, status_code=200 if ready else 503)
 
     @app.get("/metrics", tags=["ops"])
-    def metrics() -> Response:
-        """Prometheus metrics of this process."""
-        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+    def metrics(request: Request) -> Response:
+        """Prometheus metrics of this process: all of them for an operator or service token; without one, HTTP
+        requests by route and status and the process's own (no jobs, pipelines, models or queues)."""
+        return Response(generate_latest(REGISTRY if platform_caller(request) else PUBLIC_METRICS),
+                        media_type=CONTENT_TYPE_LATEST)
 
     for make_page in spec.router_factories(spec.pages):
         app.include_router(make_page(platform))
@@ -96,14 +104,19 @@ def create_app(spec: ServiceSpec, platform: Platform, *, routers: Sequence[Calla
         return answers.response(scope["path"], ErrorAnswer(exc.http_status, exc.code, str(exc)),
                                 headers={"WWW-Authenticate": "Bearer"})
 
-    # The last added runs first: the token is checked before the body limit counts a byte.
+    # The last added runs first: the token is checked before the body limit counts a byte, and a JSON body is
+    # checked whole (within the limit) before any route parses it.
+    app.add_middleware(JsonBodyCheck, answers=answers)
     app.add_middleware(BodyLimitMiddleware, max_bytes=platform.settings.max_request_bytes, answers=answers)
     app.add_middleware(BearerAuthMiddleware, authenticator=authenticator, public_routes=lambda: public_routes,
                        refuse=refuse)
     # Outermost: every request is counted and timed, those refused before routing included.
     app.add_middleware(HttpMetrics, service=spec.name, routes=lambda: app.routes)
-    # Included with `caller` so the OpenAPI document shows the token each route wants.
-    authenticated = [Depends(caller)]
+    app.add_middleware(NoFraming)
+    # Included with `caller` so the OpenAPI document shows the token each route wants; a router that declares
+    # no roles serves the platform's (operators and services), never reviewers.
     for make_router in routers:
-        app.include_router(make_router(platform), dependencies=authenticated)
+        router = make_router(platform)
+        roles = [] if declares_roles(router) else [allow(*PLATFORM_ROLES)]
+        app.include_router(router, dependencies=[Depends(caller), *roles])
     return app

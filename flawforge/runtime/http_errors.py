@@ -4,10 +4,12 @@ more than an excerpt of what the client sent. A service may give its own body fo
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, Callable, Sequence
 
+from anyio import to_thread
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -16,6 +18,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from flawforge.errors import FlawforgeError
+from flawforge.runtime.json_body import InvalidJsonBody, check_json_body
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +70,8 @@ def _small(value: Any, budget: int) -> int:
             if budget < 0:
                 break
         return budget
+    if isinstance(value, float) and not math.isfinite(value):
+        return -1  # JSON has no inf or nan: quoted as text
     if isinstance(value, (int, float, bool)) or value is None:
         return budget - 8
     return -1
@@ -80,6 +85,8 @@ def excerpt(value: Any) -> Any:
         return cut(value, EXCERPT_CHARS)
     if isinstance(value, (list, tuple, dict)):
         return f"<{type(value).__name__} of {len(value):,} items>"
+    if isinstance(value, float):
+        return repr(value)
     return f"<{type(value).__name__}>"
 
 
@@ -194,3 +201,51 @@ class BodyLimitMiddleware:
             return send_once
 
         await self.app(scope, limited_receive, guarded_send(send))
+
+
+def is_json(content_type: str | None) -> bool:
+    """Whether FastAPI reads a body of this type as JSON (no type at all included)."""
+    if not content_type:
+        return True
+    media = content_type.split(";")[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+class JsonBodyCheck:
+    """Reads a JSON request body whole (BodyLimitMiddleware, outside it, bounds it) and refuses one that holds
+    what no route takes (flawforge.runtime.json_body) with a 422 before any route parses it; else hands the
+    same bytes on. The check runs on a worker thread: a large body does not hold up other requests."""
+
+    def __init__(self, app: ASGIApp, answers: ErrorAnswers):
+        self.app = app
+        self.answers = answers
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not is_json(Headers(scope=scope).get("content-type")):
+            await self.app(scope, receive, send)
+            return
+        chunks, more = [], True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away (or the body limit refused it and answered)
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        if body:
+            try:
+                await to_thread.run_sync(check_json_body, body)
+            except InvalidJsonBody as exc:
+                answer = ErrorAnswer(exc.http_status, exc.code, cut(f"JSON body: {exc}"))
+                await self.answers.response(scope["path"], answer)(scope, receive, send)
+                return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)

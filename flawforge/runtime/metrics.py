@@ -7,7 +7,7 @@ engine, model calls in the llm-gateway; bus messages in the bus's own Metrics mi
 """
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 
 HTTP_REQUESTS = Counter("flawforge_http_requests_total", "HTTP requests answered",
                         ["service", "method", "route", "status"])
@@ -21,3 +21,17 @@ MODEL_REQUESTS = Counter("flawforge_model_requests_total", "Model calls by the g
 MODEL_TOKENS = Counter("flawforge_model_tokens_total", "Tokens of model calls", ["provider", "model", "kind"])
 MODEL_SECONDS = Histogram("flawforge_model_request_seconds", "Model call latency", ["provider", "model"],
                           buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300))
+
+
+class PublicMetrics:
+    """The registry less what says what the platform works on (jobs by pipeline, model calls by provider and
+    model, sandbox outcomes, bus queues): what /metrics shows a caller without an operator or service token.
+    HTTP requests by route template and status stay, and the process's own metrics (CPU, memory, GC)."""
+
+    def collect(self):
+        for family in REGISTRY.collect():
+            if not family.name.startswith("flawforge_") or family.name.startswith("flawforge_http_"):
+                yield family
+
+
+PUBLIC_METRICS = PublicMetrics()

@@ -35,13 +35,14 @@ def llm_router(platform: Platform) -> APIRouter:
         """Takes an OpenAI batch input file (JSONL, chat completions) as the request body.
 
         Malformed lines become failed rows naming the line and the problem; the others run. The file is at most
-        FLAWFORGE_MAX_REQUEST_BYTES, like every request body.
+        FLAWFORGE_MAX_REQUEST_BYTES, like every request body. Each row sent spends the hourly budget /llm/chat
+        spends: a row past it fails with budget_exceeded and is not sent.
         """
         data = await request.body()
         if not data.strip():
             raise MalformedBatchLine("the batch file is empty")
         rows, rejected = parse_batch_file(data)
-        record = await run_in_threadpool(gateway.batches.submit, rows, rejected=rejected)
+        record = await run_in_threadpool(gateway.batches.submit, rows, chat_scope, rejected=rejected)
         if record.state == "in_progress":
             platform.bus.declare(BATCH_QUEUE)
             platform.bus.publish(BATCH_QUEUE, BatchDriveRequested(batch_id=record.batch_id))

@@ -6,7 +6,8 @@ SERVICE = ServiceSpec(
     name="metrics",
     port=8006,
     description="Aggregates results, catalogs and reports.",
-    routers=("flawforge.services.metrics.review_api:review_router",),
+    routers=("flawforge.services.metrics.review_api:review_router",
+             "flawforge.services.metrics.review_api:review_report_router"),
     pages=("flawforge.services.metrics.review_api:review_page_router",),
     consumers=(DIGEST_CONSUMER,),
 )

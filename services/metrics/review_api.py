@@ -1,7 +1,9 @@
 """Human review over HTTP: the reviewer's next item, decisions, progress, agreement, and the web page.
 
 Every endpoint but the page itself needs a bearer token from FLAWFORGE_API_TOKENS (the app checks it
-on every router); the token's owner is the reviewer, and no request can name another.
+on every router); the token's owner is the reviewer, and no request can name another. Reviewer and
+operator tokens review; a service token cannot decide (or read) anything here; the agreement report
+is for operators.
 """
 from __future__ import annotations
 
@@ -13,8 +15,8 @@ from flawforge.errors import ConfigError
 from flawforge.proto.review import (AgreementReport, Assignment, Decision, DecisionRequest, ReviewItem,
                                     RoundManifest, RoundProgress)
 from flawforge.review.agreement import agreement_report
-from flawforge.review.store import ReviewInvalid, ReviewNotFound, ReviewStore, check_name
-from flawforge.runtime.auth import caller, parse_api_tokens
+from flawforge.review.store import ReviewInvalid, ReviewNotFound, ReviewStore, check_name, visible_to
+from flawforge.runtime.auth import OPERATOR, REVIEWER, Caller, allow, caller, identity, parse_api_tokens
 from flawforge.runtime.platform import Platform
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -23,14 +25,14 @@ PAGE_FILES = {"review.js": "text/javascript", "review.css": "text/css"}
 
 def review_router(platform: Platform) -> APIRouter:
     settings = platform.settings
-    for name in parse_api_tokens(settings.api_tokens).values():
+    for who in parse_api_tokens(settings.api_tokens).values():
         try:
-            check_name("reviewer name", name)
+            check_name("reviewer name", who.name)
         except ReviewInvalid as exc:
             raise ConfigError(f"FLAWFORGE_API_TOKENS: {exc}") from None
     reviews = ReviewStore(platform.store, claim_ttl_s=settings.review_claim_ttl_s)
     Reviewer = Depends(caller)
-    router = APIRouter(prefix="/review", tags=["review"])
+    router = APIRouter(prefix="/review", tags=["review"], dependencies=[allow(OPERATOR, REVIEWER)])
 
     @router.get("/whoami")
     def whoami(reviewer: str = Reviewer) -> dict:
@@ -69,12 +71,24 @@ def review_router(platform: Platform) -> APIRouter:
 
     @router.get("/rounds/{round_name}/decisions")
     def list_decisions(round_name: str, reviewer_name: str | None = None,
-                       reviewer: str = Reviewer) -> list[Decision]:
-        """The round's decision log, oldest first; `reviewer_name` filters it."""
-        return reviews.decisions(round_name, reviewer_name)
+                       who: Caller = Depends(identity)) -> list[Decision]:
+        """The round's decision log, oldest first; `reviewer_name` filters it. A reviewer sees their own
+        decisions, and others' only on the items they have decided themselves."""
+        if who.role != REVIEWER:
+            return reviews.decisions(round_name, reviewer_name)
+        return [d for d in visible_to(reviews.decisions(round_name), who.name) if reviewer_name in (None, d.reviewer)]
+
+    return router
+
+
+def review_report_router(platform: Platform) -> APIRouter:
+    """What the round's decisions add up to: for operators, since a reviewer who read it would know how the
+    others judged items still open to them."""
+    reviews = ReviewStore(platform.store, claim_ttl_s=platform.settings.review_claim_ttl_s)
+    router = APIRouter(prefix="/review", tags=["review"], dependencies=[allow(OPERATOR)])
 
     @router.get("/rounds/{round_name}/agreement")
-    def agreement(round_name: str, reviewer: str = Reviewer) -> AgreementReport:
+    def agreement(round_name: str) -> AgreementReport:
         """Fleiss' kappa per error type, Cohen's kappa per reviewer pair, accept rates per reviewer."""
         return agreement_report(round_name, reviews.decisions(round_name))
 

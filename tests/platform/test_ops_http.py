@@ -1,10 +1,13 @@
-"""What every service serves for operators: /docs from its own assets, /metrics of requests, jobs and sandbox."""
+"""What every service serves for operators: /docs from its own assets, /metrics of requests, jobs and sandbox;
+without a token, /metrics and /readyz say nothing of jobs, pipelines, models or addresses."""
 from __future__ import annotations
 
+import json
 import re
+import socket
 import time
 
-from auth_support import API_TOKENS, AUTHORIZATION
+from auth_support import API_TOKENS, AUTHORIZATION, TOKEN
 from fastapi.testclient import TestClient
 
 from flawforge.assembly import platform_for, service_app
@@ -22,8 +25,9 @@ def metric(text: str, name: str, **labels) -> float:
     return 0.0
 
 
-def client_for(tmp_path, service: str = "metrics") -> TestClient:
-    settings = Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path / "blobs"), api_tokens=API_TOKENS)
+def client_for(tmp_path, service: str = "metrics", **settings) -> TestClient:
+    settings = Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path / "blobs"),
+                        **{"api_tokens": API_TOKENS, **settings})
     return TestClient(service_app(service, platform_for(settings)))
 
 
@@ -42,7 +46,7 @@ def test_docs_load_every_asset_from_the_service_itself(tmp_path):
 
 def test_metrics_count_requests_by_route_and_status_and_jobs_by_state(tmp_path):
     with client_for(tmp_path) as client:
-        before = client.get("/metrics").text
+        before = client.get("/metrics", headers=AUTHORIZATION).text
         assert client.get("/jobs/0123abcd", headers=AUTHORIZATION).status_code == 404
         assert client.get("/jobs").status_code == 401
         job = client.post("/jobs", json={"pipeline": "smoke", "params": {"count": 3}}, headers=AUTHORIZATION).json()
@@ -50,7 +54,8 @@ def test_metrics_count_requests_by_route_and_status_and_jobs_by_state(tmp_path):
         while client.get(f"/jobs/{job['job_id']}", headers=AUTHORIZATION).json()["state"] != "succeeded":
             assert time.monotonic() < deadline
             time.sleep(0.05)
-        after = client.get("/metrics").text
+        after = client.get("/metrics", headers=AUTHORIZATION).text
+        public = client.get("/metrics").text
 
     def grew(name: str, by: float = 1, **labels) -> bool:
         return metric(after, name, **labels) - metric(before, name, **labels) >= by
@@ -63,14 +68,40 @@ def test_metrics_count_requests_by_route_and_status_and_jobs_by_state(tmp_path):
     for state in ("queued", "running", "succeeded"):
         assert grew("flawforge_jobs_total", pipeline="smoke", state=state), state
     assert metric(after, "flawforge_jobs_running", pipeline="smoke") == 0
+    # Without a token: requests by route and status, and the process's own; nothing of jobs or pipelines.
+    assert metric(public, "flawforge_http_requests_total", service="metrics", method="GET", route="/metrics",
+                  status="200") >= 1
+    assert "process_cpu_seconds_total" in public or "python_gc_objects_collected_total" in public
+    assert "flawforge_jobs" not in public and "smoke" not in public and "flawforge_messages" not in public
+
+
+def test_readiness_names_an_address_only_to_an_operator_or_service_token(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens there: the provider is unreachable
+    tokens = f"{API_TOKENS},ana:tok-ana-3c1f:reviewer,svc:tok-svc-77d0:service"
+    with client_for(tmp_path, "llm-gateway", api_tokens=tokens,
+                    llm_providers=json.dumps({"local": {"base_url": f"http://127.0.0.1:{port}/v1", "models": ["m"]}}),
+                    ) as client:
+        for headers in ({}, {"Authorization": "Bearer tok-ana-3c1f"}):
+            public = client.get("/readyz", headers=headers)
+            assert public.status_code == 503 and public.json()["checks"]["llm_providers"] == "failed"
+            assert str(port) not in public.text
+            assert "flawforge_model" not in client.get("/metrics", headers=headers).text
+        for token in (TOKEN, "tok-svc-77d0"):
+            detailed = client.get("/readyz", headers={"Authorization": f"Bearer {token}"}).json()
+            assert detailed["checks"]["llm_providers"].startswith("failed: no provider reachable (local: ")
+            assert f"127.0.0.1:{port}" in detailed["checks"]["llm_providers"]
+        # A token sent to a public route is checked: a wrong one is refused, not quietly the public view.
+        assert client.get("/readyz", headers={"Authorization": "Bearer wrong"}).status_code == 401
 
 
 def test_metrics_count_sandbox_outcomes(tmp_path):
     with client_for(tmp_path) as client, Sandbox.from_settings(Settings()) as sandbox:
-        before = client.get("/metrics").text
+        before = client.get("/metrics", headers=AUTHORIZATION).text
         assert sandbox.execute("x = 1").outcome == "ok"
         assert sandbox.execute("1 / 0").outcome == "error"
-        after = client.get("/metrics").text
+        after = client.get("/metrics", headers=AUTHORIZATION).text
     for outcome in ("ok", "error"):
         assert (metric(after, "flawforge_sandbox_units_total", outcome=outcome)
                 - metric(before, "flawforge_sandbox_units_total", outcome=outcome)) == 1
