@@ -460,6 +460,118 @@ def _put_back(container, contents) -> None:
         container.update(contents)
 
 
+TIMERS = ("ITIMER_REAL", "ITIMER_VIRTUAL", "ITIMER_PROF")
+
+
+class ProcessState:
+    """The process's state outside the library, as it was after collection, put back after each change: what a
+    test (or a change that skips its library's clean-up) leaves there reaches the next change's tests, where a unit
+    of its own would not have it. Pending alarms and interval timers are cancelled; signal handlers, os.environ,
+    the working directory, the umask, sys.path and sys.meta_path, the sys.modules entries and the stdlib modules'
+    attributes (by identity) get their collected values back; files and folders made under the work dir and HOME
+    go. `restore` says why when something cannot be put back: a thread still running, a project file changed or
+    removed, a folder that cannot be entered or emptied."""
+
+    def __init__(self, root: str, tmp_path_factory=None):
+        import signal
+        import threading
+
+        self.signal, self.threading, self.tmp_path_factory = signal, threading, tmp_path_factory
+        self.handlers = {number: signal.getsignal(number) for number in signal.valid_signals()}
+        self.environ = dict(os.environ)
+        self.cwd = os.getcwd()
+        self.umask = os.umask(0)
+        os.umask(self.umask)
+        self.lists = [(listed, list(listed)) for listed in (sys.path, sys.meta_path, sys.path_hooks)]
+        self.modules = dict(sys.modules)
+        self.stdlib = [(module, dict(vars(module))) for name, module in self.modules.items()
+                       if name.partition(".")[0] in sys.stdlib_module_names and isinstance(module, types.ModuleType)]
+        self.threads = set(threading.enumerate())
+        self.roots = sorted({os.path.realpath(root), os.path.realpath(os.environ.get("HOME", root))})
+        self.files = self._files()
+
+    def _files(self) -> dict[str, tuple]:
+        """Each file and folder under the roots: (is a folder, size, mtime_ns)."""
+        found = {}
+        for top in self.roots:
+            for folder, folders, files in os.walk(top):
+                for name in folders + files:
+                    path = os.path.join(folder, name)
+                    try:
+                        st = os.lstat(path)
+                    except OSError:
+                        continue
+                    found[path] = (name in folders, st.st_size, st.st_mtime_ns)
+        return found
+
+    def restore(self, changed_path: str) -> str | None:
+        """Puts the collected state back; why not, if some could not be (`changed_path`, the file a change wrote and
+        took back, is not compared)."""
+        signal = self.signal
+        signal.alarm(0)
+        for timer in TIMERS:
+            signal.setitimer(getattr(signal, timer), 0)
+        for number, handler in self.handlers.items():
+            if handler is not None and signal.getsignal(number) is not handler:
+                signal.signal(number, handler)
+        if dict(os.environ) != self.environ:
+            os.environ.clear()
+            os.environ.update(self.environ)
+        os.umask(self.umask)
+        for listed, contents in self.lists:
+            if listed != contents:
+                listed[:] = contents
+        for name in [n for n, m in list(sys.modules.items()) if n not in self.modules and not _imported(n, m)]:
+            del sys.modules[name]  # put there by hand (a fake), not by an import
+        for name, module in self.modules.items():
+            if sys.modules.get(name) is not module:
+                sys.modules[name] = module
+        for module, names in self.stdlib:
+            current = vars(module)
+            for name in [n for n, v in list(current.items()) if n not in names and not isinstance(v, types.ModuleType)]:
+                delattr(module, name)
+            for name, value in names.items():
+                if current.get(name, _MISSING) is not value:
+                    setattr(module, name, value)
+        try:
+            os.chdir(self.cwd)
+        except OSError as exc:
+            return f"the work dir cannot be entered again: {exc.strerror}"
+        running = [t.name for t in self.threading.enumerate() if t not in self.threads and t.is_alive()]
+        if running:
+            return f"a thread the tests started is still running ({running[0]})"
+        return self._restore_files(os.path.realpath(changed_path))
+
+    def _restore_files(self, changed_path: str) -> str | None:
+        now = self._files()
+        removed = sorted(set(self.files) - set(now))
+        if removed:
+            return f"{os.path.relpath(removed[0], self.roots[0])} was removed"
+        for path, (folder, size, mtime) in now.items():
+            before = self.files.get(path)
+            if before is not None and before != (folder, size, mtime) and path != changed_path and not folder:
+                return f"{os.path.relpath(path, self.roots[0])} was changed"
+        made = sorted((path for path in now if path not in self.files), reverse=True)  # a folder's files first
+        try:
+            for path in made:
+                if now[path][0] and not os.path.islink(path):
+                    os.rmdir(path)
+                else:
+                    os.unlink(path)
+        except OSError as exc:
+            return f"a file the tests made cannot be removed: {exc.strerror}"
+        factory = self.tmp_path_factory
+        if factory is not None and getattr(factory, "_basetemp", None) is not None \
+                and not os.path.exists(factory._basetemp):
+            factory._basetemp = None  # its folder was one of them: the next tmp_path makes it again, as alone
+        return None
+
+
+def _imported(name: str, module) -> bool:
+    """The import system put `module` in sys.modules under `name`."""
+    return isinstance(module, types.ModuleType) and getattr(getattr(module, "__spec__", None), "name", None) == name
+
+
 # Parameter values that work once: a second run of the test in the same process fails where a unit of its own
 # would not (a generator, an iterator). A context manager made by contextlib.contextmanager works once too, but
 # can be made again from what made it (as contextlib's own decorators do): each run gets a fresh one.
@@ -516,10 +628,11 @@ class ChangeLoop:
     """The pytest plugin of a suite batch: after collection, each change in turn, as a section of the report:
     ["b", index]; the selected tests, reported as in a suite unit; ["o", "", 0, "", 0, cpu_s, wall_s,
     max_rss_kb] and ["d"]. ["a", why] instead when the change cannot be made here. After its tests the change is
-    taken back, the library's namespaces are put back (LibraryState) and the baseline tests the change failed run
-    again: each must pass, or its failure may have come from an earlier run rather than the change (state the
-    namespaces do not show). Then ["p", why] ends the section before its ["o"] and the batch with it: that change
-    and the later ones run in units of their own. A test whose parameters work once (SINGLE_USE) cannot run
+    taken back, the library's namespaces (LibraryState) and the process's state outside them (ProcessState) are put
+    back and the baseline tests the change failed run again: each must pass, or its failure may have come from an
+    earlier run rather than the change (state the namespaces do not show). Then ["p", why] ends the section before
+    its ["o"] and the batch with it: that change and the later ones run in units of their own; so does state
+    ProcessState cannot put back. A test whose parameters work once (SINGLE_USE) cannot run
     again: a change it fails ends its section with ["a", why], and a later change that selects it gets ["a", why]
     before it is made; both run alone, and the batch goes on."""
 
@@ -532,6 +645,7 @@ class ChangeLoop:
         baseline = set(self.request.get("baseline", []))
         modules = library_modules(self.root, self.request.get("modules", []))
         collected = LibraryState(modules)
+        process = ProcessState(self.root, getattr(session.config, "_tmp_path_factory", None))
         used_up: set[str] = set()  # tests whose parameters work once, after their one run
         makers = ParameterMakers(session.items)
         for index, change in enumerate(self.request["changes"]):
@@ -556,6 +670,7 @@ class ChangeLoop:
             swap.restore()
             collected.restore()
             clear_caches(modules)
+            lost = process.restore(swap.path)
             once = {item.nodeid for item in items if _runs_once(item)}
             used_up |= once
             rerun = [item for item in items if item.nodeid in failed - once]
@@ -567,6 +682,9 @@ class ChangeLoop:
                     leak = leak or f"{item.nodeid} still fails after the change was taken back"
             collected.restore()
             clear_caches(modules)
+            lost = lost or process.restore(swap.path)
+            if leak is None and lost is not None:  # the next changes would see it: this one and they run alone
+                leak = f"the tests left state that cannot be put back: {lost}"
             if leak is not None:  # the change's failures cannot be told from what earlier runs left: it runs alone
                 self.channel.send(["p", leak], flush=True)
                 break
