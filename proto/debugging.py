@@ -125,11 +125,12 @@ class ChatMessage(Model):
 class Conversation(Model):
     """A debugging conversation grounded in one instance."""
 
-    schema_version: int = 1
+    schema_version: int = 2
     instance_id: str
     problem_statement: str
     code_path: str = Field(description="The buggy file, relative to the task folder.")
-    buggy_code: str | None = Field(None, description="Inline buggy code (None for file-edit tasks).")
+    fix_lines: list[int] = Field(description="Lines of the buggy file the fix changes; for a fix that only adds "
+                                             "lines, the two it goes between.")
     failing_output: str
     fix_patch: str
     messages: list[ChatMessage]

@@ -11,24 +11,65 @@ import typer
 from flawforge.errors import FlawforgeError
 
 
-def unpack_tasks(out: Path) -> None:
-    """OUT/tasks.tar (a job artifact is one file) becomes OUT/tasks/<instance_id>/..."""
-    archive = out / "tasks.tar"
-    if archive.exists():
-        with tarfile.open(archive) as tar:
-            tar.extractall(out, filter="data")
-        archive.unlink()
+# A job's task folders and their solutions are one artifact file each; the CLI unpacks each into its folder.
+UNPACKED = {"tasks.tar": "tasks", "solutions.tar": "solutions"}
+MAX_SOLUTION_BYTES = 64 << 20
 
 
-def no_scenario_instance(out: Path) -> Optional[str]:
-    """Why a catalog run that succeeded emitted no instance, or None when it emitted some."""
-    summary = json.loads((out / "summary.json").read_text())
-    if summary["valid"]:
+def _member_path(archive: Path, member: tarfile.TarInfo, top: str) -> str | None:
+    """Where `member` goes below OUT/`top`: tasks/<id>/<path> or solutions/<id>.json, plain names only; None for
+    a folder; FlawforgeError for anything else (a link, a device, a name out of place)."""
+    from flawforge.inputs import plain_name
+
+    name = plain_name(member.name.rstrip("/") if member.isdir() else member.name, f"{archive.name} member")
+    parts = name.split("/")
+    if member.isdir() and parts[0] == top:
         return None
-    if not summary["libraries"]:
-        return "every catalog entry is claimed already, by earlier runs on the same blob store (--state)"
-    reasons = ", ".join(f"{reason} ({n})" for reason, n in summary["rejects_by_reason"].items())
-    return f"no valid bug in {summary['libraries']} scenario(s): {reasons} (details in rejects.jsonl)"
+    if not member.isfile():
+        raise FlawforgeError(f"{archive}: member {name!r} is not a regular file")
+    if parts[0] != top or (top == "tasks" and len(parts) < 3) or (
+            top == "solutions" and (len(parts) != 2 or not name.endswith(".json"))):
+        raise FlawforgeError(f"{archive}: member {name!r} is not under {top}/<id>"
+                             f"{'/' if top == 'tasks' else '.json'}")
+    return "/".join(parts[1:])
+
+
+def unpack_tasks(out: Path) -> None:
+    """OUT/tasks.tar and OUT/solutions.tar (job artifacts are one file each) become OUT/tasks/<task id>/... and
+    OUT/solutions/<task id>.json. Every member is checked first, and each folder is written beside OUT and put in
+    place whole: a bad archive leaves a one-line error and the earlier folder, never a file outside OUT."""
+    import os
+    import shutil
+    import tempfile
+
+    from flawforge.inputs import path_within
+
+    for name, top in UNPACKED.items():
+        archive = out / name
+        if not archive.exists():
+            continue
+        try:
+            with tarfile.open(archive) as tar:
+                members = [(member, _member_path(archive, member, top)) for member in tar.getmembers()]
+                staging = Path(tempfile.mkdtemp(prefix=f".{top}-", dir=out))
+                try:
+                    for member, path in members:
+                        if path is None:
+                            continue
+                        target = path_within(staging, path, f"{archive.name} member")
+                        target.parent.mkdir(parents=True, exist_ok=True)
+                        mode = 0o444 if not member.mode & 0o222 else 0o644
+                        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+                        with os.fdopen(fd, "wb") as written, tar.extractfile(member) as data:
+                            shutil.copyfileobj(data, written)
+                    if (out / top).exists():
+                        shutil.rmtree(out / top)
+                    staging.rename(out / top)
+                finally:
+                    shutil.rmtree(staging, ignore_errors=True)
+        except (tarfile.TarError, OSError) as exc:
+            raise FlawforgeError(f"cannot unpack {archive}: {exc}") from None
+        archive.unlink()
 
 
 def run_debug_conversations(run_pipeline, params: dict, out: Path, stack: Optional[str], **options) -> None:
@@ -42,53 +83,129 @@ def run_debug_conversations(run_pipeline, params: dict, out: Path, stack: Option
 
 
 def _task_archive(folder: Path) -> bytes:
+    """The task folder's regular files as a tar.gz (links are left out: the sandbox gets only what the folder
+    holds)."""
     import io
 
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
         for path in sorted(folder.rglob("*")):
-            if path.is_file() and path.name != "conversation.json":
+            if path.is_file() and not path.is_symlink():
                 tar.add(path, arcname=str(path.relative_to(folder)))
     return buffer.getvalue()
 
 
-def validate_conversation(file: Path, dump_dir: Optional[Path]) -> dict:
-    """Re-runs a file-edit task's tests in the sandbox, with the bug and with the fix."""
-    from flawforge.debugging.patches import apply_patch
-    from flawforge.debugging.revalidate import revalidate
+def read_solution(file: Path) -> tuple[dict, "Instance"]:
+    """A solution file's record and its instance; FlawforgeError naming the file otherwise."""
+    from flawforge.inputs import InputRefused, read_input
     from flawforge.proto.debugging import Instance
-    from flawforge.pipelines.debug_conversations import suite_sandbox
-    from flawforge.debugging.generate import SUITE_LIMITS
 
     try:
-        record = json.loads(file.read_text(encoding="utf-8"))
-        instance = Instance.model_validate(record["instance"])
+        record = json.loads(read_input(file, MAX_SOLUTION_BYTES).decode("utf-8"))
+        return record, Instance.model_validate(record["instance"])
+    except InputRefused as exc:
+        raise FlawforgeError(f"cannot read {file}: {exc}") from None
     except OSError as exc:
         raise FlawforgeError(f"cannot read {file}: {exc.strerror or exc}") from None
     except (ValueError, KeyError, TypeError) as exc:
-        raise FlawforgeError(f"{file} is not a task's conversation.json (with 'instance' and 'conversation'): "
-                             f"{str(exc).splitlines()[0]}") from None
-    folder = file.parent
-    buggy_file = folder / instance.path
+        raise FlawforgeError(f"{file} is not a task's solution (solutions/<task id>.json, with 'instance' and "
+                             f"'conversation'): {str(exc).splitlines()[0]}") from None
+
+
+def validate_conversation(file: Path, task: Optional[Path], dump_dir: Optional[Path]) -> dict:
+    """Re-runs a file-edit task's tests in the sandbox, with the bug and with the fix: `file` is the task's solution
+    (OUT/solutions/<task id>.json), `task` its folder (default: OUT/tasks/<task id>, beside the solutions folder)."""
+    from flawforge.debugging.generate import SUITE_LIMITS
+    from flawforge.debugging.patches import apply_patch, task_id
+    from flawforge.debugging.revalidate import revalidate
+    from flawforge.inputs import path_within
+    from flawforge.pipelines.debug_conversations import suite_sandbox
+
+    record, instance = read_solution(file)
+    if task is None:
+        named = record.get("task_id", task_id(instance.instance_id))
+        task = path_within(file.parent.parent / "tasks", named, f"{file}: task id", single=True)
+    if not task.is_dir():
+        raise FlawforgeError(f"{file}: no task folder {task}")
+    buggy_file = path_within(task, instance.path, f"{file}: path")
     if not buggy_file.is_file():
-        raise FlawforgeError(f"{file}: the task folder has no {instance.path}")
+        raise FlawforgeError(f"{file}: the task folder {task} has no {instance.path}")
     buggy = buggy_file.read_text(encoding="utf-8")
     try:
         fixed = apply_patch(buggy, instance.fix_patch)
     except ValueError as exc:
         raise FlawforgeError(f"{file}: the fix does not apply to {instance.path}: {exc}") from None
-    archive = _task_archive(folder)
+    target = path_within(dump_dir, instance.instance_id, f"{file}: instance id", single=True) if dump_dir else None
+    archive = _task_archive(task)
     tests = instance.FAIL_TO_PASS + instance.PASS_TO_PASS
     sandbox = suite_sandbox()
     buggy_run = sandbox.run_suite(archive, source_roots=instance.source_roots, args=tests, limits=SUITE_LIMITS)
     fixed_run = sandbox.run_suite(archive, {instance.path: fixed}, source_roots=instance.source_roots, args=tests,
                                   limits=SUITE_LIMITS)
-    if dump_dir is not None:
-        target = dump_dir / instance.instance_id
+    if target is not None:
         target.mkdir(parents=True, exist_ok=True)
-        name = Path(instance.path).name
+        name = buggy_file.name
         (target / f"buggy_{name}").write_text(buggy)
         (target / f"clean_{name}").write_text(fixed)
         (target / "fix.diff").write_text(instance.fix_patch)
         (target / "tests.txt").write_text("".join(t + "\n" for t in tests))
     return revalidate(instance, buggy_run, fixed_run).as_dict()
+
+
+EXPORT_FORMATS = ("swe-bench", "hf")
+HF_DATA = "data/train-00000-of-00001.parquet"
+
+
+def _licence_of(task: Path) -> str:
+    from flawforge.debugging.export import LICENCE_FILES, licence_name
+    from flawforge.inputs import read_input
+
+    found = sorted(p for p in task.iterdir() if LICENCE_FILES.match(p.name) and p.is_file() and not p.is_symlink()) \
+        if task.is_dir() else []
+    return licence_name(read_input(found[0], 1 << 20).decode("utf-8", "replace") if found else None)
+
+
+def export_debug(run: Path, fmt: str, dest: Path) -> dict:
+    """A debug-conversations run's folder (instances.jsonl, conversations.jsonl, tasks/) as a SWE-bench-style
+    JSONL file (`dest`/swe-bench.jsonl) or a Hugging Face dataset folder (`dest`: parquet and README.md)."""
+    from flawforge.debugging.export import dataset_card, hf_row, swe_bench_row
+    from flawforge.debugging.patches import task_id
+    from flawforge.inputs import InputRefused, path_within, read_input
+    from flawforge.proto.debugging import Conversation, Instance
+
+    if fmt not in EXPORT_FORMATS:
+        raise FlawforgeError(f"--format {fmt!r}: choose one of {', '.join(EXPORT_FORMATS)}")
+
+    def records(name: str, model) -> list:
+        try:
+            text = read_input(run / name).decode("utf-8")
+        except (InputRefused, OSError) as exc:
+            raise FlawforgeError(f"cannot read {run / name}: {getattr(exc, 'strerror', None) or exc}") from None
+        try:
+            return [model.model_validate_json(line) for line in text.splitlines() if line.strip()]
+        except ValueError as exc:
+            raise FlawforgeError(f"{run / name} is not a debug-conversations output: "
+                                 f"{str(exc).splitlines()[0]}") from None
+
+    instances = records("instances.jsonl", Instance)
+    if fmt == "swe-bench":
+        dest.mkdir(parents=True, exist_ok=True)
+        (dest / "swe-bench.jsonl").write_text("".join(json.dumps(swe_bench_row(i), ensure_ascii=False) + "\n"
+                                                     for i in instances), encoding="utf-8")
+        return {"format": fmt, "rows": len(instances), "file": str(dest / "swe-bench.jsonl")}
+    try:
+        import pyarrow
+        import pyarrow.parquet
+    except ImportError:
+        raise FlawforgeError("--format hf needs pyarrow: pip install 'flawforge[export]'") from None
+    conversations = {c.instance_id: c for c in records("conversations.jsonl", Conversation)}
+    licences = {}
+    for instance in instances:
+        if (instance.source, instance.version) not in licences:
+            task = path_within(run / "tasks", task_id(instance.instance_id), "instance id", single=True)
+            licences[instance.source, instance.version] = _licence_of(task)
+    rows = [hf_row(i, conversations.get(i.instance_id), licences[i.source, i.version]) for i in instances]
+    (dest / HF_DATA).parent.mkdir(parents=True, exist_ok=True)
+    pyarrow.parquet.write_table(pyarrow.Table.from_pylist(rows), dest / HF_DATA)
+    (dest / "README.md").write_text(dataset_card(instances, licences, HF_DATA), encoding="utf-8")
+    return {"format": fmt, "rows": len(rows), "folder": str(dest)}

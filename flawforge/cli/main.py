@@ -242,14 +242,16 @@ def run_debug_conversations(
 
 
 @app.command("validate-conversation")
-def validate_conversation(file: Path = typer.Argument(..., help="A task's conversation.json (OUT/tasks/<id>/)."),
+def validate_conversation(file: Path = typer.Argument(..., help="A task's solution: OUT/solutions/<task id>.json."),
+                          task: Optional[Path] = typer.Option(None, "--task", help="The task folder; default: "
+                                                                                   "OUT/tasks/<task id>."),
                           dump_dir: Optional[Path] = typer.Option(None, "--dump-dir",
                                                                   help="Also write the clean and buggy file here.")
                           ) -> None:
     """Re-runs a saved task in the sandbox: the buggy code still fails, the fixed code still passes."""
     from flawforge.cli.debugging import validate_conversation as revalidate
 
-    report = revalidate(file, dump_dir)
+    report = revalidate(file, task, dump_dir)
     typer.echo(json.dumps(report, indent=1))
     if not report["reproduced"]:
         raise typer.Exit(1)
@@ -466,7 +468,11 @@ def ranker_report(decisions: list, candidates: list) -> dict:
             "shipped_weights_auc": round(roc_auc([ranker.score(row) for row in rows], labels), 4)}
 
 
-@app.command("export")
+export_app = typer.Typer(help="Datasets from a run's outputs.", no_args_is_help=True)
+app.add_typer(export_app, name="export")
+
+
+@export_app.command("math")
 def export_dataset(candidates: Path = typer.Option(..., "--candidates", help="candidates.jsonl of a math-errors run."),
                    gsm8k: Path = typer.Option(..., "--gsm8k", help="The GSM8K jsonl file the candidates came from."),
                    out: Path = OutOption,
@@ -483,6 +489,20 @@ def export_dataset(candidates: Path = typer.Option(..., "--candidates", help="ca
     counts = {split: {"rows": len(rows), "problems": len({r["problem_index"] for r in rows})}
               for split, rows in splits.items()}
     typer.echo(json.dumps(counts))
+
+
+@export_app.command("debug")
+def export_debug(run: Path = typer.Argument(..., help="The OUT folder of a debug-conversations run."),
+                 fmt: str = typer.Option("swe-bench", "--format", help="swe-bench (a JSONL file) or hf (a Hugging "
+                                                                      "Face datasets folder: parquet and README.md)."),
+                 out: Optional[Path] = typer.Option(None, "--out", help="Folder to write; default: RUN/export-FORMAT.")
+                 ) -> None:
+    """The run's instances as a standard dataset: SWE-bench-style JSONL, or a Hugging Face dataset folder."""
+    from flawforge.cli.debugging import export_debug as export
+
+    dest = out or run / f"export-{fmt}"
+    with output_folder(dest):
+        typer.echo(json.dumps(export(run, fmt, dest)))
 
 
 @app.command()

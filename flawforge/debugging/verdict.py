@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from flawforge.debugging.failures import readable_failure
 from flawforge.proto.debugging import FAILING_OUTPUT_BYTES
 from flawforge.proto.sandbox import SuiteRunResult
 
@@ -99,7 +100,8 @@ def judge(baseline_passing: list[str], run: SuiteRunResult, args: list[str], tes
     passed_in_run = {t for t in in_run if t in outcomes and outcomes[t].outcome == "passed"}
     pass_to_pass = sorted(t for t in baseline_passing if t in passed_in_run or t not in in_run)
     fail_to_pass = sorted(failed)
-    output = "\n\n".join(f"{t}: {outcomes[t].outcome}\n{normalized(outcomes[t].message)}" if t in outcomes
+    output = "\n\n".join(f"{t}: {outcomes[t].outcome}\n{readable_failure(normalized(outcomes[t].message))}"
+                         if t in outcomes
                          else f"{t}: not reported ({run.detail or run.outcome})" for t in fail_to_pass)
     if not fail_to_pass:
         return Verdict(False, "survived", f"all {len(in_run)} baseline tests run still pass", [], pass_to_pass, "")

@@ -33,7 +33,8 @@ from flawforge.jobs.pipeline import Pipeline, register
 from flawforge.proto.base import jsonl
 from flawforge.proto.debugging import LIBRARY_QUEUE, SUITE_HASH_SEED, LibraryResult, LibraryWorkItem
 
-TASKS_ARTIFACT = "tasks.tar"
+# What an agent gets (tasks/<task id>/) and the answers beside it (solutions/<task id>.json): one file each.
+TASKS_ARTIFACT, SOLUTIONS_ARTIFACT = "tasks.tar", "solutions.tar"
 # A scenario's candidates after the model's own variants: this many inversions, then this many perturbations.
 CANDIDATES_PER_KIND = 4
 # Libraries worked on at once, and suites each runs at once: together about one unit per core and one
@@ -346,30 +347,62 @@ def model_replies(ctx: JobContext, instances: list, projects: dict, model: str) 
     return replies, fallbacks
 
 
+def task_entries(results: list[LibraryResult], projects: dict) -> dict[str, dict[str, bytes]]:
+    """Each instance's task folder (task_files); an instance whose names are not plain relative ones (its path, a
+    file of its project) moves from its result's instances to its rejects (unsafe_name)."""
+    from flawforge.debugging.conversation import task_files
+    from flawforge.inputs import UnsafeName
+    from flawforge.proto.debugging import BugReject
+
+    folders = {}
+    for result in results:
+        kept = []
+        for instance in result.instances:
+            try:
+                folders[instance.instance_id] = task_files(instance, projects[instance.source, instance.version])
+                kept.append(instance)
+            except UnsafeName as exc:
+                result.rejects.append(BugReject(source=instance.source, version=instance.version,
+                                                modifier=instance.modifier, path=None, qualname=instance.qualname,
+                                                hash8=instance.instance_id.rpartition("__")[2],
+                                                reason="unsafe_name", detail=str(exc)))
+        result.instances = kept
+    return folders
+
+
 def write_outputs(ctx: JobContext, results: list[LibraryResult], projects: dict, started: float,
                   model: str | None = None) -> None:
-    from flawforge.debugging.conversation import deterministic_tar, task_files, write_conversation
+    """instances.jsonl, conversations.jsonl, tasks.tar (tasks/<task id>/: what an agent gets), solutions.tar
+    (solutions/<task id>.json: the instance, its fix and conversation), rejects.jsonl, summary.json; no host path
+    in any of them."""
+    from flawforge.debugging.conversation import deterministic_tar, is_test_file, solution_record, write_conversation
+    from flawforge.debugging.failures import without_host_paths
+    from flawforge.debugging.patches import task_id
 
+    folders = task_entries(results, projects)
     instances = sorted((i for r in results for i in r.instances), key=lambda i: i.instance_id)
-    rejects = sorted((j for r in results for j in r.rejects),
-                     key=lambda j: (j.source, j.version, j.modifier or "", j.hash8 or "", j.reason))
+    rejects = sorted((j.model_copy(update={"detail": without_host_paths(j.detail)})
+                      for r in results for j in r.rejects), key=lambda j: (j.source, j.version, j.modifier or "", j.hash8 or "", j.reason))
     replies, fallbacks = model_replies(ctx, instances, projects, model) if model and instances else ({}, [])
-    conversations, tasks = [], {}
+    conversations, tasks, read_only, solutions = [], {}, set(), {}
     for instance in instances:
-        project = projects[instance.source, instance.version]
-        clean = project[instance.path].decode("utf-8")
-        reply = replies.get(instance.instance_id)
-        conversations.append(write_conversation(instance, clean, inline=True, reply=reply, model=model))
-        referenced = write_conversation(instance, clean, inline=False, reply=reply, model=model)
-        for path, data in task_files(instance, project, referenced).items():
-            tasks[f"tasks/{instance.instance_id}/{path}"] = data
+        clean = projects[instance.source, instance.version][instance.path].decode("utf-8")
+        conversation = write_conversation(instance, clean, reply=replies.get(instance.instance_id), model=model)
+        conversations.append(conversation)
+        folder = f"tasks/{task_id(instance.instance_id)}"
+        for path, data in folders[instance.instance_id].items():
+            tasks[f"{folder}/{path}"] = data
+            if is_test_file(instance, path):
+                read_only.add(f"{folder}/{path}")
+        solutions[f"solutions/{task_id(instance.instance_id)}.json"] = solution_record(instance, conversation)
     ctx.put_artifact("instances.jsonl", jsonl(instances))
     ctx.put_artifact("conversations.jsonl", jsonl(conversations))
-    ctx.put_artifact(TASKS_ARTIFACT, deterministic_tar(tasks))
+    ctx.put_artifact(TASKS_ARTIFACT, deterministic_tar(tasks, frozenset(read_only)))
+    ctx.put_artifact(SOLUTIONS_ARTIFACT, deterministic_tar(solutions))
     ctx.put_artifact("rejects.jsonl", jsonl(rejects))
     summary = summary_of(results, time.monotonic() - started)
     summary["conversations"] = {"by_model": len(replies), "deterministic": len(instances) - len(replies),
-                                "fallbacks": fallbacks}
+                                "fallbacks": [{**f, "reason": without_host_paths(f["reason"])} for f in fallbacks]}
     ctx.put_artifact("summary.json", (json.dumps(summary, indent=1) + "\n").encode())
 
 
