@@ -1,4 +1,5 @@
-"""Every route of every service needs a bearer token, but health, readiness, metrics, the API docs and data-free pages.
+"""Every route of every service needs a bearer token, but health, readiness, metrics, the API docs and data-free pages;
+a reviewer's token reaches only the review routes, a service's token every route but those.
 
 The walk goes over each service's OpenAPI document and its route table, so a route added later is covered
 by the same test without anyone listing it.
@@ -15,7 +16,7 @@ from starlette.websockets import WebSocketDisconnect
 from auth_support import API_TOKENS, AUTHORIZATION
 from flawforge.errors import ConfigError
 from flawforge.assembly import platform_for, service_app
-from flawforge.runtime.auth import ANONYMOUS
+from flawforge.runtime.auth import ANONYMOUS, Caller, parse_api_tokens
 from flawforge.services import SERVICE_NAMES
 from flawforge.settings import Settings
 
@@ -35,11 +36,14 @@ def concrete(path: str) -> str:
     return re.sub(r"\{[^}]+\}", "x", path)
 
 
+def no_model(name: str, tmp_path) -> dict:
+    """No model for the inference-server: the walks need its routes, not a loaded model."""
+    return {"inference_model_path": str(tmp_path / "no-model")} if name == "inference-server" else {}
+
+
 @pytest.mark.parametrize("name", SERVICE_NAMES)
 def test_every_route_without_a_valid_token_is_401(name, tmp_path):
-    # No model for the inference-server: the walk needs its routes, not a loaded model.
-    app = app_of(name, tmp_path, **({"inference_model_path": str(tmp_path / "no-model")}
-                                    if name == "inference-server" else {}))
+    app = app_of(name, tmp_path, **no_model(name, tmp_path))
     client = TestClient(app)
     document = client.get("/openapi.json").json()
     assert document["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
@@ -64,6 +68,43 @@ def test_every_route_without_a_valid_token_is_401(name, tmp_path):
         assert client.get(path).status_code == 200
     for path in DOCS:
         assert client.get(path).status_code == 200
+
+ROLE_TOKENS = {"reviewer": "tok-rev-19af", "service": "tok-svc-6c02"}
+
+
+@pytest.mark.parametrize("name", SERVICE_NAMES)
+def test_a_reviewer_token_reaches_only_review_routes_and_a_service_token_none_of_them(name, tmp_path):
+    tokens = ",".join([API_TOKENS, *(f"{role}:{token}:{role}" for role, token in ROLE_TOKENS.items())])
+    client = TestClient(app_of(name, tmp_path, api_tokens=tokens, **no_model(name, tmp_path)))
+    refused = {"reviewer": 0, "service": 0}
+    for path, methods in client.get("/openapi.json").json()["paths"].items():
+        if path in PUBLIC:
+            continue
+        review = path.startswith("/review/")
+        for method in methods:
+            for role, token in ROLE_TOKENS.items():
+                if (role == "reviewer") != review:  # reviewers: every route but review's; services: review's
+                    response = client.request(method, concrete(path), headers={"Authorization": f"Bearer {token}"})
+                    assert response.status_code == 403, (role, method, path, response.text)
+                    body = response.json()
+                    message = body["error"]["message"] if "error" in body else body["detail"]
+                    assert message.startswith(f"a {role} token may not call {method.upper()} "), message
+                    refused[role] += 1
+    assert refused["reviewer"] >= 5  # at least the jobs API
+    assert refused["service"] >= (8 if name == "metrics" else 0)  # every review route
+
+
+def test_token_entries_without_a_role_are_operators_and_unknown_roles_refused():
+    assert parse_api_tokens("a:t1, b:t2:reviewer ,c:t3:service") == {
+        "t1": Caller("a", "operator"), "t2": Caller("b", "reviewer"), "t3": Caller("c", "service")}
+    for spec, problem in (("a:t1:admin", "entry 'a' has the unknown role 'admin' (roles: operator, service, "
+                                         "reviewer)"),
+                          ("a:t1:reviewer:x", "entry 'a' is not 'name:token' or 'name:token:role'"),
+                          ("ok:t0,secret-token-only", "entry 2 is not 'name:token' or 'name:token:role'")):
+        with pytest.raises(ConfigError) as refused:
+            parse_api_tokens(spec)
+        assert str(refused.value) == f"FLAWFORGE_API_TOKENS {problem}"
+
 
 def test_a_valid_token_passes_and_names_the_caller(tmp_path):
     with TestClient(app_of("metrics", tmp_path, api_tokens=f"{API_TOKENS},ana:tok-ana-1"),

@@ -13,8 +13,11 @@ from flawforge.proto.review import RoundManifest
 from flawforge.review.shortlist import review_items, select
 from flawforge.review.store import ReviewStore
 
-TOKENS = {"ana": "tok-ana-7f3c", "ben": "tok-ben-91d2", "cho": "tok-cho-44ab", "dev": "tok-dev-0e65"}
-API_TOKENS = ",".join(f"{name}:{token}" for name, token in TOKENS.items())
+TOKENS = {"ana": "tok-ana-7f3c", "ben": "tok-ben-91d2", "cho": "tok-cho-44ab", "dev": "tok-dev-0e65"}  # reviewers
+# The operator who reads the agreement report, and the services' token, which cannot review.
+OTHER_TOKENS = {"ops": ("tok-ops-2b8e", "operator"), "svc": ("tok-svc-5d17", "service")}
+API_TOKENS = ",".join([*(f"{name}:{token}:reviewer" for name, token in TOKENS.items()),
+                       *(f"{name}:{token}:{role}" for name, (token, role) in OTHER_TOKENS.items())])
 
 
 def make_round(reviews: ReviewStore, candidates, questions, *, name="r1", size=2, seed=7, reviewers_per_item=2,
@@ -61,7 +64,9 @@ class ServedMetrics:
         return self
 
     def client(self, reviewer: str | None) -> httpx.Client:
-        headers = {"Authorization": f"Bearer {TOKENS[reviewer]}"} if reviewer else {}
+        """A client with the token of `reviewer` (or of "ops" or "svc"); None: without a token."""
+        token = TOKENS[reviewer] if reviewer in TOKENS else OTHER_TOKENS[reviewer][0] if reviewer else None
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
         return httpx.Client(base_url=self.url + "/review", headers=headers, timeout=30)
 
     def __exit__(self, *exc) -> None:

@@ -5,6 +5,7 @@ import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
+import httpx
 import pytest
 from review_support import TOKENS, ServedMetrics, make_round
 
@@ -108,7 +109,7 @@ def test_agreement_and_accept_rates_over_http(served, items):
             item = response.json()["item"]
             client.post(f"/rounds/r1/items/{item['item_id']}/decisions",
                         json=body(item, "accept" if item["order"] < accepts else "reject")).raise_for_status()
-    report = ana.get("/rounds/r1/agreement").json()
+    report = served.client("ops").get("/rounds/r1/agreement").json()
     assert report["items_multi_rated"] == len(items) == 10
     (pair,) = report["pairs"]
     assert (pair["reviewer_a"], pair["reviewer_b"], pair["items"]) == ("ana", "ben", 10)
@@ -135,7 +136,7 @@ def test_concurrent_reviewers_racing_over_http(served, items):
 
     with ThreadPoolExecutor(len(reviewers)) as pool:
         statuses = sum(pool.map(work, reviewers), Counter())
-    decisions = served.client("cho").get("/rounds/r1/decisions").json()
+    decisions = served.client("ops").get("/rounds/r1/decisions").json()
     assert statuses[201] == len(decisions) == 2 * len(items) and set(statuses) <= {201, 409}
     assert Counter(d["item_id"] for d in decisions) == {item.item_id: 2 for item in items}
     assert max(Counter((d["item_id"], d["reviewer"]) for d in decisions).values()) == 1
@@ -166,3 +167,36 @@ def test_a_restart_in_the_middle_loses_nothing(blob_dir, items):
         item = resumed["item"]
         assert ana.post(f"/rounds/r1/items/{item['item_id']}/decisions", json=body(item, "accept")).status_code == 201
         assert len(ana.get("/rounds/r1/decisions").json()) == 3
+
+
+def test_reviewers_only_review_services_never_decide_operators_read_the_agreement(served, items):
+    ana, svc, ops = served.client("ana"), served.client("svc"), served.client("ops")
+    jobs = httpx.post(f"{served.url}/jobs", headers=ana.headers, json={"pipeline": "smoke", "params": {"count": 1}})
+    assert jobs.status_code == 403 and jobs.json() == {
+        "detail": "a reviewer token may not call POST /jobs (it is for operator and service tokens)", "code": "forbidden"}
+    assert httpx.get(f"{served.url}/jobs", headers=ana.headers).status_code == 403
+    item = ana.post("/rounds/r1/next").json()["item"]
+    refused = svc.post(f"/rounds/r1/items/{item['item_id']}/decisions", json=body(item, "accept"))
+    assert refused.status_code == 403 and refused.json()["code"] == "forbidden"
+    assert svc.post("/rounds/r1/next").status_code == 403 and svc.get("/rounds/r1/decisions").status_code == 403
+    assert ana.get("/rounds/r1/agreement").status_code == 403
+    assert ops.get("/rounds/r1/agreement").json()["round"] == "r1"
+    assert httpx.get(f"{served.url}/jobs", headers=svc.headers).status_code == 200
+    assert ops.get("/rounds/r1/decisions").json() == []  # nothing was decided by the refused requests
+
+
+def test_a_reviewer_reads_others_decisions_only_on_items_they_decided(served, items):
+    ana, ben, ops = served.client("ana"), served.client("ben"), served.client("ops")
+    first = ana.post("/rounds/r1/next").json()["item"]
+    ana.post(f"/rounds/r1/items/{first['item_id']}/decisions",
+             json=body(first, "reject", comment="the flaw is in line 2")).raise_for_status()
+    assert [d["reviewer"] for d in ana.get("/rounds/r1/decisions").json()] == ["ana"]
+    # ben has not decided that item: ana's verdict and comment are not his to read, by any filter.
+    assert ben.get("/rounds/r1/decisions").json() == []
+    assert ben.get("/rounds/r1/decisions", params={"reviewer_name": "ana"}).json() == []
+    assert "the flaw is in line 2" in ops.get("/rounds/r1/decisions").text
+    ben.post(f"/rounds/r1/items/{first['item_id']}/decisions", json=body(first, "accept")).raise_for_status()
+    seen = ben.get("/rounds/r1/decisions").json()
+    assert sorted((d["reviewer"], d["kind"]) for d in seen) == [("ana", "reject"), ("ben", "accept")]
+    assert [d["comment"] for d in ben.get("/rounds/r1/decisions", params={"reviewer_name": "ana"}).json()] == [
+        "the flaw is in line 2"]

@@ -3,6 +3,9 @@
 
 const API = new URL(".", window.location.href).pathname.replace(/\/$/, "");  // the /review prefix
 const TOKEN_KEY = "flawforge-review-token";
+// Set in this tab once the reviewer confirmed a decision sent by a single key: a stray key press (or one a
+// page in front of this one provoked) never decides the first item unasked.
+const KEYS_CONFIRMED = "flawforge-review-keys-confirmed";
 const $ = (id) => document.getElementById(id);
 const state = { token: null, round: null, assignment: null, editing: false, busy: false };
 
@@ -31,6 +34,7 @@ function show(section) {
 
 function signOut(message) {
   localStorage.removeItem(TOKEN_KEY);
+  sessionStorage.removeItem(KEYS_CONFIRMED);  // whoever signs in next confirms their own first key decision
   state.token = null;
   show("login");
   say(message);
@@ -120,6 +124,17 @@ async function decide(kind) {
   }
 }
 
+// Whether a decision sent by one key may go: the first of the tab's session asks.
+function keyDecisionConfirmed(kind) {
+  if (sessionStorage.getItem(KEYS_CONFIRMED)) return true;
+  if (!window.confirm(`Send "${kind}" for this item? The keys a, r and s decide at once; this is asked once.`)) {
+    say("Nothing was sent.");
+    return false;
+  }
+  sessionStorage.setItem(KEYS_CONFIRMED, "yes");
+  return true;
+}
+
 document.addEventListener("keydown", (event) => {
   if (state.editing) {
     if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) { event.preventDefault(); decide("edit"); }
@@ -129,7 +144,9 @@ document.addEventListener("keydown", (event) => {
   if ($("review").hidden || event.ctrlKey || event.metaKey || event.altKey) return;
   if (["INPUT", "TEXTAREA", "SELECT"].includes(event.target.tagName)) return;
   const kind = { a: "accept", r: "reject", s: "skip", e: "edit" }[event.key];
-  if (kind) { event.preventDefault(); decide(kind); }
+  if (!kind) return;
+  event.preventDefault();
+  if (kind === "edit" || keyDecisionConfirmed(kind)) decide(kind);
 });
 
 for (const button of document.querySelectorAll(".actions button")) {
@@ -164,12 +181,20 @@ async function start() {
   await loadNext();
 }
 
-// A token may come in the URL fragment (#token=...): it is stored and removed from the address bar.
+// A token may come in the URL fragment (#token=...): it is removed from the address bar, and stored only when
+// none is: a link never swaps the signed-in reviewer for another (their next decisions would be the other's).
 const fragment = new URLSearchParams(window.location.hash.slice(1));
-if (fragment.get("token")) {
-  localStorage.setItem(TOKEN_KEY, fragment.get("token"));
+const offered = fragment.get("token");
+let refusal = "";
+if (offered) {
   history.replaceState(null, "", window.location.pathname + window.location.search);
+  const stored = localStorage.getItem(TOKEN_KEY);
+  if (!stored) localStorage.setItem(TOKEN_KEY, offered);
+  else if (stored !== offered) {
+    refusal = "This link carries another token; you are still signed in with yours. " +
+              "Sign out first to use the link's token.";
+  }
 }
 state.token = localStorage.getItem(TOKEN_KEY);
-if (state.token) start().catch((error) => say(error.message));
+if (state.token) start().then(() => { if (refusal) say(refusal); }).catch((error) => say(error.message));
 else show("login");
