@@ -14,15 +14,19 @@ so the output does not depend on which finished first.
 from __future__ import annotations
 
 import ast
+import re
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from flawforge.debugging.candidates import (Candidate, body_only_change, candidates_of, changes_code, choose,
                                             member_removal, parsed)
 from flawforge.debugging.layout import ProjectLayout, layout_of, name_and_version, read_archive
 from flawforge.debugging.patches import instance_id, unified_diff
-from flawforge.debugging.verdict import covered, judge, runs_at_import, test_file, tests_to_run
-from flawforge.proto.debugging import Baseline, BugReject, Instance, LibraryResult
+from flawforge.debugging.revalidate import revalidate
+from flawforge.debugging.verdict import (PYTEST_ENDS, covered, judge, normalized, runs_at_import, test_file,
+                                         tests_to_run)
+from flawforge.proto.debugging import Baseline, BugReject, Environment, Exclusion, Instance, LibraryResult
 from flawforge.proto.sandbox import SandboxLimits, SuiteChange, SuiteRunResult
 
 SUITE_LIMITS = SandboxLimits(timeout_s=120, memory_mb=1024, workdir_mb=64, file_size_mb=16, open_files=256,
@@ -33,12 +37,50 @@ TIMEOUT_FACTOR = 4
 MIN_TIMEOUT_S = 15.0
 
 
+# Tests a clean run can lose to a test that stops the session (an interrupt, the unit's end) before the library
+# is given up: each round leaves out the test that stopped it.
+EXCLUSION_ROUNDS = 5
+FORBIDDEN_IN_TEST = "PermissionError: sandbox: "  # what the audit hook raises (sandbox.runtime.policy)
+
+
 class SuiteRunner(Protocol):
     def run_suite(self, archive: bytes, overlay: dict[str, str] | None = None, *, source_roots=(""), args=(),
-                  coverage_files=None, limits: SandboxLimits | None = None) -> SuiteRunResult: ...
+                  coverage_files=None, limits: SandboxLimits | None = None, **environment) -> SuiteRunResult: ...
 
     def run_suite_batch(self, archive: bytes, changes: list[SuiteChange], *, source_roots=(""), args, modules=(),
-                        baseline=(), limits: SandboxLimits | None = None) -> list[SuiteRunResult | None]: ...
+                        baseline=(), limits: SandboxLimits | None = None,
+                        **environment) -> list[SuiteRunResult | None]: ...
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """Where a library's runs happen: the sandbox, the project, its environment and the tests left out of every
+    run (`--deselect`). Every run of the library, clean, candidate or final, goes through here."""
+
+    runner: SuiteRunner
+    archive: bytes
+    layout: ProjectLayout
+    environment: Environment
+    environment_path: str | None = None
+    deselected: tuple[str, ...] = ()
+
+    def _options(self) -> dict:
+        return {"environment": self.environment_path} if self.environment_path else {}
+
+    def args(self, tests) -> list[str]:
+        return [*tests, *(part for test in self.deselected for part in ("--deselect", test))]
+
+    def run(self, tests, overlay: dict[str, str] | None = None, *, coverage_files=None,
+            limits: SandboxLimits = SUITE_LIMITS) -> SuiteRunResult:
+        return self.runner.run_suite(self.archive, overlay, source_roots=self.layout.source_roots,
+                                     args=self.args(tests), coverage_files=coverage_files, limits=limits,
+                                     **self._options())
+
+    def run_batch(self, changes: list[SuiteChange], files: list[str], baseline: list[str],
+                  limits: SandboxLimits) -> list[SuiteRunResult | None]:
+        return self.runner.run_suite_batch(self.archive, changes, source_roots=self.layout.source_roots,
+                                           args=self.args(files), modules=list(self.layout.modules),
+                                           baseline=baseline, limits=limits, **self._options())
 
 
 def _outcomes(run: SuiteRunResult) -> dict[str, str]:
@@ -46,6 +88,7 @@ def _outcomes(run: SuiteRunResult) -> dict[str, str]:
 
 
 def baseline_of(first: SuiteRunResult, second: SuiteRunResult) -> Baseline:
+    """Both runs complete (see usable_clean_runs): tests that passed in both are the baseline."""
     one, two = _outcomes(first), _outcomes(second)
     flaky = sorted(t for t in set(one) | set(two) if one.get(t) != two.get(t))
     passing = sorted(t for t, outcome in one.items() if outcome == "passed" and t not in flaky)
@@ -54,27 +97,108 @@ def baseline_of(first: SuiteRunResult, second: SuiteRunResult) -> Baseline:
                     wall_s=round(first.usage.wall_s, 3))
 
 
-def instance_of(layout: ProjectLayout, candidate: Candidate, clean: str, verdict) -> Instance:
+def unusable(run: SuiteRunResult) -> str | None:
+    """Why a clean run cannot be a baseline, or None."""
+    if run.complete:
+        return None
+    if run.outcome != "ok":
+        return f"{run.outcome}: {run.detail}"
+    return PYTEST_ENDS.get(run.pytest_status, f"pytest ended with status {run.pytest_status}") + (
+        f" during {run.unfinished}" if run.unfinished else "")
+
+
+def clean_runs(space: Workspace, concurrency: int, limits: SandboxLimits) -> tuple[Workspace, SuiteRunResult, SuiteRunResult,
+                                                                list[Exclusion], str | None]:
+    """The clean suite twice (the first with coverage). A test that stops a run (an interrupt, the unit's end
+    while it ran) is left out and the runs start again, up to EXCLUSION_ROUNDS times; files that fail to collect
+    are left out by pytest itself and listed. Returns the workspace that deselects what was left out, the two
+    runs, the exclusions and why there is no baseline (None when both runs are complete)."""
+    excluded: list[Exclusion] = []
+    for _ in range(EXCLUSION_ROUNDS + 1):
+        with ThreadPoolExecutor(max_workers=concurrency) as pool:  # the two clean runs are independent
+            runs = [pool.submit(space.run, space.layout.test_paths, coverage_files=files, limits=limits)
+                    for files in (list(space.layout.modules), None)]
+            first, second = (run.result() for run in runs)
+        stopper = next((test for run in (first, second) for test in [stopping_test(run)] if test), None)
+        why = unusable(first) or unusable(second)
+        if why is None or stopper is None or stopper in space.deselected:
+            break
+        excluded.append(Exclusion(kind="test", name=stopper, reason=f"stops the clean run: {why}"[:500]))
+        space = replace(space, deselected=(*space.deselected, stopper))
+    excluded += [Exclusion(kind="test", name=collector, reason=first_line(message))
+                 for collector, message in sorted({**second.collection_errors, **first.collection_errors}.items())]
+    return space, first, second, excluded, why
+
+
+def stopping_test(run: SuiteRunResult) -> str | None:
+    """The test that made a clean run unusable: the one running when it stopped, or the first whose operation the
+    sandbox forbade (its audit hook's PermissionError names the sandbox)."""
+    if run.unfinished is not None:
+        return run.unfinished
+    if run.outcome == "forbidden":
+        return next((t.name for t in run.tests if FORBIDDEN_IN_TEST in t.message), None)
+    return None
+
+
+def first_line(message: str) -> str:
+    """The exception line of a collection error (the last line that names an error), bounded."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    named = [line for line in lines if re.match(r"^(E\s+)?[\w.]+(Error|Exception|Exit)\b", line)]
+    return normalized((named or lines or ["failed to collect"])[-1])[:300]
+
+
+def instance_of(space: Workspace, candidate: Candidate, clean: str, verdict) -> Instance:
+    layout = space.layout
     return Instance(
         instance_id=instance_id(layout.name, layout.version, candidate.modifier, candidate.hash8),
         source=layout.name, version=layout.version, modifier=candidate.modifier, path=candidate.path,
         qualname=candidate.qualname, description=candidate.description, patch=candidate.patch(clean),
         fix_patch=unified_diff(candidate.path, candidate.buggy_source, clean),
         FAIL_TO_PASS=verdict.fail_to_pass, PASS_TO_PASS=verdict.pass_to_pass, failing_output=verdict.failing_output,
-        source_roots=list(layout.source_roots), test_paths=list(layout.test_paths))
+        source_roots=list(layout.source_roots), test_paths=list(layout.test_paths), environment=space.environment)
+
+
+def final_gate(space: Workspace, instances: list[tuple[Instance, str]], limits: SandboxLimits,
+               concurrency: int) -> tuple[list[Instance], list[BugReject]]:
+    """Each instance as a user would check it: its FAIL_TO_PASS and PASS_TO_PASS, by node id, in fresh units,
+    clean (one run for all instances that list the same tests) and with the bug; only those that reproduce are
+    kept. `instances`: (instance, its buggy module)."""
+    listed = {tuple(i.FAIL_TO_PASS + i.PASS_TO_PASS) for i, _ in instances}
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        clean = dict(zip(listed, pool.map(lambda tests: space.run(list(tests), limits=limits), listed)))
+        buggy = list(pool.map(lambda pair: space.run(pair[0].FAIL_TO_PASS + pair[0].PASS_TO_PASS,
+                                                     {pair[0].path: pair[1]}, limits=limits), instances))
+    kept, dropped = [], []
+    for (instance, _), buggy_run in zip(instances, buggy):
+        check = revalidate(instance, buggy_run, clean[tuple(instance.FAIL_TO_PASS + instance.PASS_TO_PASS)])
+        if check.reproduced:
+            kept.append(instance)
+        else:
+            dropped.append(BugReject(source=instance.source, version=instance.version, modifier=instance.modifier,
+                                     path=instance.path, qualname=instance.qualname,
+                                     hash8=instance.instance_id.rsplit("__", 1)[-1], reason="not_reproduced",
+                                     detail=normalized(check.detail)[:1000]))
+    return kept, dropped
 
 
 def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str, per_library: int,
-                         modifiers: list[str], seed: int, concurrency: int = 2) -> LibraryResult:
+                         modifiers: list[str], seed: int, concurrency: int = 2, *, environment: Environment,
+                         environment_path: str | None = None, excluded: list[Exclusion] = (),
+                         clean_limits: SandboxLimits = SUITE_LIMITS) -> LibraryResult:
+    """`environment` (at `environment_path`, None for the sandbox's own) is what the tests run against;
+    `excluded`: requirements its builder left out; `clean_limits`: the clean runs' limits (candidates get a
+    multiple of the clean run's time)."""
     name, version = name_and_version(archive_name)
     files = read_archive(archive)
     layout = layout_of(name, version, list(files))
-    result = LibraryResult(source=name, version=version)
-    with ThreadPoolExecutor(max_workers=concurrency) as pool:  # the two clean runs are independent
-        runs = [pool.submit(runner.run_suite, archive, source_roots=layout.source_roots, args=layout.test_paths,
-                            coverage_files=coverage_files, limits=SUITE_LIMITS)
-                for coverage_files in (list(layout.modules), None)]
-        first, second = (run.result() for run in runs)
+    result = LibraryResult(source=name, version=version, environment=environment, excluded=list(excluded))
+    space = Workspace(runner, archive, layout, environment, environment_path)
+    space, first, second, left_out, why = clean_runs(space, concurrency, clean_limits)
+    result.excluded += left_out
+    if why is not None:
+        result.rejects.append(BugReject(source=name, version=version, reason="no_baseline",
+                                        detail=f"the clean suite cannot be trusted: {normalized(why)[:1000]}"))
+        return result
     baseline = result.baseline = baseline_of(first, second)
     if not baseline.passing:
         result.rejects.append(BugReject(source=name, version=version, reason="no_baseline",
@@ -98,8 +222,7 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
             for c in chosen}
 
     def alone(candidate: Candidate) -> SuiteRunResult:
-        return runner.run_suite(archive, {candidate.path: candidate.buggy_source}, source_roots=layout.source_roots,
-                                args=args[candidate], limits=limits)
+        return space.run(args[candidate], {candidate.path: candidate.buggy_source}, limits=limits)
 
     def batch(group: list[Candidate]) -> dict[Candidate, SuiteRunResult]:
         """The group's runs, in suite batches: a change a batch hands back runs alone, the changes after the one
@@ -107,11 +230,10 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
         runs: dict[Candidate, SuiteRunResult] = {}
         pending = group
         while pending:
-            results = runner.run_suite_batch(
-                archive, [SuiteChange(path=c.path, qualname=c.qualname, source=c.buggy_source, tests=args[c],
-                                      removal=c in removals) for c in pending],
-                source_roots=layout.source_roots, args=sorted({test_file(t) for c in pending for t in args[c]}),
-                modules=list(layout.modules), baseline=baseline.passing, limits=limits)
+            results = space.run_batch(
+                [SuiteChange(path=c.path, qualname=c.qualname, source=c.buggy_source, tests=args[c],
+                             removal=c in removals) for c in pending],
+                sorted({test_file(t) for c in pending for t in args[c]}), baseline.passing, limits)
             reached = len(results) or len(pending)
             for candidate, run in zip(pending[:reached], results or [None] * reached):
                 runs[candidate] = run if run is not None else alone(candidate)
@@ -131,15 +253,19 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
         runs = {**single, **{c: run for done in batches for c, run in done.result().items()}}
     verdicts = [judge(baseline.passing, runs[c], args[c], list(layout.test_paths), baseline.collection_errors)
                 for c in chosen]
+    valid = []
     for candidate, verdict in zip(chosen, verdicts):
         result.tried += 1
         result.tried_by_modifier[candidate.modifier] = result.tried_by_modifier.get(candidate.modifier, 0) + 1
         if verdict.valid:
-            result.instances.append(instance_of(layout, candidate, modules[candidate.path], verdict))
+            valid.append((instance_of(space, candidate, modules[candidate.path], verdict), candidate.buggy_source))
         else:
             result.rejects.append(BugReject(source=name, version=version, modifier=candidate.modifier,
                                             path=candidate.path, qualname=candidate.qualname,
                                             hash8=candidate.hash8, reason=verdict.reason, detail=verdict.detail))
+    result.instances, dropped = final_gate(space, valid, limits, concurrency)
+    result.gate_checked = len(valid)
+    result.rejects += dropped
     result.tried_by_modifier = dict(sorted(result.tried_by_modifier.items()))
     return result
 
@@ -152,28 +278,36 @@ def _class_names(source: str) -> set[str]:
 
 
 def validate_scenario(runner: SuiteRunner, archive: bytes, source: str, module_path: str,
-                      candidates: list[Candidate]) -> tuple[Instance | None, list[BugReject], dict[str, int]]:
-    """A scenario's clean suite twice, then its candidates in order until the first valid one."""
+                      candidates: list[Candidate], *, environment: Environment,
+                      environment_path: str | None = None) -> tuple[Instance | None, list[BugReject], dict[str, int]]:
+    """A scenario's clean suite twice, then its candidates in order until the first valid one that also passes
+    the final gate."""
     layout = ProjectLayout(source, "1", ("",), ("tests",), (module_path,))
-    first = runner.run_suite(archive, args=layout.test_paths, limits=SUITE_LIMITS)
-    second = runner.run_suite(archive, args=layout.test_paths, limits=SUITE_LIMITS)
-    baseline = baseline_of(first, second)
+    space = Workspace(runner, archive, layout, environment, environment_path)
+    first, second = space.run(layout.test_paths), space.run(layout.test_paths)
     rejects: list[BugReject] = []
     tried: dict[str, int] = {}
-    if not baseline.passing or baseline.collection_errors or first.failed or first.errors:
+    why = unusable(first) or unusable(second)
+    baseline = baseline_of(first, second)
+    if why or not baseline.passing or baseline.collection_errors or first.failed or first.errors:
         detail = (f"the clean module does not pass its own tests ({first.passed} passed, {first.failed} failed, "
-                  f"{first.errors} errors, collection errors: {baseline.collection_errors}; {first.detail})")
+                  f"{first.errors} errors, collection errors: {baseline.collection_errors}; "
+                  f"{why or first.detail})")
         return None, [BugReject(source=source, version=layout.version, reason="clean_code_fails", detail=detail)], tried
     clean = read_archive(archive)[module_path].decode("utf-8")
     limits = SUITE_LIMITS.model_copy(update={"timeout_s": max(MIN_TIMEOUT_S, TIMEOUT_FACTOR * first.usage.wall_s)})
     for candidate in candidates:
         tried[candidate.modifier] = tried.get(candidate.modifier, 0) + 1
-        run = runner.run_suite(archive, {candidate.path: candidate.buggy_source}, args=layout.test_paths,
-                               limits=limits)
+        run = space.run(layout.test_paths, {candidate.path: candidate.buggy_source}, limits=limits)
         verdict = judge(baseline.passing, run, list(layout.test_paths), list(layout.test_paths),
                         baseline.collection_errors)
         if verdict.valid:
-            return instance_of(layout, candidate, clean, verdict), rejects, tried
+            kept, dropped = final_gate(space, [(instance_of(space, candidate, clean, verdict),
+                                                candidate.buggy_source)], limits, 1)
+            if kept:
+                return kept[0], rejects, tried
+            rejects += dropped
+            continue
         rejects.append(BugReject(source=source, version=layout.version, modifier=candidate.modifier,
                                  path=candidate.path, qualname=candidate.qualname, hash8=candidate.hash8,
                                  reason=verdict.reason, detail=verdict.detail))

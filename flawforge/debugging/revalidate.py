@@ -32,16 +32,32 @@ def _outcome(run: SuiteRunResult, test: str) -> str:
     return "missing"
 
 
+def _incomplete(run: SuiteRunResult, which: str) -> str | None:
+    """Why a run's outcomes cannot be trusted, or None."""
+    if run.outcome != "ok":
+        return f"the {which} run ended {run.outcome}: {run.detail}"
+    if not run.complete:
+        where = f" during {run.unfinished}" if run.unfinished else ""
+        return f"the {which} run stopped early (pytest status {run.pytest_status}){where}"
+    return None
+
+
 def revalidate(instance: Instance, buggy_run: SuiteRunResult, fixed_run: SuiteRunResult) -> Revalidation:
-    # A test the bug keeps from being collected (its id is built from the code) does not pass either.
-    still_passing = [t for t in instance.FAIL_TO_PASS if _outcome(buggy_run, t) in ("passed", "skipped")]
+    """Only reported outcomes count: a FAIL_TO_PASS test fails with the bug only if it reported failed or error,
+    and a run that stopped early proves nothing."""
+    still_passing = [t for t in instance.FAIL_TO_PASS if _outcome(buggy_run, t) not in ("failed", "error")]
     broken = [t for t in instance.PASS_TO_PASS if _outcome(buggy_run, t) != "passed"]
     not_fixed = [t for t in instance.FAIL_TO_PASS + instance.PASS_TO_PASS if _outcome(fixed_run, t) != "passed"]
-    problems = []
+    problems = [why for why in (_incomplete(buggy_run, "buggy"), _incomplete(fixed_run, "fixed")) if why]
     if still_passing:
-        problems.append(f"{len(still_passing)} FAIL_TO_PASS test(s) do not fail with the bug, e.g. {still_passing[0]}")
+        problems.append(f"{len(still_passing)} FAIL_TO_PASS test(s) do not report a failure with the bug, e.g. "
+                        f"{still_passing[0]} ({_outcome(buggy_run, still_passing[0])})")
     if broken:
-        problems.append(f"{len(broken)} PASS_TO_PASS test(s) do not pass with the bug, e.g. {broken[0]}")
+        problems.append(f"{len(broken)} PASS_TO_PASS test(s) do not pass with the bug, e.g. {broken[0]} "
+                        f"({_outcome(buggy_run, broken[0])})")
     if not_fixed:
-        problems.append(f"{len(not_fixed)} test(s) do not pass with the fix, e.g. {not_fixed[0]}")
-    return Revalidation(instance.instance_id, not still_passing, not broken, not not_fixed, "; ".join(problems))
+        problems.append(f"{len(not_fixed)} test(s) do not pass with the fix, e.g. {not_fixed[0]} "
+                        f"({_outcome(fixed_run, not_fixed[0])})")
+    buggy_whole, fixed_whole = buggy_run.complete, fixed_run.complete
+    return Revalidation(instance.instance_id, buggy_whole and not still_passing, buggy_whole and not broken,
+                        fixed_whole and not not_fixed, "; ".join(problems))

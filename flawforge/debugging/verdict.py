@@ -1,11 +1,13 @@
 """Which tests a candidate must run, and what its run says: valid bug or reject with a reason.
 
-A bug is valid when at least one baseline test fails with it (FAIL_TO_PASS), at least one
-still passes (PASS_TO_PASS) and nothing timed out. Only the tests that can notice the change
-are run: those that executed the changed function in the clean run (the whole file of one
-that uses a module-, class- or session-wide fixture), or the whole suite when the function
-runs at import or the change is to a class. A baseline test that is not run did not execute
-the changed code, so it passes as it did.
+A bug is valid when at least one selected baseline test reports a failure with it
+(FAIL_TO_PASS), at least one reports a pass (PASS_TO_PASS), and the run itself is whole: pytest
+ended its session normally, every selected baseline test reported, no limit was hit, nothing
+was forbidden. Only the tests that can notice the change are selected: those that executed the
+changed function in the clean run (the whole file of one that uses a module-, class- or
+session-wide fixture), or the whole suite when the function runs at import or the change is to
+a class. Both lists hold only tests this run reported; the final gate (generate.final_gate)
+re-runs exactly them, clean and with the bug, in fresh units.
 """
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ IMPORT_TIME = ""  # the coverage entry of what ran outside any test
 SHARED_FIXTURES = "<shared fixtures>"  # the coverage key of a test using a fixture wider than itself
 ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 WORKDIR = re.compile(r"/tmp/\d+/")
+PYTEST_ENDS = {None: "pytest did not finish", 2: "pytest was interrupted (a KeyboardInterrupt or pytest.exit)",
+               3: "pytest failed internally", 4: "pytest refused its arguments", 5: "pytest collected no tests"}
 
 
 def _covers(key: str, path: str, qualname: str) -> bool:
@@ -82,30 +86,36 @@ def _selected(test: str, args: set[str]) -> bool:
 
 def judge(baseline_passing: list[str], run: SuiteRunResult, args: list[str], test_paths: list[str],
           baseline_collection_errors: list[str]) -> Verdict:
-    """The verdict on a candidate's run of `args` (tests, test files, or the whole suite)."""
+    """The verdict on a candidate's run of `args` (tests, test files, or the whole suite), from the outcomes the
+    run reported alone: a run that stopped early, broke a limit, was forbidden or left a selected baseline test
+    without a result is no verdict at all (the reject names why); FAIL_TO_PASS are the selected baseline tests
+    that reported failed or error, PASS_TO_PASS those that reported passed."""
     whole = sorted(args) == sorted(test_paths)
     selected = set(args)
     in_run = [t for t in baseline_passing if whole or _selected(t, selected)]
     outcomes = {t.name: t for t in run.tests}
-    if run.outcome in ("timeout", "memory_limit", "output_limit", "crashed"):  # no trustworthy test outcomes
+    if run.outcome != "ok":  # a limit, a crash or a forbidden operation: no trustworthy test outcomes
         return Verdict(False, run.outcome, run.detail, [], [], "")
     new_errors = sorted(set(run.collection_errors) - set(baseline_collection_errors))
     if new_errors:
         first = new_errors[0]
         return Verdict(False, "collection_error", f"{first}: {normalized(run.collection_errors[first])[-500:]}",
                        [], [], "")
-    if not run.tests:
-        return Verdict(False, run.outcome if run.outcome != "ok" else "no_tests_ran", run.detail, [], [], "")
-    failed = [t for t in in_run if t not in outcomes or outcomes[t].outcome in ("failed", "error")]
-    passed_in_run = {t for t in in_run if t in outcomes and outcomes[t].outcome == "passed"}
-    pass_to_pass = sorted(t for t in baseline_passing if t in passed_in_run or t not in in_run)
-    fail_to_pass = sorted(failed)
+    if run.unfinished is not None or run.pytest_status not in (0, 1):
+        why = PYTEST_ENDS.get(run.pytest_status, f"pytest ended with status {run.pytest_status}")
+        where = f" during {run.unfinished}" if run.unfinished is not None else ""
+        return Verdict(False, "interrupted", f"{why}{where}", [], [], "")
+    silent = [t for t in in_run if t not in outcomes]
+    if silent:
+        return Verdict(False, "incomplete", f"{len(silent)} selected baseline test(s) reported nothing, e.g. "
+                                            f"{silent[0]}", [], [], "")
+    fail_to_pass = sorted(t for t in in_run if outcomes[t].outcome in ("failed", "error"))
+    pass_to_pass = sorted(t for t in in_run if outcomes[t].outcome == "passed")
     output = "\n\n".join(f"{t}: {outcomes[t].outcome}\n{readable_failure(normalized(outcomes[t].message))}"
-                         if t in outcomes
-                         else f"{t}: not reported ({run.detail or run.outcome})" for t in fail_to_pass)
+                         for t in fail_to_pass)
     if not fail_to_pass:
         return Verdict(False, "survived", f"all {len(in_run)} baseline tests run still pass", [], pass_to_pass, "")
     if not pass_to_pass:
-        return Verdict(False, "no_pass_to_pass", f"all {len(fail_to_pass)} baseline tests fail", fail_to_pass, [],
-                       bounded(output))
+        return Verdict(False, "no_pass_to_pass", f"all {len(in_run)} baseline tests run fail or skip",
+                       fail_to_pass, [], bounded(output))
     return Verdict(True, None, "", fail_to_pass, pass_to_pass, bounded(output))

@@ -1,0 +1,163 @@
+"""Verdicts from reported outcomes only: misbehaving tests are left out with their reason or make the library a
+reject, never an instance; a run that stopped early is no verdict; the final gate drops what does not reproduce."""
+from __future__ import annotations
+
+import io
+import platform
+import tarfile
+
+import pytest
+
+from flawforge.debugging.generate import SUITE_LIMITS, final_gate, generate_for_library, Workspace
+from flawforge.debugging.layout import ProjectLayout
+from flawforge.debugging.patches import apply_patch
+from flawforge.debugging.verdict import judge
+from flawforge.proto.debugging import Environment
+from flawforge.proto.sandbox import ResourceUsage, SuiteRunResult, TestCaseResult
+
+ENVIRONMENT = Environment(python=platform.python_version(), packages=[])
+MODULE = '''def grade(score, limit):
+    if score < 0 or score > limit:
+        raise ValueError("out of range")
+    if score >= 0.9 * limit:
+        return "A"
+    if score >= 0.5 * limit:
+        return "B"
+    return "C"
+'''
+GOOD_TESTS = '''import pytest
+
+from toy import grade
+
+
+def test_a():
+    assert grade(95, 100) == "A"
+
+
+def test_b():
+    assert grade(60, 100) == "B"
+
+
+def test_c():
+    assert grade(10, 100) == "C"
+
+
+def test_range():
+    with pytest.raises(ValueError):
+        grade(-1, 100)
+'''
+# Tests that cannot give a verdict: each stops or spoils the clean run in its own way.
+MISBEHAVING = {
+    "interrupt": ("tests/test_bad.py", "def test_stop():\n    raise KeyboardInterrupt\n",
+                  "pytest was interrupted"),
+    "hang": ("tests/test_bad.py", "def test_hang():\n    while True:\n        pass\n", "timeout"),
+    "forbidden": ("tests/test_bad.py", "import os\n\n\ndef test_shell():\n    os.system('true')\n",
+                  "forbidden: attempted to starts a process"),
+    "collection": ("tests/test_bad.py", "import no_such_module_anywhere\n\n\ndef test_x():\n    pass\n",
+                   "ModuleNotFoundError: No module named 'no_such_module_anywhere'"),
+}
+FAST = SUITE_LIMITS.model_copy(update={"timeout_s": 10})
+
+
+@pytest.fixture(scope="module")
+def suite_sandbox():
+    from flawforge.pipelines.debug_conversations import suite_sandbox
+
+    return suite_sandbox()
+
+
+def archive(name: str, files: dict[str, str]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for path, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"{name}-1.0/{path}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def generate(sandbox, files: dict[str, str]):
+    return generate_for_library(sandbox, archive("toy", files), "toy-1.0.tar.gz", 6,
+                                ["op_invert", "remove_cond", "op_change"], 0, 2, environment=ENVIRONMENT,
+                                clean_limits=FAST)
+
+
+@pytest.mark.parametrize("kind", sorted(MISBEHAVING))
+def test_a_misbehaving_test_is_left_out_with_its_reason_or_the_library_is_a_reject(suite_sandbox, kind):
+    path, text, reason = MISBEHAVING[kind]
+    alone = generate(suite_sandbox, {"toy.py": MODULE, path: text})
+    assert not alone.instances
+    assert [r.reason for r in alone.rejects] == ["no_baseline"]
+    assert any(reason in e.reason for e in alone.excluded), alone.excluded
+
+    beside = generate(suite_sandbox, {"toy.py": MODULE, path: text, "tests/test_good.py": GOOD_TESTS})
+    (excluded,) = beside.excluded
+    assert excluded.kind == "test" and excluded.name.startswith("tests/test_bad.py") and reason in excluded.reason
+    assert beside.instances, beside.rejects
+    for instance in beside.instances:  # the good tests' instances, checked by the final gate, never the bad test's
+        assert not any(t.startswith("tests/test_bad.py") for t in instance.FAIL_TO_PASS + instance.PASS_TO_PASS)
+        assert set(instance.FAIL_TO_PASS) <= {f"tests/test_good.py::{n}" for n in ("test_a", "test_b", "test_c",
+                                                                                  "test_range")}
+    assert beside.gate_checked == len(beside.instances) + sum(r.reason == "not_reproduced" for r in beside.rejects)
+
+
+def test_a_flood_of_output_while_collecting_is_a_library_reject(suite_sandbox):
+    flood = "raise ImportError('needs a compiled extension: ' + 'x' * (6 << 20))\n"
+    result = generate(suite_sandbox, {"toy.py": MODULE, "tests/conftest.py": flood, "tests/test_good.py": GOOD_TESTS})
+    assert not result.instances
+    (reject,) = result.rejects
+    assert reject.reason == "no_baseline" and "output_limit" in reject.detail
+
+
+def _run(outcome="ok", status=1, tests=(), unfinished=None) -> SuiteRunResult:
+    return SuiteRunResult(outcome=outcome, pytest_status=status, unfinished=unfinished,
+                          usage=ResourceUsage(cpu_s=0, wall_s=0, max_rss_kb=0),
+                          tests=[TestCaseResult(name=name, outcome=result) for name, result in tests])
+
+
+def test_a_test_that_did_not_report_is_never_fail_to_pass():
+    baseline = ["t.py::a", "t.py::b", "t.py::c"]
+    whole = ["t.py"]
+    interrupted = _run(status=2, tests=[("t.py::a", "failed"), ("t.py::b", "error")], unfinished="t.py::b")
+    assert judge(baseline, interrupted, whole, whole, []).reason == "interrupted"
+    silent = _run(tests=[("t.py::a", "failed"), ("t.py::b", "passed")])
+    verdict = judge(baseline, silent, whole, whole, [])
+    assert (verdict.valid, verdict.reason) == (False, "incomplete") and "t.py::c" in verdict.detail
+    forbidden = _run(outcome="forbidden", tests=[("t.py::a", "failed"), ("t.py::b", "passed"), ("t.py::c", "passed")])
+    assert judge(baseline, forbidden, whole, whole, []).reason == "forbidden"
+    whole_run = _run(tests=[("t.py::a", "failed"), ("t.py::b", "passed"), ("t.py::c", "skipped")])
+    verdict = judge(baseline, whole_run, whole, whole, [])
+    assert verdict.valid and verdict.fail_to_pass == ["t.py::a"] and verdict.pass_to_pass == ["t.py::b"]
+
+
+ORDER_DEPENDENT = """STATE = []
+
+
+def test_1_setup():
+    STATE.append(1)
+
+
+def test_2_needs_setup():
+    assert STATE == [1]
+"""
+
+
+def test_the_final_gate_drops_an_instance_that_does_not_reproduce_by_node_id(suite_sandbox):
+    """test_2_needs_setup passes only after test_1_setup: an instance listing it without test_1_setup fails clean when
+    run by node id, so the gate drops it; listed after test_1_setup, it reproduces."""
+    project = archive("toy", {"toy.py": MODULE, "tests/test_good.py": GOOD_TESTS,
+                              "tests/test_order.py": ORDER_DEPENDENT})
+    space = Workspace(suite_sandbox, project, ProjectLayout("toy", "1.0", ("",), ("tests",), ("toy.py",)),
+                      ENVIRONMENT)
+    result = generate_for_library(suite_sandbox, project, "toy-1.0.tar.gz", 3, ["op_invert"], 0, 2,
+                                  environment=ENVIRONMENT, clean_limits=FAST)
+    (instance, *_) = result.instances
+    buggy = apply_patch(MODULE, instance.patch)
+    order = ["tests/test_order.py::test_1_setup", "tests/test_order.py::test_2_needs_setup"]
+    together = instance.model_copy(update={"PASS_TO_PASS": sorted(instance.PASS_TO_PASS + order)})
+    without_setup = instance.model_copy(update={"PASS_TO_PASS": sorted(instance.PASS_TO_PASS + order[1:])})
+    kept, dropped = final_gate(space, [(together, buggy), (without_setup, buggy)], FAST, 2)
+    assert kept == [together]
+    (reject,) = dropped
+    assert reject.reason == "not_reproduced" and "test_2_needs_setup" in reject.detail
