@@ -1,4 +1,5 @@
-"""End to end in real Chromium: open the page, accept one item with the keyboard, edit another."""
+"""End to end in real Chromium: open the page, accept one item with the keyboard (confirmed once), edit another;
+a link with another token does not sign the reviewer out, and no other site may frame the page."""
 from __future__ import annotations
 
 import os
@@ -6,6 +7,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import httpx
 import pytest
 from review_support import TOKENS, ServedMetrics, make_round
 
@@ -15,6 +17,7 @@ from flawforge.review.store import ReviewStore
 CHROMIUM = os.environ.get("FLAWFORGE_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("FLAWFORGE_CHROMEDRIVER", "/usr/bin/chromedriver")
 SCREENSHOT = os.environ.get("FLAWFORGE_REVIEW_SCREENSHOT")  # where to save a picture of the page, if set
+TOKEN_KEY = "flawforge-review-token"  # where the page keeps the reviewer's token (review.js)
 
 pytestmark = pytest.mark.browser
 
@@ -76,10 +79,27 @@ def test_review_an_item_with_the_keyboard_and_edit_another(browser, tmp_path, ca
         if SCREENSHOT:
             browser.save_screenshot(SCREENSHOT)
 
+        # The tab's first one-key decision asks; declined, nothing is sent.
         browser.find_element(By.TAG_NAME, "body").send_keys("a")
+        asked = wait.until(shown.alert_is_present())
+        assert "accept" in asked.text
+        asked.dismiss()
+        wait.until(lambda d: d.find_element(By.ID, "status").text == "Nothing was sent.")
+        assert current_item() == first and served.client("ana").get("/rounds/r1/decisions").json() == []
+        browser.find_element(By.TAG_NAME, "body").send_keys("a")
+        wait.until(shown.alert_is_present()).accept()
         wait.until(lambda d: current_item() != first)
         second = current_item()
         assert "1 done" in browser.find_element(By.ID, "progress").text
+
+        # A link carrying ben's token leaves ana signed in, says so, and drops the token from the address bar.
+        browser.get("about:blank")  # the link opens the page afresh (a mere fragment change would not load it)
+        browser.get(f"{served.url}/review/?round=r1#token={TOKENS['ben']}")
+        wait.until(lambda d: "another token" in d.find_element(By.ID, "status").text)
+        assert browser.find_element(By.ID, "reviewer").text == "Reviewer: ana"
+        assert browser.execute_script(f"return localStorage.getItem('{TOKEN_KEY}')") == TOKENS["ana"]
+        assert TOKENS["ben"] not in browser.current_url
+        assert current_item() == second  # her open claim came back
 
         browser.find_element(By.TAG_NAME, "body").send_keys("e")
         box = wait.until(shown.visibility_of_element_located((By.ID, "edit-box")))
@@ -87,8 +107,11 @@ def test_review_an_item_with_the_keyboard_and_edit_another(browser, tmp_path, ca
         assert box.get_attribute("value") == generated
         box.send_keys(Keys.CONTROL, Keys.END)
         box.send_keys(" (checked)")
-        box.send_keys(Keys.CONTROL, Keys.ENTER)
+        box.send_keys(Keys.CONTROL, Keys.ENTER)  # not a one-key decision, and the tab confirmed one already
         wait.until(lambda d: current_item() not in (first, second))
+        page = httpx.get(f"{served.url}/review/")
+        assert page.headers["x-frame-options"] == "DENY"
+        assert page.headers["content-security-policy"] == "frame-ancestors 'none'"
 
         decisions = served.client("ana").get("/rounds/r1/decisions").json()
     assert [(d["item_id"], d["kind"], d["reviewer"]) for d in decisions] == [(first, "accept", "ana"),
