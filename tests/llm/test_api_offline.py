@@ -111,3 +111,9 @@ def test_the_chat_route_has_an_hourly_budget(tmp_path):
         spent = client.post("/llm/chat", json=body)
         assert spent.status_code == 429 and spent.json()["code"] == "budget_exceeded"
         assert "budget of 1 model requests" in spent.json()["detail"]
+        # A batch spends the same budget: none of its 25 rows is sent (sent, each would be a provider_error).
+        rows = "\n".join(json.dumps({"custom_id": f"r{i}", "body": {**body, "seed": i}}) for i in range(25))
+        batch = client.post("/llm/batches", content=rows, headers={"content-type": "application/jsonl"})
+        assert batch.status_code == 202 and batch.json()["provider_batches"] == []
+        errors = [row["error"] for row in client.get(f"/llm/batches/{batch.json()['batch_id']}/results").json()]
+        assert len(errors) == 25 and {e["code"] for e in errors} == {"budget_exceeded"}
