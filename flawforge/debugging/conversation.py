@@ -241,7 +241,7 @@ def task_problem(instance: Instance) -> str:
     nothing of the bug itself (its file, kind or fix)."""
     listed = "".join(f"- `{t}`\n" for t in instance.FAIL_TO_PASS[:LISTED_TESTS])
     more = len(instance.FAIL_TO_PASS) - LISTED_TESTS
-    roots = ", ".join(f"`{r or '.'}`" for r in instance.source_roots)
+    roots = ", ".join(f"`{r}/`" if r else "the task folder's top" for r in instance.source_roots)
     tests = ", ".join(f"`{t}`" for t in instance.test_paths)
     return (f"# {instance.source} {instance.version}: failing tests\n\n{scenario_text(instance)}"
             f"{problem_statement(instance)} Change the library's code, not its tests.\n\n"

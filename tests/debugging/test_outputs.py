@@ -16,6 +16,7 @@ import pytest
 
 from flawforge.debugging.patches import apply_patch, changed_lines
 from flawforge.proto.debugging import Conversation, Instance
+from tests.debugging.test_suite_unit import archive as sdist
 
 REPO = Path(__file__).resolve().parents[2]
 MIT = ("MIT License\n\nPermission is hereby granted, free of charge, to any person obtaining a copy of this "
@@ -98,16 +99,6 @@ def test_area_negative():
 PROJECT = {"shapes-1.0/shapes/__init__.py": "", "shapes-1.0/shapes/core.py": CORE,
            "shapes-1.0/tests/test_core.py": TESTS, "shapes-1.0/LICENSE": MIT}
 MODIFIERS = ["ctrl_invert_if", "op_swap", "remove_assign", "remove_cond", "remove_loop"]
-
-
-def sdist(files: dict[str, str]) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        for name, text in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(text.encode())
-            tar.addfile(info, io.BytesIO(text.encode()))
-    return buffer.getvalue()
 
 
 @pytest.fixture(scope="module")
