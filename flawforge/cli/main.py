@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -27,6 +28,8 @@ app.add_typer(sandbox_app, name="sandbox")
 StackOption = typer.Option(None, "--stack", help="Base URL of a running Flawforge service; default: run embedded.")
 TokenOption = typer.Option(None, "--token", envvar="FLAWFORGE_TOKEN", show_envvar=True,
                            help="Bearer token for --stack (one of the stack's FLAWFORGE_API_TOKENS).")
+# What --host may be: a host name, an IPv4 or IPv6 address (no spaces, controls or other scripts' characters).
+BIND_HOST = re.compile(r"[A-Za-z0-9.:_%-]{1,253}")
 OutOption = typer.Option(..., "--out", help="Folder for the job's artifacts.")
 CancelOption = typer.Option(None, "--cancel-on-exit/--keep-on-exit",
                             help="With --stack: on Ctrl-C cancel the job, or leave it running; default: ask at a "
@@ -333,12 +336,15 @@ def _local_inference(settings):
 
 def read_candidates(path: Path) -> list:
     """The candidates of a math-errors run's candidates.jsonl."""
+    from flawforge.inputs import InputRefused, read_input
     from flawforge.math.export import parse_candidates
 
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise FlawforgeError(f"cannot read candidates file {path}: {exc.strerror or exc}") from None
+    try:  # a regular file only, bounded: a FIFO or /dev/zero is refused, not waited on
+        text = read_input(path).decode("utf-8")
+    except InputRefused as exc:
+        raise FlawforgeError(f"cannot read candidates file {path}: {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise FlawforgeError(f"cannot read candidates file {path}: {getattr(exc, 'strerror', None) or exc}") from None
     return parse_candidates(text, str(path))
 
 
@@ -508,7 +514,8 @@ def export_debug(run: Path = typer.Argument(..., help="The OUT folder of a debug
 @app.command()
 def serve(service: str = typer.Argument(..., help="Service name, e.g. trace-executor, or 'all': every service as "
                                                    "its own process on RabbitMQ (a local stack without Docker)."),
-          port: Optional[int] = typer.Option(None, help="HTTP port; default FLAWFORGE_HTTP_PORT, else the service's own."),
+          port: Optional[int] = typer.Option(None, min=1, max=65535,
+                                             help="HTTP port; default FLAWFORGE_HTTP_PORT, else the service's own."),
           host: Optional[str] = typer.Option(None, help="Bind address; default FLAWFORGE_HTTP_HOST."),
           skip: Optional[str] = typer.Option(None, help="With 'all': services to leave out, comma-separated."),
           port_offset: int = typer.Option(0, help="With 'all': added to every service's own port.")) -> None:
@@ -517,6 +524,8 @@ def serve(service: str = typer.Argument(..., help="Service name, e.g. trace-exec
     from flawforge.services import SERVICE_NAMES, load_service
     from flawforge.settings import Settings
 
+    if host is not None and not BIND_HOST.fullmatch(host):
+        raise FlawforgeError(f"--host {ascii(host)[:200]} is not a host name or an IP address")
     if service == "all":
         from flawforge.runtime.local_stack import serve_all
 

@@ -5,7 +5,9 @@ created is removed whole; in a folder that was there before, only the files it w
 """
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -13,16 +15,32 @@ from typing import Iterator
 from flawforge.errors import FlawforgeError
 
 
+MAX_SHOWN_CHARS = 200
+
+
+def shown(path: Path) -> str:
+    """A path as a one-line error shows it: whole, or its start and its length when it is very long."""
+    text = str(path)
+    return text if len(text) <= MAX_SHOWN_CHARS else f"{text[:MAX_SHOWN_CHARS]}... ({len(text):,} characters)"
+
+
 @contextmanager
 def output_folder(out: Path, option: str = "--out") -> Iterator[Path]:
-    if out.exists() and not out.is_dir():
-        raise FlawforgeError(f"{option} {out} is a file; name a folder")
-    existed = out.exists()
-    before = set(out.iterdir()) if existed else set()
+    created = False
     try:
+        if out.exists() and not out.is_dir():
+            raise FlawforgeError(f"{option} {shown(out)} is a file; name a folder")
+        existed = out.exists()
+        before = set(out.iterdir()) if existed else set()
         out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise FlawforgeError(f"{option} {out}: cannot create it ({exc.strerror or exc})") from None
+        created = not existed
+        # A folder that lists but takes no new entries (/proc/self/fd) is refused now, not halfway through the work.
+        os.rmdir(tempfile.mkdtemp(prefix=".writable-", dir=out))
+    except OSError as exc:  # a name too long, a file system that refuses: one line, not a traceback
+        if created:
+            shutil.rmtree(out, ignore_errors=True)
+        raise FlawforgeError(f"{option} {shown(out)}: cannot create it or write in it ({exc.strerror or exc})") \
+            from None
     try:
         yield out
     except BaseException:

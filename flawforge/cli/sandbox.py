@@ -39,13 +39,16 @@ def exec_file(file: Path = typer.Argument(..., help="Python file to run."),
     """Runs FILE in the sandbox and prints the result (outcome, trace, return value, output, usage) as JSON."""
     from pydantic import ValidationError
 
+    from flawforge.inputs import InputRefused, read_input
     from flawforge.proto.sandbox import SandboxLimits
 
-    try:
-        source = file.read_text(encoding="utf-8")
+    settings = Settings()
+    try:  # a regular file only, no larger than the sandbox takes: a FIFO or /dev/zero is refused, not waited on
+        source = read_input(file, settings.sandbox_max_source_bytes).decode("utf-8")
+    except InputRefused as exc:
+        raise FlawforgeError(f"cannot read {file}: {exc}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise FlawforgeError(f"cannot read {file}: {getattr(exc, 'strerror', None) or exc}") from None
-    settings = Settings()
     try:
         limits = SandboxLimits(timeout_s=settings.sandbox_timeout_s if timeout is None else timeout,
                                memory_mb=settings.sandbox_memory_mb if memory is None else memory)

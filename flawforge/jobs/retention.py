@@ -48,6 +48,8 @@ class RetentionSweeper:
                 sweep_expired(self.platform)
             except FlawforgeError as exc:  # the store is down: try again next round
                 log.warning("job retention sweep failed: %s", exc)
+            except Exception:  # anything else, logged whole: the thread lives on and sweeps again next round
+                log.exception("job retention sweep failed")
             self._stop.wait(self.interval_s)
 
     def stop(self) -> None:

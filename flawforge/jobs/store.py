@@ -1,18 +1,29 @@
 """Job state in the blob store, so a restarted service loses nothing."""
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Iterable
 
+from pydantic import ValidationError
+
 from flawforge.blobstore import BlobStore
-from flawforge.errors import BlobNotFound, NotFound
+from flawforge.errors import BlobNotFound, FlawforgeError, NotFound
 from flawforge.proto.jobs import Artifact, JobState, JobStatus, Progress
+
+log = logging.getLogger(__name__)
 
 
 class JobNotFound(NotFound):
     code = "job_not_found"
+
+
+class JobRecordUnreadable(FlawforgeError):
+    """A job's stored status that does not parse (cut short, edited): the job is listed without it."""
+
+    code = "job_record_unreadable"
 
 
 def _now() -> datetime:
@@ -50,14 +61,29 @@ class JobStore:
         if not job_id.isalnum():
             raise JobNotFound(f"no job {job_id!r}")
         try:
-            return self._with_cancel(JobStatus.model_validate_json(self.store.get(self._status_key(job_id))))
+            return self._with_cancel(self._read(self._status_key(job_id)))
         except BlobNotFound:
             raise JobNotFound(f"no job {job_id!r}") from None
 
+    def _read(self, key: str) -> JobStatus:
+        try:
+            return JobStatus.model_validate_json(self.store.get(key))
+        except ValidationError as exc:
+            raise JobRecordUnreadable(f"{key} is not a readable job record: {exc.errors()[0]['msg']}") from None
+
     def list(self) -> list[JobStatus]:
+        """Every job whose record reads; one that does not is logged and left out, so one bad record does not
+        hide the others (nor stop the retention sweep)."""
         keys = [k for k in self.store.list("jobs/") if k.endswith("/status.json") and k.count("/") == 2]
-        return sorted((self._with_cancel(JobStatus.model_validate_json(self.store.get(k))) for k in keys),
-                      key=lambda s: s.created_at)
+        statuses = []
+        for key in keys:
+            try:
+                statuses.append(self._with_cancel(self._read(key)))
+            except BlobNotFound:
+                continue  # deleted since the listing
+            except JobRecordUnreadable as exc:
+                log.warning("job list: %s; left out", exc)
+        return sorted(statuses, key=lambda s: s.created_at)
 
     def _with_cancel(self, status: JobStatus) -> JobStatus:
         if not status.cancel_requested and self.store.exists(self._cancel_key(status.job_id)):

@@ -135,6 +135,29 @@ def cases(data: Path) -> list[Case]:
              leaves_no=None),
         Case("debug libraries missing", ["run", "debug-conversations", "--libraries", "/nonexistent", "--out", "OUT"],
              "/nonexistent"),
+        # file inputs: regular files only, never waited on or read whole
+        Case("sandbox file a fifo", ["sandbox", "exec", "FIFO"], "is a FIFO, not a regular file", leaves_no=None),
+        Case("sandbox file endless", ["sandbox", "exec", "/dev/zero"], "/dev/zero is a character device",
+             leaves_no=None),
+        Case("conversation a fifo", ["validate-conversation", "FIFO"], "is a FIFO, not a regular file",
+             leaves_no=None),
+        Case("conversation endless", ["validate-conversation", "/dev/zero"], "/dev/zero is a character device",
+             leaves_no=None),
+        Case("export candidates a fifo", ["export", "math", "--candidates", "FIFO", "--gsm8k", gsm8k, "--out", "OUT"],
+             "is a FIFO, not a regular file"),
+        Case("export candidates endless", ["export", "math", "--candidates", "/dev/zero", "--gsm8k", gsm8k, "--out",
+                                           "OUT"], "/dev/zero is a character device"),
+        Case("export candidates a folder", ["export", "math", "--candidates", human, "--gsm8k", gsm8k, "--out",
+                                            "OUT"], "is a folder, not a regular file"),
+        # output folders and addresses the system refuses
+        Case("out takes no entries", ["run", "smoke", "--count", "1", "--out", "/proc/self/fd"],
+             "--out /proc/self/fd: cannot create it or write in it", leaves_no=None),
+        Case("out name too long", ["run", "smoke", "--count", "1", "--out", "a" * 100_000],
+             "(100,000 characters): cannot create it or write in it (File name too long)", leaves_no=None),
+        Case("serve port out of range", ["serve", "metrics", "--port", "99999"], "Invalid value for '--port'",
+             leaves_no=None),
+        Case("serve host with a direction mark", ["serve", "metrics", "--host", "127.0.0.1\u202e"],
+             "--host '127.0.0.1\\u202e' is not a host name or an IP address", leaves_no=None),
     ]
 
 
@@ -143,8 +166,9 @@ def run_case(case: Case, folder: Path) -> tuple[Case, subprocess.CompletedProces
     (folder / "FILE").write_text("a file the user has\n")
     (folder / "EMPTY").write_text("")
     (folder / "MALFORMED").write_text("{not json\n")
+    os.mkfifo(folder / "FIFO")  # nobody writes it: a command that opens it to read waits for good
     paths = {"OUT": folder / "out", "FILE": folder / "FILE", "EMPTY": folder / "EMPTY",
-             "MALFORMED": folder / "MALFORMED"}
+             "MALFORMED": folder / "MALFORMED", "FIFO": folder / "FIFO"}
     args = [str(paths.get(arg, arg)) for arg in case.args]
     env = {**os.environ, "FLAWFORGE_BLOB_DIR": str(folder / "blobs"), "FLAWFORGE_API_TOKENS": "t:tok",
            "FLAWFORGE_HTTP_PORT": "1", **case.env}  # a service that starts by mistake cannot bind

@@ -69,3 +69,44 @@ def test_a_queued_job_whose_queue_nothing_consumes_fails_naming_the_owner(tmp_pa
         status = client.get(f"/jobs/{job['job_id']}").json()
     assert status["state"] == "failed"
     assert status["error"].startswith("nothing consumes queue 'jobs.smoke' after 0 s: start the metrics service")
+
+
+def test_a_truncated_status_record_leaves_the_job_list_answering_and_the_sweep_sweeping(tmp_path, caplog):
+    platform = platform_in(tmp_path, job_retention_days=0)  # the service's own sweep waits for the one below
+    jobs = JobStore(platform.store)
+    old, recent = job_with_blobs(jobs, JobState.failed, age_days=8), job_with_blobs(jobs, JobState.succeeded)
+    broken = job_with_blobs(jobs, JobState.succeeded)
+    record = f"jobs/{broken}/status.json"
+    platform.store.put(record, platform.store.get(record)[:40])  # cut short, as by a full disk
+    with TestClient(service_app("metrics", platform, run_worker=False), headers=AUTHORIZATION) as client:
+        listed = client.get("/jobs")
+        assert listed.status_code == 200 and {j["job_id"] for j in listed.json()} == {old, recent}
+        one = client.get(f"/jobs/{broken}")
+        assert one.status_code == 500 and one.json()["code"] == "job_record_unreadable"
+    assert f"{record} is not a readable job record" in caplog.text
+    assert sweep_expired(platform_in(tmp_path, job_retention_days=7)) == [old]
+
+
+def test_the_retention_thread_logs_an_unexpected_failure_and_sweeps_again(tmp_path, caplog):
+    from flawforge.jobs.retention import RetentionSweeper
+
+    platform = platform_in(tmp_path, job_retention_days=7)
+    old = job_with_blobs(JobStore(platform.store), JobState.failed, age_days=8)
+    listing, calls = platform.store.list, []
+
+    def failing_once(prefix):  # the first sweep meets an error no one planned for
+        calls.append(prefix)
+        if len(calls) == 1:
+            raise RuntimeError("the listing broke")
+        return listing(prefix)
+
+    platform.store.list = failing_once
+    sweeper = RetentionSweeper(platform, interval_s=0.05).start()
+    try:
+        deadline = time.monotonic() + 10
+        while platform.store.exists(f"jobs/{old}/status.json") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not platform.store.exists(f"jobs/{old}/status.json") and sweeper._thread.is_alive()
+    finally:
+        sweeper.stop()
+    assert "RuntimeError: the listing broke" in caplog.text

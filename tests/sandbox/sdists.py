@@ -10,6 +10,7 @@ import io
 import runpy
 import tarfile
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from tests.sandbox.test_attacks import header
@@ -51,6 +52,7 @@ def gzipped(raw: bytes) -> bytes:
     return gzip.compress(raw, mtime=0)
 
 
-def corpus() -> list[SdistAttack]:
-    return [SdistAttack(path.stem, runpy.run_path(str(path))["sdist"](), header(path)["refused"])
-            for path in sorted(FOLDER.glob("*.py"))]
+@lru_cache(maxsize=1)
+def corpus() -> tuple[SdistAttack, ...]:
+    return tuple(SdistAttack(path.stem, runpy.run_path(str(path))["sdist"](), header(path)["refused"])
+                 for path in sorted(FOLDER.glob("*.py")))
