@@ -9,11 +9,47 @@ import sys
 import textwrap
 
 from flawforge.proto.debugging import BugReject, Instance
-from tests.debugging.test_suite_unit import archive as demo_archive
-from tests.sandbox.sdists import corpus
+from tests.sandbox.sdists import TOP, corpus, member, tar_gz
 
 CORPUS = corpus()
 MEMORY_BOUND_KIB = 64 << 10
+# The good library: small, with functions its tests check closely enough for a changed one to fail them.
+CALC = """def clamp(x, low, high):
+    if x < low:
+        return low
+    if x > high:
+        return high
+    return x
+
+
+def total(values):
+    result = 0
+    for value in values:
+        result += value
+    return result
+"""
+TESTS = """from pkg.calc import clamp, total
+
+
+def test_clamp():
+    assert [clamp(x, 0, 10) for x in (-5, 0, 5, 10, 15)] == [0, 0, 5, 10, 10]
+
+
+def test_clamp_inside():
+    assert clamp(5, 0, 10) == 5
+
+
+def test_total():
+    assert total([1, 2, 3]) == 6 and total([]) == 0
+
+
+def test_total_of_one():
+    assert total([0]) == 0
+"""
+
+
+def demo_archive() -> bytes:
+    return tar_gz([member(f"{TOP}/pkg/calc.py", CALC.encode()), member(f"{TOP}/tests/test_calc.py", TESTS.encode())])
 
 
 def test_hostile_sdists_are_rejects_and_the_good_library_keeps_its_instances(tmp_path):
