@@ -13,11 +13,10 @@ from fastapi import APIRouter, WebSocket
 from fastapi.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
-from auth_support import API_TOKENS, AUTHORIZATION
+from auth_support import API_TOKENS, AUTHORIZATION, ROLE_TOKENS
 from flawforge.errors import ConfigError
 from flawforge.assembly import platform_for, service_app
 from flawforge.runtime.auth import ANONYMOUS, Caller, parse_api_tokens
-from flawforge.services import SERVICE_NAMES
 from flawforge.settings import Settings
 
 PUBLIC = {"/healthz", "/readyz", "/metrics"}
@@ -36,15 +35,8 @@ def concrete(path: str) -> str:
     return re.sub(r"\{[^}]+\}", "x", path)
 
 
-def no_model(name: str, tmp_path) -> dict:
-    """No model for the inference-server: the walks need its routes, not a loaded model."""
-    return {"inference_model_path": str(tmp_path / "no-model")} if name == "inference-server" else {}
-
-
-@pytest.mark.parametrize("name", SERVICE_NAMES)
-def test_every_route_without_a_valid_token_is_401(name, tmp_path):
-    app = app_of(name, tmp_path, **no_model(name, tmp_path))
-    client = TestClient(app)
+def test_every_route_without_a_valid_token_is_401(service_client):
+    _, client = service_client
     document = client.get("/openapi.json").json()
     assert document["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
     walked = 0
@@ -69,13 +61,9 @@ def test_every_route_without_a_valid_token_is_401(name, tmp_path):
     for path in DOCS:
         assert client.get(path).status_code == 200
 
-ROLE_TOKENS = {"reviewer": "tok-rev-19af", "service": "tok-svc-6c02"}
 
-
-@pytest.mark.parametrize("name", SERVICE_NAMES)
-def test_a_reviewer_token_reaches_only_review_routes_and_a_service_token_none_of_them(name, tmp_path):
-    tokens = ",".join([API_TOKENS, *(f"{role}:{token}:{role}" for role, token in ROLE_TOKENS.items())])
-    client = TestClient(app_of(name, tmp_path, api_tokens=tokens, **no_model(name, tmp_path)))
+def test_a_reviewer_token_reaches_only_review_routes_and_a_service_token_none_of_them(service_client):
+    name, client = service_client
     refused = {"reviewer": 0, "service": 0}
     for path, methods in client.get("/openapi.json").json()["paths"].items():
         if path in PUBLIC:

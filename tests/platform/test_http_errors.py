@@ -1,12 +1,19 @@
 """Errors become HTTP answers one way: the status and code of their class, a short message, an excerpt of
-the input at most; request bodies over the limit are refused before they are read whole (real uvicorn)."""
+the input at most; request bodies over the limit are refused before they are read whole (real uvicorn); JSON
+that no answer can carry, or too many keys to validate cheaply, is a 422 before any route sees it."""
 from __future__ import annotations
 
 import json
+import os
+import re
 import socket
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
@@ -54,15 +61,19 @@ def test_a_small_invalid_input_is_quoted_whole(client):
     assert finding["loc"] == ["body", "params", "count"] and finding["input"] == "many"
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 class Served:
     """The metrics service under uvicorn on a free port."""
 
     def __init__(self, settings: Settings):
         import uvicorn
 
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
+        self.port = free_port()
         self.server = uvicorn.Server(uvicorn.Config(service_app("metrics", platform_for(settings)),
                                                     host="127.0.0.1", port=self.port, log_level="warning"))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
@@ -155,3 +166,81 @@ def test_an_unknown_path_or_method_answers_in_its_prefix_format(client):
         wrong_method = openai_client.get("/v1/chat/completions")
         assert wrong_method.status_code == 405 and wrong_method.json()["error"]["code"] == "method_not_allowed"
         assert wrong_method.headers["allow"] == "POST"
+
+
+# What Python's json reads but no answer can carry: non-finite numbers, and lone surrogates (escaped or as
+# their UTF-8 bytes). Each was a 500.
+HOSTILE = {"1e999": (b'{"x": 1e999}', "the number 1e999 is too large for a float"),
+           "NaN": (b'{"x": [1, NaN]}', "NaN is not a number JSON allows"),
+           "-Infinity": (b'{"x": -Infinity}', "-Infinity is not a number JSON allows"),
+           "escaped surrogate": (b'{"x": "ok \\udc80"}', "a string holds a lone surrogate (U+DC80 at character 3)"),
+           "surrogate bytes": (b'{"\xed\xa0\x80": 1}', "a string holds a lone surrogate (U+D800 at character 0)")}
+
+
+def test_non_finite_numbers_and_lone_surrogates_are_422_on_every_json_route(service_client):
+    _, client = service_client
+    routes = [(path, method) for path, methods in client.get("/openapi.json").json()["paths"].items()
+              for method, operation in methods.items()
+              if "application/json" in operation.get("requestBody", {}).get("content", {})]
+    assert ("/jobs", "post") in routes
+    for path, method in routes:
+        for body, problem in HOSTILE.values():
+            response = client.request(method, re.sub(r"\{[^}]+\}", "x", path), content=body,
+                                      headers={**AUTHORIZATION, "Content-Type": "application/json"})
+            assert response.status_code == 422, (path, body, response.text)
+            answer = response.json()  # the route's error format: its own, or OpenAI's under /v1
+            assert (answer["error"]["message"] if "error" in answer else answer["detail"]).startswith(
+                f"JSON body: {problem}"), (path, answer)
+    # 12 MiB of them, as sent to the jobs API: the same one-line answer.
+    flood = b'{"pipeline": "' + b"\\ud800" * (2 << 20) + b'"}'
+    response = client.post("/jobs", content=flood, headers={**AUTHORIZATION, "Content-Type": "application/json"})
+    assert response.status_code == 422 and len(response.content) < 300
+
+
+def test_a_body_of_many_keys_or_deep_nesting_is_refused_before_validation(tmp_path):
+    """500,000 unknown job parameters cost about 700 MiB for one 422 when validated; refused by their count,
+    the service grows by what reading the body takes (measured: about 90 MiB)."""
+    port = free_port()
+    env = {**os.environ, "FLAWFORGE_BUS": "memory", "FLAWFORGE_BLOB_DIR": str(tmp_path / "blobs"),
+           "FLAWFORGE_API_TOKENS": API_TOKENS}
+    server = subprocess.Popen([sys.executable, "-m", "flawforge.cli.entry", "serve", "metrics", "--port", str(port)],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/healthz").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert server.poll() is None, server.stderr.read()
+            assert time.monotonic() < deadline, "the service did not start"
+            time.sleep(0.2)
+
+        def peak_rss_mib() -> float:
+            status = Path(f"/proc/{server.pid}/status").read_text()
+            return int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1)) / 1024
+
+        with httpx.Client(base_url=url, headers=AUTHORIZATION, timeout=120) as client:
+            # One ordinary refusal first: what validating a small body takes is in the baseline.
+            assert client.post("/jobs", json={"pipeline": "smoke", "params": {"count": "x"}}).status_code == 422
+            before = peak_rss_mib()
+            params = b",".join(b'"k%d": 0' % i for i in range(500_000))
+            many = client.post("/jobs", content=b'{"pipeline": "smoke", "params": {' + params + b"}}",
+                               headers={"Content-Type": "application/json"})
+            grown = peak_rss_mib() - before
+            assert many.status_code == 422, many.text[:300]
+            assert many.json() == {"detail": "JSON body: an object has 500,000 keys (at most 1,000)",
+                                   "code": "invalid_json"}
+            assert grown < 200, f"the service grew by {grown:.0f} MiB"
+            spread = client.post("/jobs", json={"pipeline": "smoke", "params": {
+                "items": [{f"k{i}": 0 for i in range(500)} for _ in range(250)]}})
+            assert spread.json()["detail"] == "JSON body: over 100,000 keys in all"
+            deep = client.post("/jobs", content=b'{"pipeline": "smoke", "params": {"x": ' + b"[" * 100_000
+                               + b"]" * 100_000 + b"}}", headers={"Content-Type": "application/json"})
+            assert deep.status_code == 422 and deep.json()["detail"] == "JSON body: nested deeper than 64 levels"
+            assert client.post("/jobs", json={"pipeline": "smoke", "params": {"count": 1}}).status_code == 201
+    finally:
+        server.terminate()
+        server.wait(30)
