@@ -403,7 +403,8 @@ def write_outputs(ctx: JobContext, results: list[LibraryResult], projects: dict,
     summary = summary_of(results, time.monotonic() - started)
     summary["conversations"] = {"by_model": len(replies), "deterministic": len(instances) - len(replies),
                                 "fallbacks": [{**f, "reason": without_host_paths(f["reason"])} for f in fallbacks]}
-    ctx.put_artifact("summary.json", (json.dumps(summary, indent=1) + "\n").encode())
+    # Exclusions' reasons quote installers and tracebacks: the summary, too, names no path of this machine.
+    ctx.put_artifact("summary.json", (without_host_paths(json.dumps(summary, indent=1)) + "\n").encode())
 
 
 PIPELINE = register(Pipeline(name="debug-conversations",
