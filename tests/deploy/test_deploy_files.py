@@ -179,6 +179,8 @@ def check_distributed(settings: Settings, where: str, *, broker: tuple[str, int]
     owners = parse_api_tokens(settings.api_tokens)
     assert owners, f"{where}: FLAWFORGE_API_TOKENS is empty (a service refuses to start)"
     assert settings.token in owners, f"{where}: FLAWFORGE_TOKEN is not one of FLAWFORGE_API_TOKENS"
+    # Services call each other with a service token: it cannot decide review items as a reviewer would.
+    assert owners[settings.token].role == "service", f"{where}: FLAWFORGE_TOKEN's entry is not a service's"
     assert settings.data_roots == DATA_PATH, f"{where}: FLAWFORGE_DATA_ROOTS must be the data folder {DATA_PATH}"
     # A loopback address would point each container at itself (a default left in place).
     for field, value in settings.model_dump(exclude={"http_host"}).items():
@@ -584,7 +586,7 @@ def test_untrusted_code_runs_only_in_the_trace_executor(compose, k8s, specs):
                         ("k8s", {name: k8s_env(k8s, deployment)
                                  for name, deployment in objects(k8s, "Deployment").items()})):
         executor = settings_from(envs["trace-executor"])
-        accepted = {pair.split(":", 1)[1].strip() for pair in executor.api_tokens.split(",") if ":" in pair}
+        accepted = parse_api_tokens(executor.api_tokens)
         for name, env in envs.items():
             settings = settings_from(env)
             if name != "trace-executor":
