@@ -145,6 +145,11 @@ class TestRunRequest(Model):
     limits: SandboxLimits | None = None
 
 
+ENVIRONMENT_DESCRIPTION = ("The folder of an installed environment (a library's wheels, built by the debugging "
+                           "pipeline under FLAWFORGE_DEBUG_ENVIRONMENTS, which the service mounts at the same path): "
+                           "the project then sees the standard library and it, not the service's site-packages.")
+
+
 class SuiteOptions(Model):
     """How a project's pytest suite is run: changed files, import roots, pytest arguments, coverage, limits."""
 
@@ -155,6 +160,7 @@ class SuiteOptions(Model):
     coverage: bool = Field(False, description="Report the project functions each test executes.")
     coverage_files: list[str] = Field(default_factory=list, description="The project files coverage looks at.")
     limits: SandboxLimits | None = None
+    environment: str | None = Field(None, description=ENVIRONMENT_DESCRIPTION)
 
 
 class SuiteRunRequest(SuiteOptions):
@@ -201,6 +207,7 @@ class SuiteBatchOptions(Model):
                                description="The library's files, whose module state must not change between changes.")
     baseline: list[str] = Field(default_factory=list, description="The tests that pass on the clean project.")
     limits: SandboxLimits | None = None
+    environment: str | None = Field(None, description=ENVIRONMENT_DESCRIPTION)
 
 
 class SuiteBatchExecRequest(SuiteBatchOptions):

@@ -45,16 +45,18 @@ SUITES_PER_LIBRARY = max(1, len(os.sched_getaffinity(0)))
 
 @lru_cache(maxsize=2)
 def suite_sandbox(settings_json: str | None = None):
-    """The sandbox that runs suites (by the service's settings): it may also read pytest's folder, and hashes
-    strings with a fixed seed, so that tests parametrized over a set get the same ids in every run. On a stack
-    (FLAWFORGE_SANDBOX_URL) it is the trace-executor's, whose suite sandbox has the same options."""
+    """The sandbox that runs suites (by the service's settings): it may also read pytest's folder, the libraries'
+    environments and the time-zone database, and hashes strings with a fixed seed, so that tests parametrized over
+    a set get the same ids in every run. On a stack (FLAWFORGE_SANDBOX_URL) it is the trace-executor's, whose suite
+    sandbox has the same options."""
+    from flawforge.debugging.environments import suite_read_paths
     from flawforge.sandbox import Sandbox
     from flawforge.sandbox.engine import csv_setting, pytest_path
     from flawforge.settings import Settings
 
     settings = Settings.model_validate_json(settings_json) if settings_json else Settings()
-    return Sandbox.from_settings(settings,
-                                 read_paths=[*csv_setting(settings.sandbox_read_paths), pytest_path()],
+    return Sandbox.from_settings(settings, read_paths=[*csv_setting(settings.sandbox_read_paths), pytest_path(),
+                                                       *suite_read_paths(settings)],
                                  workers=CONCURRENT_LIBRARIES * SUITES_PER_LIBRARY, hash_seed=SUITE_HASH_SEED,
                                  preload=("pytest", pytest_path()))
 

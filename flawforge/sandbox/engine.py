@@ -36,7 +36,7 @@ from importlib import resources
 from itertools import count
 from typing import BinaryIO
 
-from flawforge.errors import FlawforgeError, Unavailable
+from flawforge.errors import FlawforgeError, InvalidInput, Unavailable
 from flawforge.proto.sandbox import (LAYERS, ExecutionResult, LayerReport, SandboxLimits, SuiteChange,
                                      SuiteRunResult, TestRunResult)
 from flawforge.runtime.metrics import SANDBOX_OUTCOMES
@@ -602,32 +602,45 @@ class Sandbox:
 
     def run_suite(self, archive: bytes, overlay: dict[str, str] | None = None, *, source_roots: list[str] = ("",),
                   args: list[str] = (), coverage_files: list[str] | None = None,
-                  limits: SandboxLimits | None = None) -> SuiteRunResult:
+                  limits: SandboxLimits | None = None, environment: str | None = None) -> SuiteRunResult:
         """Runs the pytest suite of the project in `archive` (tar.gz) with `overlay` written over it; each test's
         outcome by node id. With `coverage_files`, also which of their functions each test executed. pytest
-        comes from pytest_path(), which the sandbox's read_paths must include."""
+        comes from pytest_path(), which the sandbox's read_paths must include. With `environment` (a folder of
+        installed wheels under the read paths, as flawforge.debugging.environments builds), the project sees the
+        standard library and that folder, not the host's site-packages."""
         limits = limits or self.limits
         future = self._submit({"unit": wire.SUITE, "archive": base64.b64encode(archive).decode("ascii"),
                                "overlay": overlay or {}, "source_roots": list(source_roots), "args": list(args),
                                "coverage": coverage_files is not None, "coverage_files": coverage_files or [],
-                               "python_path": [pytest_path()]}, limits)
+                               **self._python_path(environment)}, limits)
         return _counted(outcome.project_suite_result(*self._wait(future, limits), limits))
-
 
     def run_suite_batch(self, archive: bytes, changes: list[SuiteChange], *, source_roots: list[str] = ("",),
                         args: list[str], modules: list[str] = (), baseline: list[str] = (),
-                        limits: SandboxLimits | None = None) -> list[SuiteRunResult | None]:
+                        limits: SandboxLimits | None = None, environment: str | None = None
+                        ) -> list[SuiteRunResult | None]:
         """Collects the suite of `args` once, then runs each change's tests with the change made in place (see
         runtime.suite.ChangeLoop); each change has the whole wall-clock limit. The results of the changes the
         batch reached, in order (outcome.suite_batch_results): None for one that must run alone (run_suite with
-        its file as the overlay); the changes after the last result were not reached."""
+        its file as the overlay); the changes after the last result were not reached. `environment`: as for
+        run_suite."""
         limits = limits or self.limits
         future = self._submit({"unit": wire.SUITE_BATCH, "archive": base64.b64encode(archive).decode("ascii"),
                                "changes": [change.model_dump() for change in changes],
                                "source_roots": list(source_roots), "args": list(args), "modules": list(modules),
-                               "baseline": list(baseline), "python_path": [pytest_path()]}, limits)
+                               "baseline": list(baseline), **self._python_path(environment)}, limits)
         results = outcome.suite_batch_results(*self._wait(future, limits, len(changes) + 1), limits, len(changes))
         return [result if result is None else _counted(result) for result in results]
+
+    def _python_path(self, environment: str | None) -> dict:
+        """What a suite unit imports from: pytest's folder, or the environment's (a folder the units may read)."""
+        if environment is None:
+            return {"python_path": [pytest_path()]}
+        path = os.path.realpath(environment)
+        readable = [os.path.realpath(p) for p in self._config["read_paths"]]
+        if not os.path.isdir(path) or not any(path.startswith(root.rstrip("/") + "/") for root in readable):
+            raise InvalidInput(f"environment {environment}: not a folder under the sandbox's read paths")
+        return {"python_path": [pytest_path()], "environment": path}
 
 
 def _counted(result):

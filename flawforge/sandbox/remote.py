@@ -109,23 +109,24 @@ class RemoteSandbox:
 
     def run_suite(self, archive: bytes, overlay: dict[str, str] | None = None, *, source_roots: list[str] = ("",),
                   args: list[str] = (), coverage_files: list[str] | None = None,
-                  limits: SandboxLimits | None = None) -> SuiteRunResult:
+                  limits: SandboxLimits | None = None, environment: str | None = None) -> SuiteRunResult:
         limits = limits or self.limits
         request = SuiteExecRequest(archive=base64.b64encode(archive), overlay=overlay or {},
                                    source_roots=list(source_roots), args=list(args),
                                    coverage=coverage_files is not None, coverage_files=coverage_files or [],
-                                   limits=limits)
+                                   limits=limits, environment=environment)
         return self._call("POST", "/sandbox/suite", request, SuiteRunResult, limits.timeout_s + MARGIN_S)
 
     def run_suite_batch(self, archive: bytes, changes: list[SuiteChange], *, source_roots: list[str] = ("",),
                         args: list[str], modules: list[str] = (), baseline: list[str] = (),
-                        limits: SandboxLimits | None = None) -> list[SuiteRunResult | None]:
+                        limits: SandboxLimits | None = None, environment: str | None = None
+                        ) -> list[SuiteRunResult | None]:
         """The changes that fit one request: the results stop there, as for changes a batch did not reach."""
         limits = limits or self.limits
         changes = changes[:self._programs_per_request(limits) - 1]
         request = SuiteBatchExecRequest(archive=base64.b64encode(archive), changes=changes,
                                         source_roots=list(source_roots), args=list(args), modules=list(modules),
-                                        baseline=list(baseline), limits=limits)
+                                        baseline=list(baseline), limits=limits, environment=environment)
         return self._call("POST", "/sandbox/suite-batch", request, SuiteBatchResult,
                           limits.timeout_s * (1 + len(changes)) + MARGIN_S).results
 

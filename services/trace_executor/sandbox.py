@@ -41,7 +41,8 @@ def sandbox_for(settings: Settings, *, suites: bool = False) -> Sandbox:
         if sandbox is None:
             suite_options = {"hash_seed": SUITE_HASH_SEED, "preload": ("pytest", pytest_path())} if suites else {}
             sandbox = Sandbox.from_settings(settings, in_process=True,  # this service is where units run
-                                            read_paths=[*csv_setting(settings.sandbox_read_paths), *suite_reads()],
+                                            read_paths=[*csv_setting(settings.sandbox_read_paths),
+                                                        *suite_reads(settings)],
                                             **suite_options)
             report = sandbox.layer_report()
             log.warning("sandbox isolation layers active: %s; missing: %s", ", ".join(report.active),
@@ -50,9 +51,15 @@ def sandbox_for(settings: Settings, *, suites: bool = False) -> Sandbox:
         return sandbox
 
 
-def suite_reads() -> list[str]:
-    """What a suite unit must read besides the settings' paths: pytest's folder, where pytest is installed."""
-    return [pytest_path()] if importlib.util.find_spec("pytest") is not None else []
+def suite_reads(settings: Settings) -> list[str]:
+    """What a suite unit must read besides the settings' paths: pytest's folder, where pytest is installed, the
+    libraries' environments (the volume the mutator builds them in, mounted here at the same path) and the
+    time-zone database."""
+    if importlib.util.find_spec("pytest") is None:
+        return []
+    from flawforge.debugging.environments import suite_read_paths
+
+    return [pytest_path(), *suite_read_paths(settings)]
 
 
 def sandbox_isolation(platform) -> None:
@@ -86,9 +93,10 @@ def _run(sandbox: Sandbox, unit: UnitKind, request: BaseModel) -> BaseModel:
     if unit == UnitKind.SUITE:
         return sandbox.run_suite(request.archive, request.overlay, source_roots=request.source_roots, args=request.args,
                                  coverage_files=request.coverage_files if request.coverage else None,
-                                 limits=request.limits)
+                                 limits=request.limits, environment=request.environment)
     if unit == UnitKind.SUITE_BATCH:
         return SuiteBatchResult(results=sandbox.run_suite_batch(
             request.archive, request.changes, source_roots=request.source_roots, args=request.args,
-            modules=request.modules, baseline=request.baseline, limits=request.limits))
+            modules=request.modules, baseline=request.baseline, limits=request.limits,
+            environment=request.environment))
     return sandbox.run_tests(request.module_source, request.test_source, request.module_name, limits=request.limits)

@@ -148,13 +148,20 @@ class Reporter:
             self.send(["ce", report.nodeid, report.longreprtext[-MESSAGE_CHARS:]], True)
 
 
-def import_pytest(request: dict) -> None:
-    """pytest from the host's `python_path`, without the plugins it would find installed there. Modules the
-    audit hook forbids look absent to a plain import, so a test that imports one under `try/except ImportError`
-    sees what it would see on a host without them (a convenience, not a layer: the hook still judges any
-    import that gets past it)."""
-    sys.path.extend(request.get("python_path", []))
-    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+def import_pytest(request: dict, standard_path: list) -> None:
+    """pytest from the host's `python_path`, without the plugins it would find installed there; or, with an
+    `environment` (a read-only folder of installed wheels holding the same pytest and what it requires as the
+    host's), sys.path is the standard library and that folder alone, and pytest loads the plugins installed in
+    it, as in a plain venv of those packages (the project's roots go first, in run_suite). Modules the audit hook
+    forbids look absent to a plain import, so a test that imports one under `try/except ImportError` sees what
+    it would see on a host without them (a convenience, not a layer: the hook still judges any import that gets
+    past it)."""
+    environment = request.get("environment")
+    if environment:
+        sys.path[:] = [*standard_path, environment]
+    else:
+        sys.path.extend(request.get("python_path", []))
+        os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     # Without them, the home folder and the user name come from the C library's user database, which may ask
     # a daemon over a socket: a call the seccomp layer kills the unit for.
     os.environ["HOME"] = os.getcwd()

@@ -153,10 +153,12 @@ def standard_streams() -> tuple:
 
 
 class Interpreter:
-    """What the unit resets before running untrusted code."""
+    """What the unit resets before running untrusted code. `standard_path`: the standard library's part of
+    `library_path` (without the sandbox's preloaded folders)."""
 
-    def __init__(self, library_path: list[str], hidden: list[str], streams: tuple):
+    def __init__(self, library_path: list[str], hidden: list[str], streams: tuple, standard_path: list[str]):
         self.library_path, self.hidden, self.streams = library_path, hidden, streams
+        self.standard_path = standard_path
 
     def reset(self) -> None:
         os.environ.clear()
@@ -397,7 +399,7 @@ def run(request: dict, interpreter: Interpreter, read_roots: list[str], audit: b
     try:
         interpreter.reset()
         if suite_unit:  # pytest is ours: imported before the audit hook judges the project
-            suite.import_pytest(request)
+            suite.import_pytest(request, interpreter.standard_path)
         if audit:
             policy.install(policy.Paths(os.getcwd(), read_roots), report)
         if request["unit"] == wire.TESTS:

@@ -503,7 +503,8 @@ class Server:
             os.close(self.statm)
             if self.isolation.active("seccomp"):
                 self.isolation.filter.install()
-            unit.run(request, unit.Interpreter(self.config["library_path"], self.hidden_modules, self.streams),
+            unit.run(request, unit.Interpreter(self.config["library_path"], self.hidden_modules, self.streams,
+                                               self.config["standard_path"]),
                      self.config["unit_read_roots"], self.isolation.active("audit"))
         finally:
             os._exit(wire.RUNNER_FAILED)
@@ -613,6 +614,9 @@ class Server:
 def main(fd: int, config: dict) -> None:
     sock = socket.socket(fileno=fd)
     os.environ.clear()  # started with none, but the interpreter may add some (locale coercion)
+    # The standard library's folders: with an environment, a suite unit's sys.path holds these and not the host's
+    # site-packages.
+    config["standard_path"] = [p for p in sys.path if p and os.path.isabs(p)]
     sys.path.extend(config.get("preload_path", []))  # a sandbox's own trusted modules (a suite sandbox's pytest)
     for name in PRELOAD + tuple(config.get("preload", ())):
         try:
