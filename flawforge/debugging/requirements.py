@@ -121,18 +121,26 @@ class PyprojectReader:
         return lines
 
 
+def _ini(files: dict[str, bytes], path: str, found: Found) -> configparser.ConfigParser | None:
+    """The INI file at `path`, parsed; None when there is none or it does not parse (then dropped, with why)."""
+    data = files.get(path)
+    if data is None:
+        return None
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read_string(_text(data))
+    except configparser.Error as exc:
+        found.dropped.append((path, f"not readable: {type(exc).__name__}"))
+        return None
+    return parser
+
+
 class SetupCfgReader:
     """setup.cfg: [metadata] name, [options] install_requires and tests_require, [options.extras_require]."""
 
     def read(self, files: dict[str, bytes], found: Found) -> None:
-        data = files.get("setup.cfg")
-        if data is None:
-            return
-        parser = configparser.ConfigParser(interpolation=None)
-        try:
-            parser.read_string(_text(data))
-        except configparser.Error as exc:
-            found.dropped.append(("setup.cfg", f"not readable: {type(exc).__name__}"))
+        parser = _ini(files, "setup.cfg", found)
+        if parser is None:
             return
         if parser.has_option("metadata", "name"):
             found.names.add(parser.get("metadata", "name").strip())
@@ -277,16 +285,8 @@ class ToxReader:
     and its extras (the library's extras the tests install)."""
 
     def read(self, files: dict[str, bytes], found: Found) -> None:
-        data = files.get("tox.ini")
-        if data is None:
-            return
-        parser = configparser.ConfigParser(interpolation=None)
-        try:
-            parser.read_string(_text(data))
-        except configparser.Error as exc:
-            found.dropped.append(("tox.ini", f"not readable: {type(exc).__name__}"))
-            return
-        if not parser.has_section("testenv"):
+        parser = _ini(files, "tox.ini", found)
+        if parser is None or not parser.has_section("testenv"):
             return
         if parser.has_option("testenv", "extras"):
             found.wanted_extras.update(e.strip() for e in re.split(r"[,\s]+", parser.get("testenv", "extras"))
