@@ -44,7 +44,9 @@ class Settings(BaseSettings):
     http_host: str = Field("127.0.0.1", description="HTTP bind address; containers set 0.0.0.0.")
     http_port: int | None = Field(None, description="HTTP port; unset: the service's own port (see README).")
     run_worker: bool = Field(True, description="Start the service's queue worker beside its HTTP API.")
-    api_tokens: str = Field("", description="Comma-separated `name:token` pairs; every route but /healthz, /readyz, "
+    api_tokens: str = Field("", description="Comma-separated `name:token:role` entries, role `operator` (every "
+                                            "route), `service` (all but review) or `reviewer` (review only); "
+                                            "without a role, `operator`. Every route but /healthz, /readyz, "
                                             "/metrics and the API docs needs `Authorization: Bearer <token>`.")
     token: str = Field("", description="Bearer token this process sends to other Flawforge services (the CLI's "
                                         "--stack; the llm-gateway's default local provider).")
