@@ -182,8 +182,14 @@ def classify(header: dict, report: Report, limits) -> tuple[str, str]:
     return "ok", ""
 
 
+def _report(header: dict, data: bytes) -> Report:
+    """The unit's report lines, parsed; none of a report that overflowed its cap: the outcome is output_limit, and
+    parsing a cap's worth of flood (a trace step per line) would cost the service fifty times its size."""
+    return Report() if header.get("result_overflow") else Report.parse(data)
+
+
 def execution_result(header: dict, data: bytes, limits) -> ExecutionResult:
-    report = Report.parse(data)
+    report = _report(header, data)
     outcome, detail = classify(header, report, limits)
     return ExecutionResult(outcome=outcome, detail=detail, trace=report.steps, return_value=report.return_value,
                            error=report.syntax_error or report.error, stdout=header.get("stdout", ""),
@@ -191,7 +197,7 @@ def execution_result(header: dict, data: bytes, limits) -> ExecutionResult:
 
 
 def suite_result(header: dict, data: bytes, limits, report: Report | None = None) -> TestRunResult:
-    report = report or Report.parse(data)
+    report = report or _report(header, data)
     outcome, detail = classify(header, report, limits)
     tests = list(report.tests.values())
     if report.running_test is not None and report.running_test not in report.tests:
@@ -220,6 +226,18 @@ def _sections(data: bytes) -> list[list[bytes]]:
 def sections_reached(data: bytes) -> int:
     """How many programs' sections a batch report began (counted without splitting it into lines)."""
     return data.count(b"\n" + wire.PROGRAM_MARKER) + data.startswith(wire.PROGRAM_MARKER)
+
+
+def _before_overflow(header: dict, data: bytes) -> bytes:
+    """A batch report that overflowed its cap, cut after the marker of its last section: the section that filled it
+    (then handed back to run alone) is never split into lines or parsed."""
+    if not header.get("result_overflow"):
+        return data
+    start = data.rfind(b"\n" + wire.PROGRAM_MARKER) + 1 or (0 if data.startswith(wire.PROGRAM_MARKER) else -1)
+    if start < 0:
+        return b""
+    end = data.find(b"\n", start)
+    return data if end < 0 else data[:end]
 
 
 def _frame(line: bytes) -> list:
@@ -287,6 +305,7 @@ def batch_results(header: dict, data: bytes, limits, count: int) -> list[Executi
     results: list[ExecutionResult | None] = [None] * count
     if header.get("failed"):
         return results
+    data = _before_overflow(header, data)
     spent_cpu = spent_wall = 0.0
     for index, section, final in _batch_sections(data, count, header.get("cpu_limit_s", 1e9)):  # each program's
         if section.handed_back:  # may not share the unit: not run
@@ -313,7 +332,7 @@ def batch_results(header: dict, data: bytes, limits, count: int) -> list[Executi
 
 def project_suite_result(header: dict, data: bytes, limits) -> SuiteRunResult:
     """A suite unit's result: the test run, plus the files that failed to collect and, if asked, coverage."""
-    report = Report.parse(data)
+    report = _report(header, data)
     result = suite_result(header, data, limits, report)
     unfinished = report.running_test if report.running_test not in report.tests else None
     return SuiteRunResult(**result.model_dump(exclude={"passed", "failed", "errors", "skipped"}),
@@ -331,6 +350,7 @@ def suite_batch_results(header: dict, data: bytes, limits, count: int) -> list[S
     results: list[SuiteRunResult | None] = []
     if header.get("failed"):
         return results
+    data = _before_overflow(header, data)
     lines = data.splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith(wire.PROGRAM_MARKER)), len(lines))
     collection = Report.of_lines(lines[:start])

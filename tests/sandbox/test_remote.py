@@ -142,6 +142,40 @@ def test_a_suite_batch_runs_in_the_trace_executor(served, tmp_path):
     assert not_made is None
 
 
+def test_a_client_that_goes_away_frees_its_slots(served):
+    """Two suite batches of sleeping changes (within every maximum: 21 x 30 s) take both suite slots; their clients
+    give up after 3 s and close the connection. The service kills their units: another caller's one-test suite
+    then runs at once, not after the first changes' 30 s."""
+    import base64
+
+    import httpx
+
+    from auth_support import AUTHORIZATION
+
+    sleeping = project_archive({"mod.py": "import time\n\ndef nap():\n    time.sleep(60)\n",
+                                "test_mod.py": "from mod import nap\n\ndef test_nap():\n    nap()\n"})
+    changes = [{"path": "mod.py", "qualname": "nap", "source": f"import time\n\ndef nap():\n    time.sleep({61 + n})\n",
+                "tests": ["test_mod.py"]} for n in range(20)]
+    body = {"archive": base64.b64encode(sleeping).decode(), "changes": changes, "args": ["test_mod.py"],
+            "modules": ["mod.py"], "baseline": [], "limits": {"timeout_s": 30}}
+
+    def give_up() -> None:
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(f"{served.url}/sandbox/suite-batch", json=body, headers=AUTHORIZATION, timeout=3)
+
+    greedy = [threading.Thread(target=give_up) for _ in range(2)]
+    for thread in greedy:
+        thread.start()
+    for thread in greedy:
+        thread.join()
+    quick = project_archive({"test_one.py": "def test_one():\n    assert True\n"})
+    started = time.monotonic()
+    answer = httpx.post(f"{served.url}/sandbox/suite", headers=AUTHORIZATION, timeout=60, json={
+        "archive": base64.b64encode(quick).decode(), "args": ["test_one.py"]})
+    assert answer.status_code == 200 and answer.json()["passed"] == 1, answer.text
+    assert time.monotonic() - started < 10
+
+
 def test_a_remote_sandbox_that_cannot_be_used_is_unavailable(served, tmp_path):
     with pytest.raises(SandboxUnavailable, match="answered 401"):
         Sandbox.from_settings(served.client_settings(tmp_path).model_copy(update={"token": "wrong"}))
