@@ -6,15 +6,14 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import hashlib
 
-import httpx
 import pytest
 
 from flawforge.pipelines.smoke import payload_for
+from polling import wait_until_answers
 
 FLAWFORGE = [sys.executable, "-m", "flawforge.cli.entry"]
 
@@ -67,16 +66,7 @@ def test_smoke_through_a_served_service_on_rabbitmq(amqp_url, tmp_path):
     server = subprocess.Popen([*FLAWFORGE, "serve", "metrics", "--port", str(port)],
                               env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert server.poll() is None, server.stderr.read()
-            assert time.monotonic() < deadline, "service never became ready"
-            time.sleep(0.2)
+        wait_until_answers(f"http://127.0.0.1:{port}/readyz", server)
         stack = ["run", "smoke", "--count", "25", "--out", str(tmp_path / "out"), "--stack", f"http://127.0.0.1:{port}"]
         refused = run_cli(*stack, "--token", "tok-wrong")
         assert refused.returncode == 2 and "Traceback" not in refused.stderr

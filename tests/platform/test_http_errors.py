@@ -20,6 +20,7 @@ from fastapi.testclient import TestClient
 from auth_support import API_TOKENS, AUTHORIZATION, TOKEN
 from flawforge.assembly import platform_for, service_app
 from flawforge.settings import Settings
+from polling import wait_until_answers
 
 LIMIT = 256 << 10
 
@@ -207,16 +208,7 @@ def test_a_body_of_many_keys_or_deep_nesting_is_refused_before_validation(tmp_pa
                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{url}/healthz").status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert server.poll() is None, server.stderr.read()
-            assert time.monotonic() < deadline, "the service did not start"
-            time.sleep(0.2)
+        wait_until_answers(f"{url}/healthz", server, timeout=60)
 
         def peak_rss_mib() -> float:
             status = Path(f"/proc/{server.pid}/status").read_text()
