@@ -5,7 +5,10 @@ import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable, Iterator, Literal
+from typing import TYPE_CHECKING, Callable, Iterator, Literal
+
+if TYPE_CHECKING:
+    from flawforge.inference.grammars import GrammarLimits
 
 
 @dataclass(frozen=True)
@@ -85,13 +88,16 @@ class Backend(ABC):
     tokenizer: object
     context_length: int
     vocab_size: int  # rows of the model's output layer (may exceed the tokenizer's length)
+    # What a request's schema may cost to compile; the server sets it from settings. None: no bounds, for code that
+    # builds its own backend and samples with its own schemas.
+    grammar_limits: "GrammarLimits | None" = None
 
     @cached_property
     def vocabulary(self):
         """Token bytes and the grammar compiler; built on first use (about a second)."""
         from flawforge.inference.decoding import Vocabulary
 
-        return Vocabulary(self.tokenizer, self.vocab_size)
+        return Vocabulary(self.tokenizer, self.vocab_size, self.grammar_limits)
 
     @abstractmethod
     def stream(self, prompt_ids: list[int], params: SamplingParams,

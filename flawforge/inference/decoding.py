@@ -13,18 +13,23 @@ from functools import cached_property
 import torch
 
 from flawforge.inference.backend import Delta, OutputFormat, SamplingParams, TokenChoice
-from flawforge.inference.errors import RequestError
+from flawforge.inference.grammars import GrammarCompiler, GrammarLimits
 
 
 class Vocabulary:
-    """The tokenizer's tokens as raw bytes, and a grammar compiler over them (compiled grammars cached)."""
+    """The tokenizer's tokens as raw bytes, and a grammar compiler over them (flawforge.inference.grammars:
+    bounded, time-boxed under `limits`, compiled grammars cached)."""
 
-    def __init__(self, tokenizer, vocab_size: int):
+    def __init__(self, tokenizer, vocab_size: int, limits: GrammarLimits | None = None):
         import xgrammar
 
         self.info = xgrammar.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size)
-        self.compiler = xgrammar.GrammarCompiler(self.info, max_threads=1)
+        self.grammars = GrammarCompiler(self.info, limits)
         self.vocab_size = vocab_size
+        # Characters of the longest token's text, added tokens (the chat template's markers) included: a text of
+        # more than context x this many characters has more tokens than the context holds, uncounted.
+        self.longest_token = max(max(map(len, self.info.decoded_vocab)),
+                                 max((len(t.content) for t in tokenizer.added_tokens_decoder.values()), default=0))
         self._breakers: dict[tuple[str, ...], frozenset[int]] = {}
 
     def breaker_ids(self, breakers: tuple[str, ...]) -> frozenset[int]:
@@ -52,16 +57,8 @@ class Vocabulary:
         return bytes(self.info.decoded_vocab[token_id])
 
     def compile(self, fmt: OutputFormat, param: str):
-        import xgrammar
-
-        try:
-            if fmt.kind == "json_schema":
-                # No free whitespace: a small model would otherwise pad a reply with newlines until max_tokens.
-                return self.compiler.compile_json_schema(fmt.spec, any_whitespace=False)
-            return self.compiler.compile_structural_tag(fmt.spec)
-        except (RuntimeError, ValueError, xgrammar.InvalidJSONError, xgrammar.InvalidStructuralTagError) as exc:
-            raise RequestError(400, f"Invalid schema for {param}: {str(exc).splitlines()[0][:300]}", param=param,
-                               code="invalid_schema") from None
+        """The grammar of `fmt`; a RequestError naming `param` where it is invalid or too costly to compile."""
+        return self.grammars.compile(fmt, param)
 
 
 class Constraint:

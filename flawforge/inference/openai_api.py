@@ -19,6 +19,7 @@ from typing import Callable, Iterator
 
 from pydantic import ValidationError
 
+from flawforge.errors import ConfigError
 from flawforge.inference.backend import Backend, OutputFormat, Sample, SamplingParams, TokenChoice
 from flawforge.inference.errors import RequestError
 from flawforge.proto.inference import (
@@ -28,6 +29,7 @@ from flawforge.proto.inference import (
 )
 
 SEED_SPACE = 1 << 63
+COMPLETION_MAX_TOKENS = 16  # of a text completion that sets none (None), as OpenAI's
 TOOL_OPEN, TOOL_CLOSE = "<tool_call>", "</tool_call>"
 TOOL_CALL = re.compile(re.escape(TOOL_OPEN) + r"(.*?)" + re.escape(TOOL_CLOSE), re.S)
 
@@ -36,6 +38,47 @@ def check_model(served: str, requested: str) -> None:
     if requested != served:
         raise RequestError(404, f"The model {requested!r} does not exist; this server serves {served!r}.",
                            param="model", code="model_not_found")
+
+
+@dataclass(frozen=True)
+class RequestLimits:
+    """What one request may ask of the model: its caller's cap on completion tokens (n x max_tokens, summed over
+    a completion's prompts), and the max_tokens of a chat completion that sets none."""
+
+    default_max_tokens: int
+    max_request_tokens: int
+
+
+def caller_caps(spec: str, server_max: int) -> dict[str, int]:
+    """`name:tokens,...` (FLAWFORGE_INFERENCE_CALLER_REQUEST_TOKENS) -> {name: cap}, each cap at most `server_max`;
+    `*` names every caller not named. A malformed entry is a config error."""
+    caps: dict[str, int] = {}
+    for entry in filter(None, (part.strip() for part in spec.split(","))):
+        name, _, tokens = entry.rpartition(":")
+        if not name.strip() or not tokens.strip().isdigit() or int(tokens) < 1:
+            raise ConfigError(f"FLAWFORGE_INFERENCE_CALLER_REQUEST_TOKENS entry {entry[:40]!r} is not 'name:tokens'")
+        caps[name.strip()] = min(int(tokens), server_max)
+    return caps
+
+
+def _check_cost(limits: RequestLimits, n: int, max_tokens: int, prompts: int = 1) -> None:
+    cost = prompts * n * max_tokens
+    if cost > limits.max_request_tokens:
+        many = f"{prompts} prompts x " if prompts > 1 else ""
+        raise RequestError(400, f"This request asks for up to {cost} completion tokens ({many}n={n} x max_tokens="
+                                f"{max_tokens}), more than the {limits.max_request_tokens} one request of this caller "
+                                f"may ask for; lower n or max_tokens.", param="max_tokens",
+                           code="request_too_large")
+
+
+def _check_prompt_size(backend: Backend, text: str, param: str) -> None:
+    """Refuses, before tokenising, a text too long to fit the context whatever its tokens (a 14 MiB prompt took
+    9.3 s and 1.35 GiB to tokenise): no token covers more characters than the vocabulary's longest."""
+    bound = backend.context_length * backend.vocabulary.longest_token
+    if len(text) > bound:
+        raise RequestError(400, f"This model's maximum context length is {backend.context_length} tokens, at most "
+                                f"{bound} characters; however, the {param} come to {len(text)} characters.",
+                           param=param, code="context_length_exceeded")
 
 
 def _max_tokens(backend: Backend, prompt_tokens: int, requested: int | None, default: int, param: str) -> int:
@@ -65,10 +108,10 @@ def _logit_bias(backend: Backend, req: SamplingRequest) -> tuple[tuple[int, floa
 
 
 def _params(backend: Backend, req: SamplingRequest, max_tokens: int, logprobs: bool, top_logprobs: int,
-            output_format: OutputFormat | None = None) -> SamplingParams:
+            output_format: OutputFormat | None = None, format_param: str = "response_format") -> SamplingParams:
     seed = secrets.randbelow(SEED_SPACE) if req.seed is None else req.seed % SEED_SPACE
     if output_format is not None:
-        backend.vocabulary.compile(output_format, "response_format")  # a bad schema fails before any token
+        backend.vocabulary.compile(output_format, format_param)  # a bad schema fails before any token
     return SamplingParams(n=req.n, temperature=req.temperature, top_p=req.top_p, max_tokens=max_tokens, seed=seed,
                           stop=req.stop_strings, logprobs=logprobs, top_logprobs=top_logprobs,
                           presence_penalty=req.presence_penalty, frequency_penalty=req.frequency_penalty,
@@ -123,6 +166,7 @@ def chat_prompt(backend: Backend, req: ChatCompletionRequest) -> list[int]:
         else:
             messages.insert(0, {"role": "system", "content": _tool_note(req)})
     text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    _check_prompt_size(backend, text, "messages")
     return tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
@@ -178,14 +222,15 @@ class PreparedChat:
     params: SamplingParams
 
 
-def prepare_chat(backend: Backend, req: ChatCompletionRequest, default_max_tokens: int) -> PreparedChat:
+def prepare_chat(backend: Backend, req: ChatCompletionRequest, limits: RequestLimits) -> PreparedChat:
     """Everything that can refuse the request, done before the first token."""
     check_model(backend.model_name, req.model)
     prompt = chat_prompt(backend, req)
     max_tokens = _max_tokens(backend, len(prompt), req.max_completion_tokens or req.max_tokens,
-                             default_max_tokens, "messages")
+                             limits.default_max_tokens, "messages")
+    _check_cost(limits, req.n, max_tokens)
     return PreparedChat(prompt, _params(backend, req, max_tokens, req.logprobs, req.top_logprobs or 0,
-                                        _output_format(req)))
+                                        _output_format(req), "tools" if _uses_tools(req) else "response_format"))
 
 
 def _token_logprobs(backend: Backend, choices: list[TokenChoice]) -> ChoiceLogprobs:
@@ -205,8 +250,8 @@ def _usage(prompt_tokens: int, completion_tokens: int) -> Usage:
                  total_tokens=prompt_tokens + completion_tokens)
 
 
-def chat_completion(backend: Backend, req: ChatCompletionRequest, default_max_tokens: int) -> ChatCompletion:
-    prepared = prepare_chat(backend, req, default_max_tokens)
+def chat_completion(backend: Backend, req: ChatCompletionRequest, limits: RequestLimits) -> ChatCompletion:
+    prepared = prepare_chat(backend, req, limits)
     samples = backend.generate(prepared.prompt, prepared.params)
     choices = []
     for index, sample in enumerate(samples):
@@ -261,17 +306,20 @@ class PreparedCompletion:
     prompts: list[tuple[str, list[int], SamplingParams | None]]  # text, tokens, params (None: echo only)
 
 
-def prepare_completion(backend: Backend, req: CompletionRequest) -> PreparedCompletion:
+def prepare_completion(backend: Backend, req: CompletionRequest, limits: RequestLimits) -> PreparedCompletion:
     check_model(backend.model_name, req.model)
+    # max_tokens is each prompt's own (or refused with the context): the cost is known before any tokenising.
+    _check_cost(limits, req.n, COMPLETION_MAX_TOKENS if req.max_tokens is None else req.max_tokens, len(req.prompts))
     want = req.logprobs is not None
     prepared = []
     for text in req.prompts:
+        _check_prompt_size(backend, text, "prompt")
         prompt = backend.tokenizer(text)["input_ids"]
         if req.max_tokens == 0:
             _max_tokens(backend, len(prompt), 0, 0, "prompt")
             prepared.append((text, prompt, None))
             continue
-        max_tokens = _max_tokens(backend, len(prompt), req.max_tokens, req.max_tokens or 16, "prompt")
+        max_tokens = _max_tokens(backend, len(prompt), req.max_tokens, COMPLETION_MAX_TOKENS, "prompt")
         prepared.append((text, prompt, _params(backend, req, max_tokens, want, req.logprobs or 0)))
     return PreparedCompletion(prepared)
 
@@ -297,8 +345,8 @@ def _legacy_logprobs(backend: Backend, entries: list[tuple[int, TokenChoice | No
     return CompletionLogprobs(tokens=tokens, token_logprobs=logprobs, top_logprobs=tops, text_offset=offsets)
 
 
-def completion(backend: Backend, req: CompletionRequest) -> Completion:
-    prepared = prepare_completion(backend, req)
+def completion(backend: Backend, req: CompletionRequest, limits: RequestLimits) -> Completion:
+    prepared = prepare_completion(backend, req, limits)
     want = req.logprobs is not None
     choices, prompt_tokens, completion_tokens = [], 0, 0
     for text, prompt, params in prepared.prompts:
@@ -353,7 +401,7 @@ def completion_chunks(backend: Backend, req: CompletionRequest, prepared: Prepar
 # --- the Batch API's entry ---------------------------------------------------------------------
 
 
-def execute(backend: Backend, endpoint: str, body: dict, default_max_tokens: int) -> dict:
+def execute(backend: Backend, endpoint: str, body: dict, limits: RequestLimits) -> dict:
     """Runs one request given as JSON, as a batch line carries it; raises RequestError."""
     request_model = {"/v1/chat/completions": ChatCompletionRequest, "/v1/completions": CompletionRequest}[endpoint]
     try:
@@ -364,8 +412,8 @@ def execute(backend: Backend, endpoint: str, body: dict, default_max_tokens: int
         raise RequestError(400, "stream is not supported in a batch request", param="stream",
                            code="invalid_request")
     if endpoint == "/v1/chat/completions":
-        return chat_completion(backend, req, default_max_tokens).model_dump(mode="json")
-    return completion(backend, req).model_dump(mode="json")
+        return chat_completion(backend, req, limits).model_dump(mode="json")
+    return completion(backend, req, limits).model_dump(mode="json")
 
 
 def invalid_request(errors: list[dict]) -> RequestError:

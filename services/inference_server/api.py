@@ -111,6 +111,12 @@ def openai_router(platform: Platform) -> APIRouter:
     settings = platform.settings
     host = host_for(settings).start()
     router = APIRouter(prefix="/v1", tags=["openai"], responses=ERRORS, route_class=OpenAIRoute)
+    server_max = settings.inference_max_request_tokens
+    caps = openai_api.caller_caps(settings.inference_caller_request_tokens, server_max)
+
+    def limits(who: str = Depends(caller)) -> openai_api.RequestLimits:
+        """The caller's bounds on one request."""
+        return openai_api.RequestLimits(settings.inference_default_max_tokens, caps.get(who, caps.get("*", server_max)))
 
     def card() -> ModelCard:
         return ModelCard(id=host.ready().model_name, created=host.loaded_at, owned_by="flawforge")
@@ -126,25 +132,26 @@ def openai_router(platform: Platform) -> APIRouter:
         return card()
 
     @router.post("/chat/completions")
-    def chat_completions(body: ChatCompletionRequest) -> ChatCompletion:
+    def chat_completions(body: ChatCompletionRequest,
+                         bounds: openai_api.RequestLimits = Depends(limits)) -> ChatCompletion:
         """A chat completion, or with `stream` its chunks as server-sent events."""
         backend = host.ready()
         if body.stream:
-            prepared = openai_api.prepare_chat(backend, body, settings.inference_default_max_tokens)
+            prepared = openai_api.prepare_chat(backend, body, bounds)
             return _ignored(body, _event_stream(
                 lambda cancelled: openai_api.chat_chunks(backend, body, prepared, cancelled)))
-        answer = openai_api.chat_completion(backend, body, settings.inference_default_max_tokens)
+        answer = openai_api.chat_completion(backend, body, bounds)
         return _ignored(body, JSONResponse(answer.model_dump(mode="json")))
 
     @router.post("/completions")
-    def completions(body: CompletionRequest) -> Completion:
+    def completions(body: CompletionRequest, bounds: openai_api.RequestLimits = Depends(limits)) -> Completion:
         """A text completion, or with `stream` its chunks as server-sent events."""
         backend = host.ready()
         if body.stream:
-            prepared = openai_api.prepare_completion(backend, body)
+            prepared = openai_api.prepare_completion(backend, body, bounds)
             return _ignored(body, _event_stream(
                 lambda cancelled: openai_api.completion_chunks(backend, body, prepared, cancelled)))
-        return _ignored(body, JSONResponse(openai_api.completion(backend, body).model_dump(mode="json")))
+        return _ignored(body, JSONResponse(openai_api.completion(backend, body, bounds).model_dump(mode="json")))
 
     return router
 

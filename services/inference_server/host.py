@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from flawforge.errors import ConfigError
 from flawforge.inference.backend import Backend
 from flawforge.inference.errors import RequestError
+from flawforge.inference.grammars import GrammarLimits
 from flawforge.settings import Settings
 
 if TYPE_CHECKING:
@@ -22,6 +23,12 @@ MODEL_SETTINGS = ("inference_model_path", "inference_model_name", "inference_cac
 
 
 def open_backend(settings: Settings) -> Backend:
+    backend = _backend(settings)
+    backend.grammar_limits = GrammarLimits.from_settings(settings)
+    return backend
+
+
+def _backend(settings: Settings) -> Backend:
     # torch is imported here, not with the service spec: images without the inference extra load every spec.
     from flawforge.inference.loading import (
         choose_dtype, context_length, hf_folder, load_model, load_tokenizer, resolve_source, source_revision,

@@ -19,10 +19,12 @@ def make_batch_handler(platform: Platform):
     settings = platform.settings
     host = host_for(settings).start()
     batches, files = BatchStore(platform.store), FileStore(platform.store)
+    # A batch does not record who sent it: each line gets the server-wide maximum.
+    limits = openai_api.RequestLimits(settings.inference_default_max_tokens, settings.inference_max_request_tokens)
 
     def execute(endpoint: str, body: dict) -> dict:
         # Waits for the model; a model that failed to load fails each request with a 503 line.
-        return openai_api.execute(host.wait(), endpoint, body, settings.inference_default_max_tokens)
+        return openai_api.execute(host.wait(), endpoint, body, limits)
 
     def handle(message: BatchRequested) -> None:
         try:

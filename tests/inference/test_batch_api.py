@@ -54,7 +54,7 @@ def executor(backend, calls: list | None = None):
     def execute(endpoint: str, body: dict) -> dict:
         if calls is not None:
             calls.append(body)
-        return openai_api.execute(backend, endpoint, body, 512)
+        return openai_api.execute(backend, endpoint, body, openai_api.RequestLimits(512, 8192))
 
     return execute
 
