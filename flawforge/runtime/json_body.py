@@ -61,6 +61,7 @@ class _KeyCounter:
 
 def _check_values(value: Any, check_text: bool) -> None:
     """Depth, and (`check_text`) lone surrogates in keys and strings, walked without recursion."""
+    walked = (str, list, dict) if check_text else (list, dict)
     stack = [(value, 1)]
     while stack:
         value, depth = stack.pop()
@@ -77,7 +78,7 @@ def _check_values(value: Any, check_text: bool) -> None:
             if check_text:
                 stack.extend((key, depth) for key in value)
             value = value.values()
-        stack.extend((item, depth + 1) for item in value if isinstance(item, (str, list, dict)))
+        stack.extend((item, depth + 1) for item in value if isinstance(item, walked))
 
 
 def parse_json(data: bytes) -> Any:
