@@ -41,10 +41,12 @@ WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 class Paths:
     """Where a unit may read (its work dir, the Python library, configured extras) and write (its work dir)."""
 
-    def __init__(self, workdir: str, read_roots: list[str]):
-        """Both already real paths (resolved once in the zygote, not in every unit)."""
+    def __init__(self, workdir: str, read_roots: list[str], inherited: frozenset[int] = frozenset()):
+        """Both already real paths (resolved once in the zygote, not in every unit); `inherited`: the file
+        descriptors beyond the standard streams the unit started with (its result pipe)."""
         self.workdir = workdir
         self.read_roots = read_roots
+        self.inherited = inherited
 
     @staticmethod
     def _inside(path: str, root: str) -> bool:
@@ -92,7 +94,8 @@ def judge(event: str, args: tuple, paths: Paths) -> str | None:
     if event == "open":
         path, mode, flags = (tuple(args) + (None, None, None))[:3]
         if isinstance(path, int):
-            return None if path in (0, 1, 2) else "opens an inherited file descriptor"
+            # A descriptor the program made itself (mkstemp's, a pipe's) is its own to wrap in a file object.
+            return "opens an inherited file descriptor" if path in paths.inherited else None
         real = paths.resolve(path)
         write = _writes(mode, flags)
         allowed = paths.may_write(real) if write else paths.may_read(real)
@@ -115,6 +118,18 @@ def judge(event: str, args: tuple, paths: Paths) -> str | None:
         if not (paths.may_write(real) if write else paths.may_read(real)):
             return f"{'changes' if write else 'reads'} {real} outside its work dir"
     return None
+
+
+def open_descriptors(most: int) -> frozenset[int]:
+    """The descriptors above the standard streams open now, up to `most`."""
+    found = set()
+    for fd in range(3, most):
+        try:
+            os.fstat(fd)
+        except OSError:
+            continue
+        found.add(fd)
+    return frozenset(found)
 
 
 def install(paths: Paths, report) -> None:

@@ -401,7 +401,8 @@ def run(request: dict, interpreter: Interpreter, read_roots: list[str], audit: b
         if suite_unit:  # pytest is ours: imported before the audit hook judges the project
             suite.import_pytest(request, interpreter.standard_path)
         if audit:
-            policy.install(policy.Paths(os.getcwd(), read_roots), report)
+            inherited = policy.open_descriptors(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+            policy.install(policy.Paths(os.getcwd(), read_roots, inherited), report)
         if request["unit"] == wire.TESTS:
             run_tests(request, channel)
         elif request["unit"] == wire.SUITE:
