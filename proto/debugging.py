@@ -114,7 +114,7 @@ class LibraryResult(Model):
     rejects: list[BugReject] = Field(default_factory=list)
     candidates_total: int = Field(0, description="Distinct candidates the modifiers made before the choice.")
     gate_checked: int = Field(0, description="Valid candidates the final gate re-ran; those it kept are the "
-                                             "instances, the rest are not_reproduced rejects.")
+                                             "instances, the rest are gate_* rejects.")
     environment: Environment | None = None
     excluded: list[Exclusion] = Field(default_factory=list, description="Requirements and tests left out.")
 

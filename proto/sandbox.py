@@ -182,6 +182,16 @@ class SuiteRunResult(TestRunResult):
     coverage: dict[str, list[str]] = Field(default_factory=dict, description="Test id -> 'path::qualname' of each "
                                                                            "project function it executed; '' holds "
                                                                            "what ran outside any test.")
+    pytest_status: int | None = Field(None, description="pytest's exit status (0 all passed, 1 some failed, 2 "
+                                                         "interrupted, 3 internal error, 4 usage error, 5 nothing "
+                                                         "collected); None when pytest did not finish.")
+    unfinished: str | None = Field(None, description="The test that was running when the run stopped, without a "
+                                                     "result of its own (listed among the tests as an error).")
+
+    @property
+    def complete(self) -> bool:
+        """pytest ran the session to its end and every test it started reported: the outcomes can be trusted."""
+        return self.outcome == "ok" and self.pytest_status in (0, 1) and self.unfinished is None
 
 
 class SuiteChange(Model):

@@ -72,6 +72,17 @@ def unpack_tasks(out: Path) -> None:
         archive.unlink()
 
 
+def no_scenario_instance(out: Path) -> Optional[str]:
+    """Why a catalog run that succeeded emitted no instance, or None when it emitted some."""
+    summary = json.loads((out / "summary.json").read_text())
+    if summary["valid"]:
+        return None
+    if not summary["libraries"]:
+        return "every catalog entry is claimed already, by earlier runs on the same blob store (--state)"
+    reasons = ", ".join(f"{reason} ({n})" for reason, n in summary["rejects_by_reason"].items())
+    return f"no valid bug in {summary['libraries']} scenario(s): {reasons} (details in rejects.jsonl)"
+
+
 def run_debug_conversations(run_pipeline, params: dict, out: Path, stack: Optional[str], **options) -> None:
     """The job by `run_pipeline` (with its `options`); a catalog run that emits no instance exits 1 saying why."""
     try:
@@ -119,6 +130,7 @@ def validate_conversation(file: Path, task: Optional[Path], dump_dir: Optional[P
     from flawforge.debugging.patches import apply_patch, task_id
     from flawforge.debugging.revalidate import revalidate
     from flawforge.inputs import path_within
+    from flawforge.debugging.environments import EnvironmentBuilder
     from flawforge.pipelines.debug_conversations import suite_sandbox
 
     record, instance = read_solution(file)
@@ -139,9 +151,11 @@ def validate_conversation(file: Path, task: Optional[Path], dump_dir: Optional[P
     archive = _task_archive(task)
     tests = instance.FAIL_TO_PASS + instance.PASS_TO_PASS
     sandbox = suite_sandbox()
-    buggy_run = sandbox.run_suite(archive, source_roots=instance.source_roots, args=tests, limits=SUITE_LIMITS)
+    environment = EnvironmentBuilder.from_settings().install(instance.environment)  # the recorded one, as built
+    buggy_run = sandbox.run_suite(archive, source_roots=instance.source_roots, args=tests, limits=SUITE_LIMITS,
+                                  environment=environment)
     fixed_run = sandbox.run_suite(archive, {instance.path: fixed}, source_roots=instance.source_roots, args=tests,
-                                  limits=SUITE_LIMITS)
+                                  limits=SUITE_LIMITS, environment=environment)
     if target is not None:
         target.mkdir(parents=True, exist_ok=True)
         name = buggy_file.name

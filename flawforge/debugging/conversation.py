@@ -205,7 +205,7 @@ def contradictions(reply: ConversationReply, instance: Instance, clean: str) -> 
     return found
 
 
-RUN_TESTS = '''"""Runs this task's tests: exits 0 when every listed test passes."""
+RUN_TESTS = '''"""Runs this task's tests: exits 0 when every listed test passes. Arguments go on to pytest (e.g. -rA)."""
 import os
 import subprocess
 import sys
@@ -230,9 +230,10 @@ if __name__ == "__main__":
     with open(os.path.join(HERE, "tests.txt")) as listed:
         tests = [line.strip() for line in listed if line.strip()]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(os.path.join(HERE, r) for r in SOURCE_ROOTS),
-               PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONDONTWRITEBYTECODE="1", PYTHONHASHSEED="{hash_seed}")
+               PYTHONDONTWRITEBYTECODE="1", PYTHONHASHSEED="{hash_seed}")
     sys.exit(subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
-                              "--rootdir", HERE, *tests], cwd=HERE, env=env, preexec_fn=fixed_addresses()))
+                              "--rootdir", HERE, *sys.argv[1:], *tests], cwd=HERE, env=env,
+                             preexec_fn=fixed_addresses()))
 '''
 
 

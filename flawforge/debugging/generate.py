@@ -40,6 +40,8 @@ MIN_TIMEOUT_S = 15.0
 # Tests a clean run can lose to a test that stops the session (an interrupt, the unit's end) before the library
 # is given up: each round leaves out the test that stopped it.
 EXCLUSION_ROUNDS = 5
+# A test that ran out a clean run's time is taken to hang when, alone, it also runs out this fraction of it.
+HANG_FRACTION = 8
 FORBIDDEN_IN_TEST = "PermissionError: sandbox: "  # what the audit hook raises (sandbox.runtime.policy)
 
 
@@ -107,10 +109,10 @@ def unusable(run: SuiteRunResult) -> str | None:
         f" during {run.unfinished}" if run.unfinished else "")
 
 
-def clean_runs(space: Workspace, concurrency: int, limits: SandboxLimits) -> tuple[Workspace, SuiteRunResult, SuiteRunResult,
-                                                                list[Exclusion], str | None]:
-    """The clean suite twice (the first with coverage). A test that stops a run (an interrupt, the unit's end
-    while it ran) is left out and the runs start again, up to EXCLUSION_ROUNDS times; files that fail to collect
+def clean_runs(space: Workspace, concurrency: int,
+               limits: SandboxLimits) -> tuple[Workspace, SuiteRunResult, SuiteRunResult, list[Exclusion], str | None]:
+    """The clean suite twice (the first with coverage). A test that stops a run (an interrupt, a forbidden
+    operation, a hang) is left out and the runs start again, up to EXCLUSION_ROUNDS times; files that fail to collect
     are left out by pytest itself and listed. Returns the workspace that deselects what was left out, the two
     runs, the exclusions and why there is no baseline (None when both runs are complete)."""
     excluded: list[Exclusion] = []
@@ -123,11 +125,22 @@ def clean_runs(space: Workspace, concurrency: int, limits: SandboxLimits) -> tup
         why = unusable(first) or unusable(second)
         if why is None or stopper is None or stopper in space.deselected:
             break
+        if "timeout" in (first.outcome, second.outcome) and not hangs(space, stopper, limits):
+            why = f"the clean suite takes longer than {limits.timeout_s:g} s ({why})"
+            break
         excluded.append(Exclusion(kind="test", name=stopper, reason=f"stops the clean run: {why}"[:500]))
         space = replace(space, deselected=(*space.deselected, stopper))
     excluded += [Exclusion(kind="test", name=collector, reason=first_line(message))
                  for collector, message in sorted({**second.collection_errors, **first.collection_errors}.items())]
     return space, first, second, excluded, why
+
+
+def hangs(space: Workspace, test: str, limits: SandboxLimits) -> bool:
+    """Whether the test that was running when a clean run ran out of time runs out of a fraction of that time on
+    its own: a test that hangs, rather than a suite too slow for the limit."""
+    alone = limits.model_copy(update={"timeout_s": min(limits.timeout_s, max(MIN_TIMEOUT_S,
+                                                                              limits.timeout_s / HANG_FRACTION))})
+    return space.run([test], limits=alone).outcome == "timeout"
 
 
 def stopping_test(run: SuiteRunResult) -> str | None:
@@ -176,9 +189,17 @@ def final_gate(space: Workspace, instances: list[tuple[Instance, str]], limits: 
         else:
             dropped.append(BugReject(source=instance.source, version=instance.version, modifier=instance.modifier,
                                      path=instance.path, qualname=instance.qualname,
-                                     hash8=instance.instance_id.rsplit("__", 1)[-1], reason="not_reproduced",
+                                     hash8=instance.instance_id.rsplit("__", 1)[-1], reason=gate_reason(check),
                                      detail=normalized(check.detail)[:1000]))
     return kept, dropped
+
+
+def gate_reason(check) -> str:
+    """Why the final gate dropped an instance, the first that holds: its tests do not all pass clean, a
+    FAIL_TO_PASS test does not fail with the bug, a PASS_TO_PASS test does not pass with it."""
+    if not check.fixed_passes:
+        return "gate_fails_clean"
+    return "gate_bug_not_failing" if not check.buggy_fails else "gate_bug_breaks_passing"
 
 
 def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str, per_library: int,

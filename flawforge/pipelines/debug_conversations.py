@@ -132,8 +132,15 @@ def summary_of(results: list[LibraryResult], elapsed: float) -> dict:
             "tests": r.baseline.tests if r.baseline else 0,
             "baseline_passing": len(r.baseline.passing) if r.baseline else 0,
             "flaky": r.baseline.flaky if r.baseline else [],
-            "candidates": r.candidates_total, "tried": r.tried, "valid": len(r.instances)} for r in results},
+            "candidates": r.candidates_total, "tried": r.tried, "valid": len(r.instances),
+            "environment": r.environment.model_dump(mode="json") if r.environment else None,
+            "excluded": [e.model_dump(mode="json") for e in r.excluded]} for r in results},
         "by_modifier": dict(sorted(by_modifier.items())),
+        # Valid candidates re-run by node id in fresh units before anything is written; only those that
+        # reproduced are instances.
+        "final_gate": {"checked": sum(r.gate_checked for r in results), "emitted": valid,
+                       "dropped_by_reason": dict(sorted(Counter(j.reason for r in results for j in r.rejects
+                                                                if j.reason.startswith("gate_")).items()))},
         "rejects_by_reason": dict(sorted(Counter(j.reason for r in results for j in r.rejects).items())),
         "elapsed_seconds": round(elapsed, 3),
     }
@@ -254,6 +261,7 @@ def run_scenarios(ctx: JobContext, params: DebugConversationsParams):
     or cancelled job gives its claims back."""
     import random
 
+    from flawforge.debugging.environments import EnvironmentBuilder
     from flawforge.debugging.generate import validate_scenario
     from flawforge.debugging.scenarios import (default_catalog, entry_id, project_archive, project_files,
                                                read_catalog, scenario_candidates, scenario_request)
@@ -273,6 +281,7 @@ def run_scenarios(ctx: JobContext, params: DebugConversationsParams):
     random.Random(params.seed).shuffle(order)
     store = ctx.platform.store
     gateway = Gateway.from_settings(store, ctx.platform.settings)
+    environments = EnvironmentBuilder.from_settings(ctx.platform.settings)
     scope = CallScope(job_id=ctx.job_id, is_cancelled=lambda: ctx.jobs.get(ctx.job_id).cancel_requested)
     claims = CatalogClaims(ctx.jobs, ctx.job_id)
     results: list[LibraryResult] = []
@@ -297,9 +306,11 @@ def run_scenarios(ctx: JobContext, params: DebugConversationsParams):
                                                     detail=f"seed {seed}: {outcome.error}"))
                     continue
                 reply = outcome.value
+                built = environments.for_library(project_files(reply), reply.module_name)
                 instance, rejects, tried = validate_scenario(
                     suite_sandbox(ctx.platform.settings.model_dump_json()), project_archive(reply), name,
-                    f"{reply.module_name}.py", scenario_candidates(reply, CANDIDATES_PER_KIND))
+                    f"{reply.module_name}.py", scenario_candidates(reply, CANDIDATES_PER_KIND),
+                    environment=built.environment, environment_path=built.path)
                 result.rejects += rejects
                 for modifier, n in tried.items():
                     result.tried_by_modifier[modifier] = result.tried_by_modifier.get(modifier, 0) + n

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 
-from flawforge.errors import FlawforgeError
+from flawforge.errors import FlawforgeError, Unavailable
 from flawforge.jobs.context import item_key
 from flawforge.pipelines.debug_conversations import CONCURRENT_LIBRARIES, SUITES_PER_LIBRARY, suite_sandbox
 from flawforge.proto.debugging import LIBRARY_QUEUE, BugReject, LibraryResult, LibraryWorkItem
@@ -28,12 +28,20 @@ def make_library_handler(platform: Platform):
     settings_json = platform.settings.model_dump_json()
 
     def handle(message: LibraryWorkItem) -> None:
+        from flawforge.debugging.environments import EnvironmentBuilder
         from flawforge.debugging.generate import generate_for_library
+        from flawforge.debugging.layout import name_and_version, read_archive
 
         archive = platform.store.get_verified(message.archive)
         try:
+            built = EnvironmentBuilder.from_settings(platform.settings).for_library(
+                read_archive(archive), name_and_version(message.archive_name)[0])
             result = generate_for_library(suite_sandbox(settings_json), archive, message.archive_name,
-                                          message.per_library, message.modifiers, message.seed, SUITES_PER_LIBRARY)
+                                          message.per_library, message.modifiers, message.seed, SUITES_PER_LIBRARY,
+                                          environment=built.environment, environment_path=built.path,
+                                          excluded=built.excluded)
+        except Unavailable:
+            raise  # the platform's trouble (no package index, no sandbox): the bus tries the item again
         except Exception as exc:  # whatever one library does to its handling is its reject, never a lost item
             if not isinstance(exc, FlawforgeError):
                 log.exception("library %s failed", message.archive_name)

@@ -83,7 +83,7 @@ def test_export_command(tmp_path, problems, shared_data):
 
     path = tmp_path / "candidates.jsonl"
     path.write_text("".join(candidate(problems, i).model_dump_json() + "\n" for i in range(10)))
-    result = CliRunner().invoke(app, ["export", "--candidates", str(path), "--gsm8k",
+    result = CliRunner().invoke(app, ["export", "math", "--candidates", str(path), "--gsm8k",
                                       str(shared_data / "gsm8k" / "train.jsonl"), "--out", str(tmp_path / "ds"),
                                       "--test-fraction", "0.3"])
     assert result.exit_code == 0, result.output

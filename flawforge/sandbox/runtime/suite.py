@@ -4,7 +4,8 @@ The project arrives as a tar.gz (its single top folder stripped) plus an overlay
 files; both are written into the unit's work dir, which becomes the project root. pytest is
 imported from `python_path` (a read-only path of the host) with plugin autoloading off, and
 reports through an in-process plugin: ["ts", id] when a test starts, ["tr", id, outcome,
-message] when it ends, ["ce", id, message] for a file that fails to collect. With
+message] when it ends, ["ce", id, message] for a file that fails to collect, ["px", status] with pytest's
+exit status at the end. With
 `coverage`, ["cv", id, [keys]] names the project functions each test executed ("path::qualname";
 id "" holds what ran outside any test, e.g. at import; "<shared fixtures>" marks a test that uses a
 fixture wider than itself), for choosing the tests a change can affect.
@@ -195,10 +196,13 @@ def run_suite(request: dict, send) -> None:
     coverage = Coverage(root, request.get("coverage_files", [])) if request.get("coverage") else None
     reporter = Reporter(send, coverage)
     try:
-        pytest.main(BASE_ARGS + ["--rootdir", root] + list(request.get("args", [])), plugins=[reporter])
+        status = pytest.main(BASE_ARGS + ["--rootdir", root] + list(request.get("args", [])), plugins=[reporter])
     finally:
         if coverage is not None:
             coverage.finish()
+    # pytest's own verdict on the session: a run it ended early (2, interrupted: a KeyboardInterrupt or
+    # pytest.exit in a test; 3, internal error) reports only the tests before the stop.
+    send(["px", int(status)], True)
     if coverage is not None:
         for test_id, keys in sorted(coverage.by_test.items()):
             send(["cv", test_id, sorted(keys)], False)
@@ -698,6 +702,9 @@ class ChangeLoop:
             if failed & once:  # a failure that cannot be checked by running the test again: it runs alone
                 self.channel.send(["a", f"{min(failed & once)} failed and works once"])
                 continue
+            # Every test of the change ran to its end (an interrupt would have ended the batch): as pytest would say.
+            self.channel.send(["px", 1 if any(outcome in ("failed", "error") for outcome, _ in
+                                              self.reporter.outcomes.values()) else 0])
             now = resource.getrusage(resource.RUSAGE_SELF)
             self.channel.send(["o", "", 0, "", 0, now.ru_utime + now.ru_stime - usage.ru_utime - usage.ru_stime,
                                time.monotonic() - started, now.ru_maxrss])
