@@ -136,11 +136,13 @@ def run_on_stack(url: str, pipeline_name: str, params: dict, out: Path, token: s
             response = client.post("/jobs", json={"pipeline": pipeline_name, "params": params})
         except httpx.HTTPError as exc:
             raise FlawforgeError(f"cannot reach the stack at {url}: {exc}") from exc
-        if response.status_code == 401:
+        if response.status_code in (401, 403):  # unknown, or of a role that may not run jobs (a reviewer's)
             raise FlawforgeError(f"the stack at {url} refused the token: {response.json().get('detail')} "
                                  "(give --token or FLAWFORGE_TOKEN)")
         if response.status_code == 422:
-            details = "; ".join(f"{'.'.join(map(str, e['loc'][1:]))}: {e['msg']}" for e in response.json()["detail"])
+            detail = response.json()["detail"]  # the findings, or one message (a JSON body refused whole)
+            details = detail if isinstance(detail, str) else "; ".join(
+                f"{'.'.join(map(str, e['loc'][1:]))}: {e['msg']}" for e in detail)
             raise FlawforgeError(f"the stack refused the job: {details}")
         response.raise_for_status()
         job_id = response.json()["job_id"]

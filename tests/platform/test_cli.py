@@ -61,7 +61,8 @@ def _free_port() -> int:
 def test_smoke_through_a_served_service_on_rabbitmq(amqp_url, tmp_path):
     port = _free_port()
     env = {"FLAWFORGE_BUS": "rabbitmq", "FLAWFORGE_AMQP_URL": amqp_url,
-           "FLAWFORGE_BLOB_DIR": str(tmp_path / "blobs"), "FLAWFORGE_API_TOKENS": "ops:tok-ops-5d1e"}
+           "FLAWFORGE_BLOB_DIR": str(tmp_path / "blobs"),
+           "FLAWFORGE_API_TOKENS": "ops:tok-ops-5d1e,rev:tok-rev-0b7c:reviewer"}
     # No --host: outside a container a service binds the loopback address by default.
     server = subprocess.Popen([*FLAWFORGE, "serve", "metrics", "--port", str(port)],
                               env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -73,6 +74,10 @@ def test_smoke_through_a_served_service_on_rabbitmq(amqp_url, tmp_path):
         assert refused.stderr.strip().splitlines()[-1] == (
             f"flawforge: error: the stack at http://127.0.0.1:{port} refused the token: unknown bearer token "
             "(give --token or FLAWFORGE_TOKEN)")
+        reviewer = run_cli(*stack, "--token", "tok-rev-0b7c")  # a reviewer's token runs no job
+        assert reviewer.returncode == 2 and reviewer.stderr.strip().splitlines()[-1] == (
+            f"flawforge: error: the stack at http://127.0.0.1:{port} refused the token: a reviewer token may not "
+            "call POST /jobs (it is for operator and service tokens) (give --token or FLAWFORGE_TOKEN)")
         result = run_cli(*stack, env={"FLAWFORGE_TOKEN": "tok-ops-5d1e"})
         assert result.returncode == 0, result.stderr
         digests = json.loads((tmp_path / "out" / "digests.json").read_text())
