@@ -191,6 +191,7 @@ def claims_in(store) -> dict[str, dict]:
     return {key: json.loads(store.get(key)) for key in store.list("debugging/catalog/")}
 
 
+@pytest.mark.slow
 def test_an_unreachable_provider_fails_the_job_in_one_line_and_gives_its_claims_back(tmp_path):
     """The command as a user runs it: no reply is not a bad reply. The entry the failed job took is free again;
     the one another job holds stays taken."""
