@@ -122,6 +122,7 @@ def test_error_from_response_names_the_problem(status, body, expected):
     assert type(error) is expected
     assert str(status) in str(error)
     assert error.retryable == (status in (429, 503))
+    assert str(error_from_response(status, body, provider="remote")).startswith(f"provider 'remote' answered {status}")
 
 
 def test_providers_from_yaml_json_and_default(tmp_path):
