@@ -51,7 +51,10 @@ def compact(value) -> str:
 
 
 def _pointer(path: tuple) -> str:
-    return "/" + "/".join(str(part).replace("~", "~0").replace("/", "~1") for part in path) if path else "(the whole schema)"
+    """A part's JSON pointer (RFC 6901)."""
+    if not path:
+        return "(the whole schema)"
+    return "/" + "/".join(str(part).replace("~", "~0").replace("/", "~1") for part in path)
 
 
 def _largest_part(value, size: int, path: tuple = ()) -> tuple:

@@ -105,7 +105,8 @@ def test_a_50000_value_enum_is_refused_at_once_naming_it(make_client, lm, backen
 
     client = make_client(run_worker=False)
     schema = colour_schema([f"colour number {i}" for i in range(50_000)])  # compiling it took 107.8 s
-    body = chat_body(lm.name, response_format={"type": "json_schema", "json_schema": {"name": "pick", "schema": schema}})
+    body = chat_body(lm.name, response_format={"type": "json_schema",
+                                               "json_schema": {"name": "pick", "schema": schema}})
     refused = client.post("/v1/chat/completions", json=body)
     assert refused.status_code == 400, refused.text
     error = refused.json()["error"]
@@ -126,8 +127,9 @@ def test_a_repeated_schema_compiles_once(make_client, lm, backend):
     schema = {"type": "object", "properties": {key: {"enum": ["red", "green"]}}, "required": [key]}
     before = grammars.compilations
     for _ in range(2):
-        answer = client.post("/v1/chat/completions", json=chat_body(lm.name, max_tokens=40, temperature=0,
-                             response_format={"type": "json_schema", "json_schema": {"name": "pick", "schema": schema}}))
+        pick = {"type": "json_schema", "json_schema": {"name": "pick", "schema": schema}}
+        answer = client.post("/v1/chat/completions",
+                             json=chat_body(lm.name, max_tokens=40, temperature=0, response_format=pick))
         assert answer.status_code == 200, answer.text
         assert json.loads(answer.json()["choices"][0]["message"]["content"]) in ({key: "red"}, {key: "green"})
     assert grammars.compilations == before + 1
