@@ -143,8 +143,9 @@ def plain_name(name: str, what: str = "name", *, single: bool = False) -> str:
     """`name` if it is a plain relative path ('a/b.py': no absolute path, no '.', '..' or empty part, no backslash,
     no NUL; with `single`, one part only), else UnsafeName. Names that come from files and records (archive
     members, an instance's id and path) pass here before they become paths."""
-    if (not isinstance(name, str) or not name or len(name) > MAX_PATH_CHARS or "\x00" in name or "\\" in name
-            or name.startswith("/") or any(part in ("", ".", "..") for part in name.split("/"))
+    from flawforge.sandbox.runtime.archive import name_problem
+
+    if (not isinstance(name, str) or not name or len(name) > MAX_PATH_CHARS or name_problem(name)
             or (single and "/" in name)):
         raise UnsafeName(f"{what} {name!r} is not a plain {'file name' if single else 'relative name'}")
     return name

@@ -187,6 +187,8 @@ class SuiteRunResult(TestRunResult):
                                                          "collected); None when pytest did not finish.")
     unfinished: str | None = Field(None, description="The test that was running when the run stopped, without a "
                                                      "result of its own (listed among the tests as an error).")
+    forbidden_in: str | None = Field(None, description="The test that was running when the first forbidden operation "
+                                                       "was attempted (None: none was, or outside any test).")
 
     @property
     def complete(self) -> bool:

@@ -6,8 +6,10 @@ ended its session normally, every selected baseline test reported, no limit was 
 was forbidden. Only the tests that can notice the change are selected: those that executed the
 changed function in the clean run (the whole file of one that uses a module-, class- or
 session-wide fixture), or the whole suite when the function runs at import or the change is to
-a class. Both lists hold only tests this run reported; the final gate (generate.final_gate)
-re-runs exactly them, clean and with the bug, in fresh units.
+a class. Both lists hold tests this run reported, except where every selected test failed: then
+the failing tests' files' other baseline tests (which did not run the changed code) are listed
+as PASS_TO_PASS. The final gate (generate.final_gate) re-runs exactly the listed tests, clean and
+with the bug, in fresh units, before anything is written.
 """
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ IMPORT_TIME = ""  # the coverage entry of what ran outside any test
 SHARED_FIXTURES = "<shared fixtures>"  # the coverage key of a test using a fixture wider than itself
 ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 WORKDIR = re.compile(r"/tmp/\d+/")
+# At most this many tests that did not run the change are listed as PASS_TO_PASS where every one run failed.
+UNRUN_PASSING = 20
 PYTEST_ENDS = {None: "pytest did not finish", 2: "pytest was interrupted (a KeyboardInterrupt or pytest.exit)",
                3: "pytest failed internally", 4: "pytest refused its arguments", 5: "pytest collected no tests"}
 
@@ -115,6 +119,10 @@ def judge(baseline_passing: list[str], run: SuiteRunResult, args: list[str], tes
                          for t in fail_to_pass)
     if not fail_to_pass:
         return Verdict(False, "survived", f"all {len(in_run)} baseline tests run still pass", [], pass_to_pass, "")
+    if not pass_to_pass:  # the failing tests' files' other baseline tests, which did not run the changed code:
+        # listed, they are proven to pass with the bug by the final gate before anything is written
+        files = {test_file(t) for t in fail_to_pass}
+        pass_to_pass = sorted(t for t in baseline_passing if t not in in_run and test_file(t) in files)[:UNRUN_PASSING]
     if not pass_to_pass:
         return Verdict(False, "no_pass_to_pass", f"all {len(in_run)} baseline tests run fail or skip",
                        fail_to_pass, [], bounded(output))

@@ -46,6 +46,7 @@ class Report:
     syntax_error: ProgramError | None = None
     error_errno: int | None = None
     forbidden: str | None = None
+    forbidden_test: str | None = None  # the test running when the first forbidden operation was attempted
     tests: dict[str, TestCaseResult] = field(default_factory=dict)
     running_test: str | None = None
     collection_errors: dict[str, str] = field(default_factory=dict)
@@ -98,6 +99,7 @@ class Report:
         elif tag == "f":
             if self.forbidden is None:
                 self.forbidden = f"{_text(frame[2])} ({_text(frame[1])})"
+                self.forbidden_test = self.running_test
         elif tag == "ts":
             self.running_test = _text(frame[1])
         elif tag == "tr":
@@ -337,7 +339,8 @@ def project_suite_result(header: dict, data: bytes, limits) -> SuiteRunResult:
     unfinished = report.running_test if report.running_test not in report.tests else None
     return SuiteRunResult(**result.model_dump(exclude={"passed", "failed", "errors", "skipped"}),
                           collection_errors=report.collection_errors, coverage=report.coverage,
-                          pytest_status=report.pytest_status, unfinished=unfinished)
+                          pytest_status=report.pytest_status, unfinished=unfinished,
+                          forbidden_in=report.forbidden_test)
 
 
 def suite_batch_results(header: dict, data: bytes, limits, count: int) -> list[SuiteRunResult | None]:

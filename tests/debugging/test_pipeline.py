@@ -55,6 +55,7 @@ def outcomes(run) -> dict[str, str]:
 def assert_instances_hold(instances: list[Instance], libraries: Path) -> None:
     """Re-runs each instance's library suite, clean and with the patch, in fresh units, independently of the
     job's records: FAIL_TO_PASS fail with the bug and pass without it, PASS_TO_PASS pass with it."""
+    from flawforge.debugging.environments import EnvironmentBuilder
     from flawforge.debugging.generate import SUITE_LIMITS
     from flawforge.pipelines.debug_conversations import suite_sandbox
 
@@ -63,18 +64,21 @@ def assert_instances_hold(instances: list[Instance], libraries: Path) -> None:
         archive = (libraries / name).read_bytes()
         files = read_archive(archive)
         layout = layout_of(*name_and_version(name), list(files))
+        of_library = [i for i in instances if f"{i.source}-{i.version}.tar.gz" == name]
+        environment = EnvironmentBuilder.from_settings().install(of_library[0].environment)
         clean = outcomes(sandbox.run_suite(archive, source_roots=layout.source_roots, args=layout.test_paths,
-                                           limits=SUITE_LIMITS))
-        for instance in (i for i in instances if f"{i.source}-{i.version}.tar.gz" == name):
+                                           limits=SUITE_LIMITS, environment=environment))
+        for instance in of_library:
             assert instance.FAIL_TO_PASS and instance.PASS_TO_PASS
             assert not set(instance.FAIL_TO_PASS) & set(instance.PASS_TO_PASS)
             assert len(instance.failing_output.encode()) <= 8 * 1024
             buggy = apply_patch(files[instance.path].decode(), instance.patch)
             assert apply_patch(buggy, instance.fix_patch) == files[instance.path].decode()
             with_bug = outcomes(sandbox.run_suite(archive, {instance.path: buggy}, source_roots=layout.source_roots,
-                                                  args=layout.test_paths, limits=SUITE_LIMITS))
+                                                  args=layout.test_paths, limits=SUITE_LIMITS,
+                                                  environment=environment))
             for test in instance.FAIL_TO_PASS:
-                assert clean[test] == "passed" and with_bug.get(test, "missing") in ("failed", "error", "missing"), \
+                assert clean[test] == "passed" and with_bug.get(test) in ("failed", "error"), \
                     (instance.instance_id, test)
             for test in instance.PASS_TO_PASS:
                 assert clean[test] == "passed" and with_bug[test] == "passed", (instance.instance_id, test)
@@ -113,6 +117,7 @@ def test_suite_batches_give_the_verdicts_units_of_their_own_give(shared_data, ar
     imports its lazy modules through its own importer the first time a test asks; toolz's tracebacks depend on
     the order tests run in. With batches and with every candidate in a unit of its own: the same instances
     (failing output included) and rejects."""
+    from flawforge.debugging.environments import EnvironmentBuilder
     from flawforge.debugging.generate import generate_for_library
     from flawforge.debugging.modifiers import REGISTRY
     from flawforge.pipelines.debug_conversations import suite_sandbox
@@ -127,7 +132,9 @@ def test_suite_batches_give_the_verdicts_units_of_their_own_give(shared_data, ar
             return [None] * len(changes)
 
     archive = (shared_data / "python-libraries" / archive_name).read_bytes()
-    batched, alone = (generate_for_library(runner, archive, archive_name, 30, sorted(REGISTRY), 0, 2)
+    built = EnvironmentBuilder.from_settings().for_library(read_archive(archive), name_and_version(archive_name)[0])
+    batched, alone = (generate_for_library(runner, archive, archive_name, 30, sorted(REGISTRY), 0, 2,
+                                           environment=built.environment, environment_path=built.path)
                       for runner in (sandbox, UnitsOfTheirOwn()))
     assert len(batched.instances) >= 15
     assert batched.model_dump(exclude={"baseline"}) == alone.model_dump(exclude={"baseline"})

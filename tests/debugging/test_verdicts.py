@@ -2,18 +2,17 @@
 reject, never an instance; a run that stopped early is no verdict; the final gate drops what does not reproduce."""
 from __future__ import annotations
 
-import io
 import platform
-import tarfile
 
 import pytest
 
-from flawforge.debugging.generate import SUITE_LIMITS, final_gate, generate_for_library, Workspace
+from flawforge.debugging.generate import SUITE_LIMITS, Workspace, final_gate, generate_for_library
 from flawforge.debugging.layout import ProjectLayout
 from flawforge.debugging.patches import apply_patch
 from flawforge.debugging.verdict import judge
 from flawforge.proto.debugging import Environment
 from flawforge.proto.sandbox import ResourceUsage, SuiteRunResult, TestCaseResult
+from tests.debugging.test_suite_unit import archive as tar_of
 
 ENVIRONMENT = Environment(python=platform.python_version(), packages=[])
 MODULE = '''def grade(score, limit):
@@ -67,14 +66,7 @@ def suite_sandbox():
 
 
 def archive(name: str, files: dict[str, str]) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        for path, text in files.items():
-            data = text.encode()
-            info = tarfile.TarInfo(f"{name}-1.0/{path}")
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
+    return tar_of({f"{name}-1.0/{path}": text for path, text in files.items()})
 
 
 def generate(sandbox, files: dict[str, str]):

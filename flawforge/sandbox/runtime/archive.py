@@ -55,7 +55,9 @@ def folders_above(path: str):
         index = path.find("/", index + 1)
 
 
-def _name_problem(name: str) -> str | None:
+def name_problem(name: str) -> str | None:
+    """Why `name` is not a plain relative path inside its folder, or None (also the host's rule for names from
+    data: flawforge.inputs.plain_name)."""
     if "\x00" in name:
         return "a NUL in its name"
     if "\\" in name:
@@ -92,7 +94,7 @@ def _checked_files(tar: tarfile.TarFile, max_members: int, max_member_bytes: int
         count += 1
         if count > max_members:
             raise ArchiveRefused(f"member {member.name!r}: the archive has more than {max_members:,} members")
-        problem = _name_problem(member.name)
+        problem = name_problem(member.name)
         if problem is not None:
             raise ArchiveRefused(f"member {member.name!r}: {problem}")
         if member.isdir():
