@@ -133,10 +133,10 @@ def test_suite_batches_give_the_verdicts_units_of_their_own_give(shared_data, ar
 
     archive = (shared_data / "python-libraries" / archive_name).read_bytes()
     built = EnvironmentBuilder.from_settings().for_library(read_archive(archive), name_and_version(archive_name)[0])
-    batched, alone = (generate_for_library(runner, archive, archive_name, 30, sorted(REGISTRY), 0, 2,
+    batched, alone = (generate_for_library(runner, archive, archive_name, 20, sorted(REGISTRY), 0, 2,
                                            environment=built.environment, environment_path=built.path)
                       for runner in (sandbox, UnitsOfTheirOwn()))
-    assert len(batched.instances) >= 15
+    assert len(batched.instances) >= 10
     assert batched.model_dump(exclude={"baseline"}) == alone.model_dump(exclude={"baseline"})
 
 
@@ -234,11 +234,17 @@ def test_model_written_conversations_state_only_facts(shared_data, tmp_path):
     def line_of(instance: Instance) -> int:
         return changed_lines(instance.fix_patch)[0]
 
+    def unlike_a_failing_one(instance: Instance) -> str | None:
+        """A passing test whose id no failing test's id shares (a parametrized sibling would)."""
+        return next((t for t in instance.PASS_TO_PASS
+                     if not any(f.split("[")[0] == t.split("[")[0] for f in instance.FAIL_TO_PASS)), None)
+
     faithful, elsewhere = [i for i in instances if changed_lines(i.fix_patch)][:2]
-    passing, unreplied = [i for i in instances if i not in (faithful, elsewhere)][:2]
+    passing = next(i for i in instances if i not in (faithful, elsewhere) and unlike_a_failing_one(i))
+    unreplied = next(i for i in instances if i not in (faithful, elsewhere, passing))
     function = faithful.qualname.rsplit(".", 1)[-1]
     record(faithful, f"{faithful.FAIL_TO_PASS[0]} fails because `{function}` is wrong at line {line_of(faithful)}.")
-    record(passing, f"{passing.PASS_TO_PASS[0]} fails in {passing.qualname}.")
+    record(passing, f"{unlike_a_failing_one(passing)} fails in {passing.qualname}.")
     record(elsewhere, f"{elsewhere.FAIL_TO_PASS[0]} fails: {elsewhere.qualname} at line {line_of(elsewhere) + 40}.")
     run("debug-conversations", {**params, "model": model}, tmp_path / "written", settings)
 
@@ -251,7 +257,7 @@ def test_model_written_conversations_state_only_facts(shared_data, tmp_path):
     summary = json.loads((out / "summary.json").read_text())["conversations"]
     assert summary["by_model"] == 1 and summary["deterministic"] == len(instances) - 1
     reasons = {f["instance_id"]: f["reason"] for f in summary["fallbacks"]}
-    assert f"names test {passing.PASS_TO_PASS[0]} as failing, which passes" in reasons[passing.instance_id]
+    assert f"names test {unlike_a_failing_one(passing)} as failing, which passes" in reasons[passing.instance_id]
     assert f"points at line {line_of(elsewhere) + 40}" in reasons[elsewhere.instance_id]
     assert all(conversations[i].writer == "deterministic" for i in reasons)
     assert "replay" in reasons[unreplied.instance_id].lower()

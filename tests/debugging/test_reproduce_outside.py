@@ -14,7 +14,7 @@ import pytest
 
 from flawforge.proto.debugging import Instance
 
-LIBRARIES = ("python-dateutil-2.9.0.post0.tar.gz", "markdown-3.7.tar.gz", "isodate-0.7.2.tar.gz")
+LIBRARIES = ("python-dateutil-2.9.0.post0.tar.gz", "markdown-3.7.tar.gz")
 OUTCOME_WORDS = {"PASSED": "passed", "FAILED": "failed", "ERROR": "error", "SKIPPED": "skipped",
                  "XFAIL": "skipped", "XPASS": "passed"}
 
@@ -33,7 +33,7 @@ def run_folder(shared_data, tmp_path_factory) -> Path:
     for name in LIBRARIES:
         shutil.copy(shared_data / "python-libraries" / name, libraries / name)
     out = root / "out"
-    run_embedded("debug-conversations", {"libraries": str(libraries), "per_library": 3, "seed": 5}, out,
+    run_embedded("debug-conversations", {"libraries": str(libraries), "per_library": 2, "seed": 5}, out,
                  Settings(bus="memory", blob_backend="local", blob_dir=str(root / "blobs"),
                           data_roots=str(libraries)))
     unpack_tasks(out)
@@ -65,7 +65,7 @@ def test_every_instance_reproduces_in_a_plain_venv_of_its_environment(run_folder
     instances = [Instance.model_validate(json.loads(p.read_text())["instance"]) for p in solutions]
     summary = json.loads((run_folder / "summary.json").read_text())
     assert summary["valid"] == len(instances) and summary["final_gate"]["emitted"] == len(instances)
-    assert {i.source for i in instances} == {"python-dateutil", "markdown", "isodate"}, summary["rejects_by_reason"]
+    assert {i.source for i in instances} == {"python-dateutil", "markdown"}, summary["rejects_by_reason"]
     venvs: dict[str, Path] = {}
     for path, instance in zip(solutions, instances):
         environment = instance.environment

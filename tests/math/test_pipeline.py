@@ -176,7 +176,7 @@ def test_cli_run_records_fallbacks_and_missing_templates_then_exports(shared_dat
     assert [r.reason for r in read_jsonl(tmp_path / "150" / "rejects.jsonl", Reject)] == ["missing_template"]
     assert (tmp_path / "150" / "candidates.jsonl").read_text() == ""
 
-    result = runner.invoke(app, ["export", "--candidates", str(fallback / "candidates.jsonl"), "--gsm8k", gsm8k,
+    result = runner.invoke(app, ["export", "math", "--candidates", str(fallback / "candidates.jsonl"), "--gsm8k", gsm8k,
                                  "--out", str(tmp_path / "dataset"), "--test-fraction", "1"])
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in (tmp_path / "dataset" / "test.jsonl").read_text().splitlines()]

@@ -96,7 +96,7 @@ def test_a_library_test_flooding_in_a_suite_batch_costs_the_pipeline_one_cap():
     limits = SandboxLimits(timeout_s=30, memory_mb=512, open_files=256, result_bytes=4 << 20)
     changes = [SuiteChange(path="lib/core.py", qualname="double", source=core.replace("2 * x", new),
                            tests=["tests/test_core.py::test_double"]) for new in ("x + x", "x * 2", "x + 3", "x * 3")]
-    with suite_sandbox() as sandbox:
+    with suite_sandbox.__wrapped__() as sandbox:  # its own zygote, closed after: the shared one stays open
         def batch_then_alone():
             results = sandbox.run_suite_batch(project, changes, args=["tests"], modules=["lib/core.py"],
                                               baseline=["tests/test_core.py::test_double"], limits=limits)

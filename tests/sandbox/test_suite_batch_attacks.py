@@ -32,7 +32,7 @@ def attack(path: Path) -> tuple[dict, list[dict]]:
 def sandbox():
     from flawforge.pipelines.debug_conversations import suite_sandbox
 
-    with suite_sandbox() as sandbox:
+    with suite_sandbox.__wrapped__() as sandbox:  # its own: the shared one stays open for other tests
         yield sandbox
 
 
