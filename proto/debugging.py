@@ -32,6 +32,8 @@ class Baseline(Model):
     passing: list[str] = Field(description="Tests that passed in both clean runs: the baseline.")
     flaky: list[str] = Field(default_factory=list, description="Tests whose outcome differed between the runs.")
     collection_errors: list[str] = Field(default_factory=list)
+    standing_refusal: str | None = Field(None, description="What the sandbox refused outside any test in both clean "
+                                                           "runs (the project carried on without it).")
     wall_s: float = Field(description="The first clean run's wall time.")
 
 

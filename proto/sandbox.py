@@ -188,12 +188,25 @@ class SuiteRunResult(TestRunResult):
     unfinished: str | None = Field(None, description="The test that was running when the run stopped, without a "
                                                      "result of its own (listed among the tests as an error).")
     forbidden_in: str | None = Field(None, description="The test that was running when the first forbidden operation "
-                                                       "was attempted (None: none was, or outside any test).")
+                                                       "was attempted, else the test file being collected (None: "
+                                                       "none was, or outside both).")
+
+    @property
+    def refused_outside_tests(self) -> str | None:
+        """What the sandbox refused while no test ran (a module probing for git or the host name at import, which
+        carries on without it), or None."""
+        outside = self.forbidden_in is None or "::" not in self.forbidden_in
+        return self.detail if self.outcome == "forbidden" and outside else None
+
+    def whole(self, standing: str | None = None) -> bool:
+        """pytest ran the session to its end and every test it started reported: the outcomes can be trusted. A
+        refusal outside any test that every run of the project meets (`standing`) does not spoil a run."""
+        ended_well = self.outcome == "ok" or (standing is not None and self.refused_outside_tests == standing)
+        return ended_well and self.pytest_status in (0, 1) and self.unfinished is None
 
     @property
     def complete(self) -> bool:
-        """pytest ran the session to its end and every test it started reported: the outcomes can be trusted."""
-        return self.outcome == "ok" and self.pytest_status in (0, 1) and self.unfinished is None
+        return self.whole()
 
 
 class SuiteChange(Model):

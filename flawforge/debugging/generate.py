@@ -98,9 +98,9 @@ def baseline_of(first: SuiteRunResult, second: SuiteRunResult) -> Baseline:
                     wall_s=round(first.usage.wall_s, 3))
 
 
-def unusable(run: SuiteRunResult) -> str | None:
-    """Why a clean run cannot be a baseline, or None."""
-    if run.complete:
+def unusable(run: SuiteRunResult, standing: str | None = None) -> str | None:
+    """Why a clean run cannot be a baseline, or None (`standing`: a refusal outside any test it may meet)."""
+    if run.whole(standing):
         return None
     if run.outcome != "ok":
         return f"{run.outcome}: {run.detail}"
@@ -121,7 +121,8 @@ def clean_runs(space: Workspace, concurrency: int,
                     for files in (list(space.layout.modules), None)]
             first, second = (run.result() for run in runs)
         stopper = next((test for run in (first, second) for test in [stopping_test(run)] if test), None)
-        why = unusable(first) or unusable(second)
+        standing = standing_refusal(first, second)
+        why = unusable(first, standing) or unusable(second, standing)
         if why is None or stopper is None or stopper in space.deselected:
             break
         if "timeout" in (first.outcome, second.outcome) and not hangs(space, stopper, limits):
@@ -131,7 +132,17 @@ def clean_runs(space: Workspace, concurrency: int,
         space = replace(space, deselected=(*space.deselected, stopper))
     excluded += [Exclusion(kind="test", name=collector, reason=first_line(message))
                  for collector, message in sorted({**second.collection_errors, **first.collection_errors}.items())]
+    if standing:
+        excluded.append(Exclusion(kind="operation", name=standing[:300], reason="refused by the sandbox while no test "
+                                                                               "ran, in every run; the project "
+                                                                               "carries on without it"))
     return space, first, second, excluded, why
+
+
+def standing_refusal(*runs: SuiteRunResult) -> str | None:
+    """The refusal outside any test that all the runs met alike, or None."""
+    refusals = {run.refused_outside_tests for run in runs}
+    return refusals.pop() if len(refusals) == 1 else None
 
 
 def hangs(space: Workspace, test: str, limits: SandboxLimits) -> bool:
@@ -147,7 +158,7 @@ def stopping_test(run: SuiteRunResult) -> str | None:
     sandbox forbids (a test may catch the refusal and pass, e.g. one that expects an unwritable path to fail)."""
     if run.unfinished is not None:
         return run.unfinished
-    return run.forbidden_in if run.outcome == "forbidden" else None
+    return run.forbidden_in if run.outcome == "forbidden" and run.refused_outside_tests is None else None
 
 
 def first_line(message: str) -> str:
@@ -217,7 +228,8 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
         result.rejects.append(BugReject(source=name, version=version, reason="no_baseline",
                                         detail=f"the clean suite cannot be trusted: {normalized(why)[:1000]}"))
         return result
-    baseline = result.baseline = baseline_of(first, second)
+    baseline = result.baseline = baseline_of(first, second).model_copy(
+        update={"standing_refusal": standing_refusal(first, second)})
     if not baseline.passing:
         result.rejects.append(BugReject(source=name, version=version, reason="no_baseline",
                                         detail=f"no test passed the clean suite twice ({first.outcome}: "
@@ -269,8 +281,8 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
         batches = [pool.submit(batch, batchable[start::concurrency]) for start in range(concurrency)]
         single = dict(zip(others, pool.map(alone, others)))
         runs = {**single, **{c: run for done in batches for c, run in done.result().items()}}
-    verdicts = [judge(baseline.passing, runs[c], args[c], list(layout.test_paths), baseline.collection_errors)
-                for c in chosen]
+    verdicts = [judge(baseline.passing, runs[c], args[c], list(layout.test_paths), baseline.collection_errors,
+                      baseline.standing_refusal) for c in chosen]
     valid = []
     for candidate, verdict in zip(chosen, verdicts):
         result.tried += 1

@@ -32,14 +32,14 @@ def _outcome(run: SuiteRunResult, test: str) -> str:
     return "missing"
 
 
-def _incomplete(run: SuiteRunResult, which: str) -> str | None:
+def _incomplete(run: SuiteRunResult, which: str, standing: str | None) -> str | None:
     """Why a run's outcomes cannot be trusted, or None."""
-    if run.outcome != "ok":
+    if run.whole(standing):
+        return None
+    if run.outcome != "ok" and run.refused_outside_tests != standing:
         return f"the {which} run ended {run.outcome}: {run.detail}"
-    if not run.complete:
-        where = f" during {run.unfinished}" if run.unfinished else ""
-        return f"the {which} run stopped early (pytest status {run.pytest_status}){where}"
-    return None
+    where = f" during {run.unfinished}" if run.unfinished else ""
+    return f"the {which} run stopped early (pytest status {run.pytest_status}){where}"
 
 
 def revalidate(instance: Instance, buggy_run: SuiteRunResult, fixed_run: SuiteRunResult) -> Revalidation:
@@ -48,7 +48,12 @@ def revalidate(instance: Instance, buggy_run: SuiteRunResult, fixed_run: SuiteRu
     still_passing = [t for t in instance.FAIL_TO_PASS if _outcome(buggy_run, t) not in ("failed", "error")]
     broken = [t for t in instance.PASS_TO_PASS if _outcome(buggy_run, t) != "passed"]
     not_fixed = [t for t in instance.FAIL_TO_PASS + instance.PASS_TO_PASS if _outcome(fixed_run, t) != "passed"]
-    problems = [why for why in (_incomplete(buggy_run, "buggy"), _incomplete(fixed_run, "fixed")) if why]
+    # A refusal outside any test that both runs meet alike (a module probing the host name at import) is the
+    # project's environment, not the bug's doing.
+    standing = buggy_run.refused_outside_tests if buggy_run.refused_outside_tests == fixed_run.refused_outside_tests \
+        else None
+    problems = [why for why in (_incomplete(buggy_run, "buggy", standing), _incomplete(fixed_run, "fixed", standing))
+                if why]
     if still_passing:
         problems.append(f"{len(still_passing)} FAIL_TO_PASS test(s) do not report a failure with the bug, e.g. "
                         f"{still_passing[0]} ({_outcome(buggy_run, still_passing[0])})")
@@ -58,6 +63,6 @@ def revalidate(instance: Instance, buggy_run: SuiteRunResult, fixed_run: SuiteRu
     if not_fixed:
         problems.append(f"{len(not_fixed)} test(s) do not pass with the fix, e.g. {not_fixed[0]} "
                         f"({_outcome(fixed_run, not_fixed[0])})")
-    buggy_whole, fixed_whole = buggy_run.complete, fixed_run.complete
+    buggy_whole, fixed_whole = buggy_run.whole(standing), fixed_run.whole(standing)
     return Revalidation(instance.instance_id, buggy_whole and not still_passing, buggy_whole and not broken,
                         fixed_whole and not not_fixed, "; ".join(problems))

@@ -89,7 +89,7 @@ def _selected(test: str, args: set[str]) -> bool:
 
 
 def judge(baseline_passing: list[str], run: SuiteRunResult, args: list[str], test_paths: list[str],
-          baseline_collection_errors: list[str]) -> Verdict:
+          baseline_collection_errors: list[str], standing_refusal: str | None = None) -> Verdict:
     """The verdict on a candidate's run of `args` (tests, test files, or the whole suite), from the outcomes the
     run reported alone: a run that stopped early, broke a limit, was forbidden or left a selected baseline test
     without a result is no verdict at all (the reject names why); FAIL_TO_PASS are the selected baseline tests
@@ -98,7 +98,8 @@ def judge(baseline_passing: list[str], run: SuiteRunResult, args: list[str], tes
     selected = set(args)
     in_run = [t for t in baseline_passing if whole or _selected(t, selected)]
     outcomes = {t.name: t for t in run.tests}
-    if run.outcome != "ok":  # a limit, a crash or a forbidden operation: no trustworthy test outcomes
+    if run.outcome != "ok" and not (standing_refusal and run.refused_outside_tests == standing_refusal):
+        # a limit, a crash or a forbidden operation (but one outside any test the clean runs met too)
         return Verdict(False, run.outcome, run.detail, [], [], "")
     new_errors = sorted(set(run.collection_errors) - set(baseline_collection_errors))
     if new_errors:

@@ -46,7 +46,8 @@ class Report:
     syntax_error: ProgramError | None = None
     error_errno: int | None = None
     forbidden: str | None = None
-    forbidden_test: str | None = None  # the test running when the first forbidden operation was attempted
+    forbidden_test: str | None = None  # the test running (else the file collecting) at the first forbidden operation
+    collecting: str | None = None
     tests: dict[str, TestCaseResult] = field(default_factory=dict)
     running_test: str | None = None
     collection_errors: dict[str, str] = field(default_factory=dict)
@@ -99,7 +100,7 @@ class Report:
         elif tag == "f":
             if self.forbidden is None:
                 self.forbidden = f"{_text(frame[2])} ({_text(frame[1])})"
-                self.forbidden_test = self.running_test
+                self.forbidden_test = self.running_test or self.collecting
         elif tag == "ts":
             self.running_test = _text(frame[1])
         elif tag == "tr":
@@ -108,6 +109,8 @@ class Report:
             self.running_test = None
         elif tag == "ce":
             self.collection_errors[_text(frame[1])] = _text(frame[2])
+        elif tag == "cs":
+            self.collecting = _text(frame[1])
         elif tag == "px":
             self.pytest_status = int(frame[1])
         elif tag == "cv":

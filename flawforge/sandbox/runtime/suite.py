@@ -144,6 +144,11 @@ class Reporter:
             if any(getattr(d, "scope", "function") != "function" for defs in definitions for d in defs):
                 self.coverage.by_test.setdefault(item.nodeid, set()).add(SHARED_FIXTURES)
 
+    def pytest_collectstart(self, collector):
+        """Names the file being collected: what its import does (a forbidden operation) is laid at its door."""
+        if collector.nodeid.endswith(".py"):
+            self.send(["cs", collector.nodeid], False)
+
     def pytest_collectreport(self, report):
         if report.failed:
             self.send(["ce", report.nodeid, report.longreprtext[-MESSAGE_CHARS:]], True)
