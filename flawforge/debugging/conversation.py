@@ -227,6 +227,9 @@ def fixed_addresses():
 
 
 if __name__ == "__main__":
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        print("run_tests.py: the tests were recorded as a user other than root; as root, tests that skip for root "
+              "(file permissions) do not pass", file=sys.stderr)
     with open(os.path.join(HERE, "tests.txt")) as listed:
         tests = [line.strip() for line in listed if line.strip()]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(os.path.join(HERE, r) for r in SOURCE_ROOTS),
@@ -257,6 +260,7 @@ def task_problem(instance: Instance) -> str:
 def environment_file(instance: Instance) -> str:
     """A pip requirements file of the packages the tests ran against."""
     return (f"# Python {instance.environment.python}; pip install -r {ENVIRONMENT_FILE}\n"
+            "# The tests ran as a user other than root: as root, tests that skip for root do not pass.\n"
             + "".join(f"{package}\n" for package in instance.environment.packages))
 
 

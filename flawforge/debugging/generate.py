@@ -39,7 +39,7 @@ MIN_TIMEOUT_S = 15.0
 
 # Tests a clean run can lose to a test that stops the session (an interrupt, the unit's end) before the library
 # is given up: each round leaves out the test that stopped it.
-EXCLUSION_ROUNDS = 5
+EXCLUSION_ROUNDS = 12
 # A test that ran out a clean run's time is taken to hang when, alone, it also runs out this fraction of it.
 HANG_FRACTION = 8
 
@@ -124,6 +124,9 @@ def clean_runs(space: Workspace, concurrency: int,
         standing = standing_refusal(first, second)
         why = unusable(first, standing) or unusable(second, standing)
         if why is None or stopper is None or stopper in space.deselected:
+            break
+        if len(excluded) == EXCLUSION_ROUNDS:
+            why = f"{why}; {EXCLUSION_ROUNDS} tests left out already"
             break
         if "timeout" in (first.outcome, second.outcome) and not hangs(space, stopper, limits):
             why = f"the clean suite takes longer than {limits.timeout_s:g} s ({why})"
