@@ -24,8 +24,8 @@ from flawforge.debugging.candidates import (Candidate, body_only_change, candida
 from flawforge.debugging.layout import ProjectLayout, layout_of, name_and_version, read_archive
 from flawforge.debugging.patches import instance_id, unified_diff
 from flawforge.debugging.revalidate import revalidate
-from flawforge.debugging.verdict import (PYTEST_ENDS, covered, judge, normalized, runs_at_import, test_file,
-                                         tests_to_run)
+from flawforge.debugging.verdict import (covered, judge, normalized, runs_at_import, standing_refusal, test_file,
+                                         tests_to_run, untrusted)
 from flawforge.proto.debugging import Baseline, BugReject, Environment, Exclusion, Instance, LibraryResult
 from flawforge.proto.sandbox import SandboxLimits, SuiteChange, SuiteRunResult
 
@@ -89,23 +89,13 @@ def _outcomes(run: SuiteRunResult) -> dict[str, str]:
 
 
 def baseline_of(first: SuiteRunResult, second: SuiteRunResult) -> Baseline:
-    """Both runs complete (see usable_clean_runs): tests that passed in both are the baseline."""
+    """Both runs trusted (see clean_runs): tests that passed in both are the baseline."""
     one, two = _outcomes(first), _outcomes(second)
     flaky = sorted(t for t in set(one) | set(two) if one.get(t) != two.get(t))
     passing = sorted(t for t, outcome in one.items() if outcome == "passed" and t not in flaky)
     return Baseline(tests=len(one), passing=passing, flaky=flaky,
                     collection_errors=sorted(set(first.collection_errors) | set(second.collection_errors)),
                     wall_s=round(first.usage.wall_s, 3))
-
-
-def unusable(run: SuiteRunResult, standing: str | None = None) -> str | None:
-    """Why a clean run cannot be a baseline, or None (`standing`: a refusal outside any test it may meet)."""
-    if run.whole(standing):
-        return None
-    if run.outcome != "ok":
-        return f"{run.outcome}: {run.detail}"
-    return PYTEST_ENDS.get(run.pytest_status, f"pytest ended with status {run.pytest_status}") + (
-        f" during {run.unfinished}" if run.unfinished else "")
 
 
 def clean_runs(space: Workspace, concurrency: int,
@@ -122,7 +112,7 @@ def clean_runs(space: Workspace, concurrency: int,
             first, second = (run.result() for run in runs)
         stopper = next((test for run in (first, second) for test in [stopping_test(run)] if test), None)
         standing = standing_refusal(first, second)
-        why = unusable(first, standing) or unusable(second, standing)
+        why = untrusted(first, standing) or untrusted(second, standing)
         if why is None or stopper is None or stopper in space.deselected:
             break
         if len(excluded) == EXCLUSION_ROUNDS:
@@ -140,12 +130,6 @@ def clean_runs(space: Workspace, concurrency: int,
                                                                                "ran, in every run; the project "
                                                                                "carries on without it"))
     return space, first, second, excluded, why
-
-
-def standing_refusal(*runs: SuiteRunResult) -> str | None:
-    """The refusal outside any test that all the runs met alike, or None."""
-    refusals = {run.refused_outside_tests for run in runs}
-    return refusals.pop() if len(refusals) == 1 else None
 
 
 def hangs(space: Workspace, test: str, limits: SandboxLimits) -> bool:
@@ -320,7 +304,7 @@ def validate_scenario(runner: SuiteRunner, archive: bytes, source: str, module_p
     first, second = space.run(layout.test_paths), space.run(layout.test_paths)
     rejects: list[BugReject] = []
     tried: dict[str, int] = {}
-    why = unusable(first) or unusable(second)
+    why = untrusted(first) or untrusted(second)
     baseline = baseline_of(first, second)
     if why or not baseline.passing or baseline.collection_errors or first.failed or first.errors:
         detail = (f"the clean module does not pass its own tests ({first.passed} passed, {first.failed} failed, "

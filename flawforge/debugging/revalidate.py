@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from flawforge.debugging.verdict import standing_refusal, untrusted
 from flawforge.proto.debugging import Instance
 from flawforge.proto.sandbox import SuiteRunResult
 
@@ -32,28 +33,15 @@ def _outcome(run: SuiteRunResult, test: str) -> str:
     return "missing"
 
 
-def _incomplete(run: SuiteRunResult, which: str, standing: str | None) -> str | None:
-    """Why a run's outcomes cannot be trusted, or None."""
-    if run.whole(standing):
-        return None
-    if run.outcome != "ok" and run.refused_outside_tests != standing:
-        return f"the {which} run ended {run.outcome}: {run.detail}"
-    where = f" during {run.unfinished}" if run.unfinished else ""
-    return f"the {which} run stopped early (pytest status {run.pytest_status}){where}"
-
-
 def revalidate(instance: Instance, buggy_run: SuiteRunResult, fixed_run: SuiteRunResult) -> Revalidation:
     """Only reported outcomes count: a FAIL_TO_PASS test fails with the bug only if it reported failed or error,
     and a run that stopped early proves nothing."""
     still_passing = [t for t in instance.FAIL_TO_PASS if _outcome(buggy_run, t) not in ("failed", "error")]
     broken = [t for t in instance.PASS_TO_PASS if _outcome(buggy_run, t) != "passed"]
     not_fixed = [t for t in instance.FAIL_TO_PASS + instance.PASS_TO_PASS if _outcome(fixed_run, t) != "passed"]
-    # A refusal outside any test that both runs meet alike (a module probing the host name at import) is the
-    # project's environment, not the bug's doing.
-    standing = buggy_run.refused_outside_tests if buggy_run.refused_outside_tests == fixed_run.refused_outside_tests \
-        else None
-    problems = [why for why in (_incomplete(buggy_run, "buggy", standing), _incomplete(fixed_run, "fixed", standing))
-                if why]
+    standing = standing_refusal(buggy_run, fixed_run)
+    runs = (("buggy", buggy_run), ("fixed", fixed_run))
+    problems = [f"the {which} run cannot be trusted: {why}" for which, run in runs if (why := untrusted(run, standing))]
     if still_passing:
         problems.append(f"{len(still_passing)} FAIL_TO_PASS test(s) do not report a failure with the bug, e.g. "
                         f"{still_passing[0]} ({_outcome(buggy_run, still_passing[0])})")

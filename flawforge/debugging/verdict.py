@@ -88,8 +88,27 @@ def _selected(test: str, args: set[str]) -> bool:
     return test in args or test_file(test) in args
 
 
+def standing_refusal(*runs: SuiteRunResult) -> str | None:
+    """The refusal outside any test that all the runs met alike (a module probing git or the host name at import,
+    which carries on without it: the project's environment, not a change's doing), or None."""
+    refusals = {run.refused_outside_tests for run in runs}
+    return refusals.pop() if len(refusals) == 1 else None
+
+
+def untrusted(run: SuiteRunResult, standing: str | None = None) -> str | None:
+    """Why a run's test outcomes cannot be trusted, or None: a limit, a crash or a forbidden operation (other than
+    `standing`, a refusal outside any test that every run of the project meets), or pytest stopped before the
+    session's end."""
+    if run.whole(standing):
+        return None
+    if run.outcome != "ok" and (standing is None or run.refused_outside_tests != standing):
+        return f"{run.outcome}: {run.detail}"
+    return PYTEST_ENDS.get(run.pytest_status, f"pytest ended with status {run.pytest_status}") + (
+        f" during {run.unfinished}" if run.unfinished else "")
+
+
 def judge(baseline_passing: list[str], run: SuiteRunResult, args: list[str], test_paths: list[str],
-          baseline_collection_errors: list[str], standing_refusal: str | None = None) -> Verdict:
+          baseline_collection_errors: list[str], standing: str | None = None) -> Verdict:
     """The verdict on a candidate's run of `args` (tests, test files, or the whole suite), from the outcomes the
     run reported alone: a run that stopped early, broke a limit, was forbidden or left a selected baseline test
     without a result is no verdict at all (the reject names why); FAIL_TO_PASS are the selected baseline tests
@@ -98,7 +117,7 @@ def judge(baseline_passing: list[str], run: SuiteRunResult, args: list[str], tes
     selected = set(args)
     in_run = [t for t in baseline_passing if whole or _selected(t, selected)]
     outcomes = {t.name: t for t in run.tests}
-    if run.outcome != "ok" and not (standing_refusal and run.refused_outside_tests == standing_refusal):
+    if run.outcome != "ok" and not (standing and run.refused_outside_tests == standing):
         # a limit, a crash or a forbidden operation (but one outside any test the clean runs met too)
         return Verdict(False, run.outcome, run.detail, [], [], "")
     new_errors = sorted(set(run.collection_errors) - set(baseline_collection_errors))
@@ -106,10 +125,9 @@ def judge(baseline_passing: list[str], run: SuiteRunResult, args: list[str], tes
         first = new_errors[0]
         return Verdict(False, "collection_error", f"{first}: {normalized(run.collection_errors[first])[-500:]}",
                        [], [], "")
-    if run.unfinished is not None or run.pytest_status not in (0, 1):
-        why = PYTEST_ENDS.get(run.pytest_status, f"pytest ended with status {run.pytest_status}")
-        where = f" during {run.unfinished}" if run.unfinished is not None else ""
-        return Verdict(False, "interrupted", f"{why}{where}", [], [], "")
+    why = untrusted(run, standing)  # the unit ended well: only pytest's own stop is left
+    if why is not None:
+        return Verdict(False, "interrupted", why, [], [], "")
     silent = [t for t in in_run if t not in outcomes]
     if silent:
         return Verdict(False, "incomplete", f"{len(silent)} selected baseline test(s) reported nothing, e.g. "
