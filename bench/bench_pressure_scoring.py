@@ -41,7 +41,7 @@ def workload(pairs: int) -> list[tuple[str, str]]:
 
 
 def naive_p_sem(lm, prompt: str, target: str) -> float:
-    from flawforge.pressure.psem import sequences
+    from flawforge.inference.word_forms import sequences
 
     tok = lm.tokenizer
     prompt_ids = tok(prompt)["input_ids"]

@@ -1,6 +1,6 @@
 """Semantic-pressure study throughput: prompts per second through greedy + traces + 16 samples.
 
-Flawforge: the study runner's batch (`flawforge.pressure.study_runner.StudyRunner.run_batch`): both
+Flawforge: the study runner's batch (`flawforge.pipelines.pressure_study_runner.StudyRunner.run_batch`): both
 conditions of every prompt in one left-padded batch per pass (greedy 8 tokens with a KV cache, one traced
 forward pass at the decision step keeping what the metrics read, the sampling pass with each prompt run
 once and its cache repeated for its 16 samples), the trace blobs written to a blob folder.
@@ -57,7 +57,7 @@ def main() -> None:
     from flawforge.pipelines.pressure_study import PressureStudyParams
     from flawforge.pressure.demo import demo_candidates
     from flawforge.pressure.prompts import CONDITIONS, build_prompt
-    from flawforge.pressure.study_runner import StudyRunner
+    from flawforge.pipelines.pressure_study_runner import StudyRunner
     from flawforge.proto.pressure import PromptRecord
     from flawforge.settings import Settings
 

@@ -13,6 +13,7 @@ from flawforge.inference.backend import Backend
 from flawforge.inference.errors import RequestError
 from flawforge.inference.loading import LoadedModel
 from flawforge.inference.openai_api import check_model
+from flawforge.inference.word_forms import p_sem, sequences
 from flawforge.proto.inference import (
     ContinuationScore, LayerReadout, LensRequest, LensResponse, LensResult, PatchedReadout, PatchRequest,
     PatchResponse, PressureRequest, PressureResponse, PressureResult, PressureSequence, Readout, ScoreRequest, ScoreResponse, ScoreResult, TargetToken, TraceRequest, TraceResponse,
@@ -84,8 +85,6 @@ def score(backend: Backend, req: ScoreRequest) -> ScoreResponse:
 def pressure(backend: Backend, req: PressureRequest) -> PressureResponse:
     """P_sem of each target after its prompt: every token variant of the target teacher-forced in one
     scoring call, so a prompt runs once for all its variants and prompts share forward passes."""
-    from flawforge.pressure.psem import first_ids, p_sem, sequences
-
     check_model(backend.model_name, req.model)
     tok = backend.tokenizer
 
@@ -105,10 +104,10 @@ def pressure(backend: Backend, req: PressureRequest) -> PressureResponse:
     results = []
     for item, (_, seqs) in zip(req.items, items):
         logprobs = next(found) if seqs else []
-        first = {seq[0]: math.exp(lps[0]) for seq, lps in zip(seqs, logprobs)}
+        single = {seq[0]: math.exp(lps[0]) for seq, lps in zip(seqs, logprobs) if len(seq) == 1}
         results.append(PressureResult(
             target=item.target, p_sem=p_sem(logprobs), p_sum=sum(math.exp(sum(lps)) for lps in logprobs),
-            p_first=sum(first[i] for i in first_ids([tuple(s) for s in seqs])),
+            p_first=sum(single.values()) if single else None,
             sequences=[PressureSequence(tokens=_pieces(tok, seq), token_ids=seq, prob=math.exp(sum(lps)))
                        for seq, lps in zip(seqs, logprobs)]))
     return PressureResponse(model=backend.model_name, results=results)

@@ -30,7 +30,7 @@ from flawforge.llm.limits import CallScope
 from flawforge.pressure import bins, filters, sources, validation
 from flawforge.pressure.generators import GENERATORS, Refused, Slot, TargetedGenerator, make_candidate
 from flawforge.pressure.prompts import baseline_prompt, negative_prompt
-from flawforge.pressure.psem import norm
+from flawforge.inference.word_forms import norm
 from flawforge.proto.base import jsonl
 from flawforge.proto.inference import PressureRequest, PressureResponse
 from flawforge.proto.pressure import CATEGORIES, Category, PromptRecord, p0_bin_of

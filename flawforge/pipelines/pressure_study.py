@@ -86,7 +86,7 @@ def run_key(records: list[PromptRecord], model: str, params: PressureStudyParams
 
 
 def run(ctx: JobContext, params: PressureStudyParams) -> None:
-    from flawforge.pressure import study_runner
+    from flawforge.pipelines import pressure_study_runner as study_runner
     from flawforge.services.inference_server.host import host_for
 
     started = time.monotonic()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 
 from flawforge.inference.research import score_continuations
-from flawforge.pressure import psem
+from flawforge.inference import word_forms
 from flawforge.pressure.filters import first_failure
 from flawforge.pressure.generators import CommonSense, Facts, Idioms
 from flawforge.pressure.prompts import build_prompt
@@ -37,17 +37,17 @@ def build_demo_prompts(lm, count: int, seed: int) -> list[PromptRecord]:
     tok = lm.tokenizer
     encode = lambda text: tok(text, add_special_tokens=False)["input_ids"]  # noqa: E731
     decode = lambda ids: tok.decode(list(ids), skip_special_tokens=True)  # noqa: E731
-    chosen = [c for c in demo_candidates(count, seed) if psem.sequences(c.target_word, encode, decode)]
+    chosen = [c for c in demo_candidates(count, seed) if word_forms.sequences(c.target_word, encode, decode)]
     items = []
     for candidate in chosen:
-        seqs = [list(s) for s in psem.sequences(candidate.target_word, encode, decode)]
+        seqs = [list(s) for s in word_forms.sequences(candidate.target_word, encode, decode)]
         for condition in ("baseline", "negative"):
             items.append((tok(build_prompt(condition, candidate.question_text, candidate.target_word))["input_ids"],
                           seqs))
     scores = score_continuations(lm, items, 4096)
     records = []
     for index, candidate in enumerate(chosen):
-        p0, p1 = (psem.p_sem(scores[2 * index + k]) for k in (0, 1))
+        p0, p1 = (word_forms.p_sem(scores[2 * index + k]) for k in (0, 1))
         records.append(PromptRecord(
             prompt_id=f"demo-{index:03d}", category=candidate.category, question_text=candidate.question_text,
             target_word=candidate.target_word, validation={"source": candidate.source, "validated": False},

@@ -17,7 +17,7 @@ from typing import ClassVar, Literal, Sequence
 
 from pydantic import BaseModel, Field
 
-from flawforge.pressure.psem import norm
+from flawforge.inference.word_forms import norm
 from flawforge.proto.llm import ChatMessage, ChatRequest
 from flawforge.proto.pressure import Category
 from flawforge.proto.pressure_dataset import Candidate

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from flawforge.pressure.metrics import adheres_to_format, attention_metrics, behaviour, taxonomy, tokens_in_span
-from flawforge.pressure.psem import first_ids, norm, p_sem, pressure_forms, variants
+from flawforge.inference.word_forms import norm, p_sem, single_token_ids, variants
+from flawforge.pressure.psem import pressure_forms
 from flawforge.pressure.statistics import bootstrap_mean, fit_logistic, logistic_with_ci
 
 
@@ -46,7 +47,7 @@ def test_pressure_math():
     assert "Paris ." not in variants("Paris") and " Paris. " in variants("Paris")
     assert p_sem([[math.log(0.5)], [math.log(0.5), math.log(0.4)]]) == pytest.approx(0.7)
     assert p_sem([[0.0], [math.log(0.5)]]) == 1.0
-    assert first_ids([(5,), (6, 1), (5, 2)]) == [5] and first_ids([(6, 1), (7, 2), (6, 3)]) == [6, 7]
+    assert single_token_ids([(5,), (6, 1), (5, 2)]) == [5] and single_token_ids([(6, 1), (7, 2), (6, 3)]) == []
     forms = pressure_forms(0.8, 0.2)
     assert forms["delta"] == pytest.approx(0.6) and forms["relative"] == pytest.approx(0.75)
     assert forms["log_ratio"] == pytest.approx(math.log(4))

@@ -10,7 +10,7 @@ from flawforge.inference import study
 from flawforge.inference.research import anatomy, eager_attention
 from flawforge.pipelines.pressure_study import PressureStudyParams
 from flawforge.pressure.prompts import build_prompt
-from flawforge.pressure.study_runner import StopRequested, StudyRunner
+from flawforge.pipelines.pressure_study_runner import StopRequested, StudyRunner
 from flawforge.proto.pressure import PromptRecord
 
 pytestmark = pytest.mark.model

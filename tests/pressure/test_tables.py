@@ -5,7 +5,7 @@ import pytest
 
 from flawforge.pipelines.pressure_study import PressureStudyParams
 from flawforge.pressure import figures, tables
-from flawforge.pressure.study_runner import patch_subset
+from flawforge.pipelines.pressure_study_runner import patch_subset
 from flawforge.proto.pressure import PromptRecord, p0_bin_of
 
 LAYERS = 3

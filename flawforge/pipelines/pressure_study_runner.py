@@ -22,7 +22,8 @@ import torch
 from flawforge.blobstore import BlobStore
 from flawforge.inference import study
 from flawforge.inference.research import score_continuations
-from flawforge.pressure import detector, metrics, psem
+from flawforge.inference import word_forms
+from flawforge.pressure import detector, metrics
 from flawforge.pressure.prompts import CONDITIONS, build_prompt, spans
 from flawforge.proto.pressure import PromptRecord
 
@@ -41,7 +42,7 @@ class StudyRunner:
         return self.tok.decode(list(ids), skip_special_tokens=True)
 
     def sequences(self, word: str) -> list[tuple[int, ...]]:
-        return psem.sequences(word, lambda text: self.tok(text, add_special_tokens=False)["input_ids"], self.decode)
+        return word_forms.sequences(word, lambda text: self.tok(text, add_special_tokens=False)["input_ids"], self.decode)
 
     def span_tokens(self, condition: str, record: PromptRecord) -> dict[str, list[int]]:
         """Token indices of each attention span, by the tokenizer's character offsets."""
@@ -88,7 +89,7 @@ class StudyRunner:
         greedy, samples = self.complete(prompts, prefilled)
         steps = [detector.decision_step(ids, r.target_word, self.decode) for ids, (r, _) in zip(greedy, rows)]
         seqs = {r.prompt_id: self.sequences(r.target_word) for r in batch}
-        lens_ids = [psem.first_ids(seqs[r.prompt_id]) for r, _ in rows]
+        lens_ids = [word_forms.single_token_ids(seqs[r.prompt_id]) for r, _ in rows]
         traces = study.trace_at(self.lm, prefilled, greedy, steps, lens_ids, p.decompose_layers)
         out: dict[str, dict] = {r.prompt_id: {"prompt_id": r.prompt_id, "conditions": {}} for r in batch}
         for row, (record, condition) in enumerate(rows):
@@ -155,7 +156,7 @@ class StudyRunner:
         rest: dict[int, float] = {}
         for seq, logprobs in zip(seqs, scores):
             rest[seq[0]] = rest.get(seq[0], 0.0) + math.exp(sum(logprobs[1:]))
-        first = psem.first_ids(seqs)
+        first = word_forms.single_token_ids(seqs)
         out = {}
         for kind in study.PATCH_KINDS:
             effect = study.patch_effects(self.lm, plan, kind, first, rest, self.params.greedy_tokens)
