@@ -466,6 +466,9 @@ class Batch(Model):
     model: str | None = Field(None, description="The model that answered; None until a request is answered.")
     usage: BatchUsage = Field(default_factory=BatchUsage)
     metadata: dict[str, str] | None = None
+    created_by: str | None = Field(None, description="The caller (its FLAWFORGE_API_TOKENS name) that created the "
+                                                     "batch: each line is bounded by that caller's cap on completion "
+                                                     "tokens. None on batches recorded before it was kept.")
 
 
 class BatchList(Model):

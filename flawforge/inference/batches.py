@@ -87,10 +87,10 @@ class BatchStore:
     def _key(batch_id: str, name: str) -> str:
         return f"{BATCHES}/{_check_id(batch_id, 'batch', 'batch_id')}/{name}"
 
-    def create(self, req: BatchCreate, now: int) -> Batch:
+    def create(self, req: BatchCreate, now: int, created_by: str | None = None) -> Batch:
         batch = Batch(id=f"batch_{uuid.uuid4().hex}", endpoint=req.endpoint, input_file_id=req.input_file_id,
                       completion_window=req.completion_window, status=BatchStatus.validating, created_at=now,
-                      expires_at=now + WINDOW_S[req.completion_window], metadata=req.metadata)
+                      expires_at=now + WINDOW_S[req.completion_window], metadata=req.metadata, created_by=created_by)
         self.save(batch)
         return batch
 

@@ -61,6 +61,26 @@ def caller_caps(spec: str, server_max: int) -> dict[str, int]:
     return caps
 
 
+@dataclass(frozen=True)
+class CallerLimits:
+    """Each caller's RequestLimits: its own cap (FLAWFORGE_INFERENCE_CALLER_REQUEST_TOKENS), else the cap of `*`,
+    else the server-wide maximum. A request is bounded by its sender's, a batch line by its batch's creator's."""
+
+    default_max_tokens: int
+    server_max: int
+    caps: dict[str, int]
+
+    @classmethod
+    def from_settings(cls, settings) -> "CallerLimits":
+        server_max = settings.inference_max_request_tokens
+        return cls(settings.inference_default_max_tokens, server_max,
+                   caller_caps(settings.inference_caller_request_tokens, server_max))
+
+    def of(self, who: str | None) -> RequestLimits:
+        """`who` None: a caller no entry names (a batch recorded before batches named their creator)."""
+        return RequestLimits(self.default_max_tokens, self.caps.get(who, self.caps.get("*", self.server_max)))
+
+
 def _check_cost(limits: RequestLimits, n: int, max_tokens: int, prompts: int = 1) -> None:
     cost = prompts * n * max_tokens
     if cost > limits.max_request_tokens:

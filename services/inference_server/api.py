@@ -111,12 +111,11 @@ def openai_router(platform: Platform) -> APIRouter:
     settings = platform.settings
     host = host_for(settings).start()
     router = APIRouter(prefix="/v1", tags=["openai"], responses=ERRORS, route_class=OpenAIRoute)
-    server_max = settings.inference_max_request_tokens
-    caps = openai_api.caller_caps(settings.inference_caller_request_tokens, server_max)
+    caller_limits = openai_api.CallerLimits.from_settings(settings)
 
     def limits(who: str = Depends(caller)) -> openai_api.RequestLimits:
         """The caller's bounds on one request."""
-        return openai_api.RequestLimits(settings.inference_default_max_tokens, caps.get(who, caps.get("*", server_max)))
+        return caller_limits.of(who)
 
     def card() -> ModelCard:
         return ModelCard(id=host.ready().model_name, created=host.loaded_at, owned_by="flawforge")
@@ -234,13 +233,14 @@ def batch_router(platform: Platform) -> APIRouter:
         return files.delete(file_id)
 
     @router.post("/batches")
-    def create_batch(body: BatchCreate) -> Batch:
-        """Records the batch (status validating) and queues it for the worker."""
+    def create_batch(body: BatchCreate, who: str = Depends(caller)) -> Batch:
+        """Records the batch (status validating) and queues it for the worker; its lines are bounded by the
+        creator's cap on completion tokens, as the creator's own requests are."""
         source = files.get(body.input_file_id)
         if source.purpose != "batch":
             raise RequestError(400, f"file {source.id} has purpose {source.purpose!r}, not 'batch'",
                                param="input_file_id", code="invalid_input_file")
-        batch = batches.create(body, int(time.time()))
+        batch = batches.create(body, int(time.time()), created_by=who)
         platform.bus.declare(BATCH_QUEUE)
         platform.bus.publish(BATCH_QUEUE, BatchRequested(batch_id=batch.id))
         return batch

@@ -19,19 +19,20 @@ def make_batch_handler(platform: Platform):
     settings = platform.settings
     host = host_for(settings).start()
     batches, files = BatchStore(platform.store), FileStore(platform.store)
-    # A batch does not record who sent it: each line gets the server-wide maximum.
-    limits = openai_api.RequestLimits(settings.inference_default_max_tokens, settings.inference_max_request_tokens)
-
-    def execute(endpoint: str, body: dict) -> dict:
-        # Waits for the model; a model that failed to load fails each request with a 503 line.
-        return openai_api.execute(host.wait(), endpoint, body, limits)
+    caller_limits = openai_api.CallerLimits.from_settings(settings)
 
     def handle(message: BatchRequested) -> None:
         try:
-            batches.get(message.batch_id)
+            batch = batches.get(message.batch_id)
         except RequestError:
             log.warning("batch %s is not recorded; dropping its request", message.batch_id)
             return
+        limits = caller_limits.of(batch.created_by)
+
+        def execute(endpoint: str, body: dict) -> dict:
+            # Waits for the model; a model that failed to load fails each request with a 503 line.
+            return openai_api.execute(host.wait(), endpoint, body, limits)
+
         run_batch(batches, files, message.batch_id, execute)
 
     return handle

@@ -109,6 +109,20 @@ def test_a_batch_completes_while_bad_lines_and_failed_requests_go_to_the_error_f
     assert [b["id"] for b in client.get("/v1/batches").json()["data"]] == [batch["id"]]
 
 
+def test_a_batch_line_is_bounded_by_its_creators_cap_not_only_the_servers(make_client, lm):
+    client = make_client(inference_caller_request_tokens="tests:6,*:50")  # the server-wide maximum: 8,192
+    batch = create_batch(client, upload(client, [chat_line("within", lm.name, max_tokens=4),
+                                                 chat_line("over", lm.name, max_tokens=8)]))
+    assert batch["created_by"] == "tests"
+    batch = wait_for(client, batch["id"])
+    assert batch["request_counts"] == {"total": 2, "completed": 1, "failed": 1}
+    assert [line["custom_id"] for line in lines_of(client, batch["output_file_id"])] == ["within"]
+    [over] = lines_of(client, batch["error_file_id"])
+    error = over["response"]["body"]["error"]
+    assert over["custom_id"] == "over" and over["response"]["status_code"] == 400
+    assert error["code"] == "request_too_large" and "more than the 6 " in error["message"]
+
+
 def test_a_batch_without_a_valid_line_fails_and_bad_creations_are_refused(make_client, lm):
     client = make_client()
     batch = wait_for(client, create_batch(client, upload(client, ["garbage", {"custom_id": "x"}]))["id"])
