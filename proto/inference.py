@@ -670,8 +670,8 @@ class PressureResult(Model):
     target: str
     p_sem: float = Field(description="min(1, sum of the sequences' probabilities).")
     p_sum: float = Field(description="The sum before clamping (the set nests prefixes, so it may pass 1).")
-    p_first: float = Field(description="The probability of the single-token sequences' ids (of the sequences' "
-                                       "distinct first ids where no sequence is a single token).")
+    p_first: float | None = Field(description="The probability of the single-token sequences' ids; None where no "
+                                              "form of the target is a single token.")
     sequences: list[PressureSequence] = Field(description="S(X): the target's distinct token variants; empty when "
                                                           "no written form decodes back to X.")
 
