@@ -28,7 +28,7 @@ from flawforge.math.display import show
 from flawforge.math.gsm8k import numbered_lines
 from flawforge.math.mutations import Edit, Mutation, mutations_of
 from flawforge.math.mutations.base import Miscalculate, StopAt, Substitution
-from flawforge.math.mutations.realism import Flawed, unrealistic
+from flawforge.math.mutations.realism import Flawed, Refusal, Story, unrealistic
 from flawforge.math.proofread import Verdict, check_correct, check_flawed, question_numbers, solution_lines
 from flawforge.math.program import FINAL_ANSWER_STEP, BoundProgram, Prediction, Program, Site, TemplateError
 from flawforge.math.ranking import Ranker, features, names_read, shipped_ranker, world_knowledge_names
@@ -149,7 +149,9 @@ def generate_for_problem(template: ProblemTemplate, sandbox: TraceExecutor, fami
     else:
         results = sandbox.trace_batch(template.code, [m.code for m in mutants], func="solve")[1:]
         outcomes = [(m, _ran(r)) for m, r in zip(mutants, results)]
-    groups = _plausible(bound, outcomes, dropped)
+    story = Story.of([*stated, *bound.final_values.values()])
+    refused: list[tuple[_Mutant, Refusal]] = []
+    groups = _plausible(bound, outcomes, dropped, story, refused)
     ranker = shipped_ranker()
     place = _Places(program, writer.order)
     selected = select([_choice(g, ranker, bound, place) for g in groups], caps, seed, accept=tell,
@@ -160,6 +162,7 @@ def generate_for_problem(template: ProblemTemplate, sandbox: TraceExecutor, fami
     output.rejects += [_reject(template, f"text_{verdict.findings[0].kind}",
                                f"{mutant.mutation.name} at {mutant.line} ({mutant.key}): {verdict.reason()}")
                        for mutant, verdict in reader.failed]
+    output.rejects += _refusals(template, refused)
     for family in families:
         if not any(c.family == family for c in output.candidates):
             proposed = sum(m.mutation.family == family for m in mutants)
@@ -208,16 +211,23 @@ def _ran(result: ExecutionResult) -> _Outcome | None:
 Group = list[tuple[_Mutant, _Outcome]]
 
 
-def _plausible(bound: BoundProgram, outcomes: list[tuple[_Mutant, _Outcome | None]], dropped: Counter) -> list[Group]:
+def _plausible(bound: BoundProgram, outcomes: list[tuple[_Mutant, _Outcome | None]], dropped: Counter, story: Story,
+               refused: list[tuple[_Mutant, Refusal]]) -> list[Group]:
     """The mutants whose flawed execution is plausible, in groups: mutants with the same error type,
-    line and flawed answer form one (the same mistake to a reviewer), most plausible first."""
+    line and flawed answer form one (the same mistake to a reviewer), most plausible first. Adds each mutant a
+    realism rule refuses to `refused`."""
     groups: dict[Any, Group] = {}
     plausibility = Plausibility(bound.final_values, bound.answer)
     for mutant, outcome in outcomes:
         if outcome is None:
             dropped[(mutant.mutation.family, "not_executable")] += 1
             continue
-        reason = plausibility.violation(outcome.values, outcome.answer) or _unrealistic(mutant, outcome, bound)
+        reason = plausibility.violation(outcome.values, outcome.answer)
+        if reason is None:
+            refusal = _unrealistic(mutant, outcome, bound, story)
+            if refusal is not None:
+                refused.append((mutant, refusal))
+                reason = refusal.rule
         if reason:
             dropped[(mutant.mutation.family, reason)] += 1
             continue
@@ -247,7 +257,7 @@ class _Reader:
         return verdict.ok
 
 
-def _unrealistic(mutant: _Mutant, outcome: _Outcome, bound: BoundProgram) -> str | None:
+def _unrealistic(mutant: _Mutant, outcome: _Outcome, bound: BoundProgram, story: Story) -> Refusal | None:
     edit = mutant.edit
     if isinstance(edit, Substitution):  # its renamed expression is built only for mutants that run
         expression, renamed = mutant.site.assignment.value, {edit.old: edit.new}
@@ -255,7 +265,24 @@ def _unrealistic(mutant: _Mutant, outcome: _Outcome, bound: BoundProgram) -> str
         expression, renamed = edit.expression, {}
     return unrealistic(Flawed(site=mutant.site, error_type=mutant.mutation.name, expression=expression,
                               values=outcome.values, answer=outcome.answer, correct_answer=bound.answer,
-                              renamed=renamed))
+                              renamed=renamed, params=edit.params, story=story))
+
+
+REFUSALS_SHOWN = 8  # a rule's reject names this many distinct refusals of a problem, then counts the rest
+
+
+def _refusals(template: ProblemTemplate, refused: list[tuple[_Mutant, Refusal]]) -> list[Reject]:
+    """A reject for each realism rule that refused mutants of the problem: how many, and what they were."""
+    by_rule: dict[str, list[str]] = {}
+    for mutant, refusal in refused:
+        by_rule.setdefault(refusal.rule, []).append(f"{mutant.mutation.name} at {mutant.line}: {refusal.what}")
+    rejects = []
+    for rule, refusals in sorted(by_rule.items()):
+        distinct = list(dict.fromkeys(refusals))
+        more = len(distinct) - REFUSALS_SHOWN
+        rejects.append(_reject(template, f"unrealistic_{rule}", f"{len(refusals)} mutants: "
+                               + "; ".join(distinct[:REFUSALS_SHOWN]) + (f"; and {more} more" if more > 0 else "")))
+    return rejects
 
 
 def _tell(writer: SolutionWriter, reader: _Reader, group: Group, dropped: Counter) -> _Flawed | None:

@@ -2,23 +2,65 @@
 
 A mutation says where an error can happen; a rule says which of its results a reviewer would
 reject as no real mistake. Each rule is a small class with a name, an explanation, the error
-types it judges, and one `violated` method over the mutant: its site (the assignment, the
-correct value), its edit and the flawed execution's values. Defining a subclass with a `name`
-registers it; `unrealistic` names the first rule a mutant breaks.
+types it judges, and one `refused` method over the mutant (its site: the assignment and the
+correct value; its edit; the flawed execution's values) that says in words what it refuses,
+or None. Defining a subclass with a `name` registers it; `unrealistic` gives the first rule a
+mutant breaks with what it refused, which generation records in rejects.jsonl.
+
+Three kinds of rule judge the errors of issue 34's audit:
+
+- Direction (computational slips). A slip keeps the line's formula and shows a wrong value; the
+  value must stay on the side of its operands that the operation puts it on: a sum of positive
+  terms is at least each term, a difference of positive quantities at most what it was taken
+  from, a product of factors above one at least each factor, and a part (a quotient by more
+  than one, a product with a factor below one) at most its whole.
+- Magnitude (conceptual errors). A wrong step of reasoning may land anywhere the story's own
+  numbers go: the flawed answer and the erroneous step's value each stay within a factor of
+  ten of the correct one, unless the value lies within the story's range, from the smallest to
+  the largest magnitude among the numbers the question states and the values the correct
+  solution computes (reporting a total instead of a share is a plausible answer; thirty
+  thousand dollars for an hour's babysitting paid $12 is not).
+- Units (operator swaps). Subtracting where a division belongs, or adding where a product
+  belongs, is a mistake a person makes only between quantities of one unit (60 minutes / 15
+  minutes read as 60 - 15); between a price and a count (or a total and a rate) the swap
+  computes nothing.
 """
 from __future__ import annotations
 
 import ast
+import math
 from abc import ABC, abstractmethod
 from functools import lru_cache
 from types import MappingProxyType
-from typing import Any, ClassVar, Mapping, NamedTuple
+from typing import Any, ClassVar, Iterable, Mapping, NamedTuple
 
 from flawforge.math import PROBLEM_CACHE_SIZE
-from flawforge.math.arithmetic import is_number
+from flawforge.math.arithmetic import Evaluator, UnsafeExpression, call_name, compiled, is_number
+from flawforge.math.display import show
+from flawforge.math.mutations.units import same_unit
 from flawforge.math.program import Site, expression_nodes
+from flawforge.proto.math import COMPUTATIONAL_TYPES, CONCEPTUAL_TYPES
 
 RULES: list["RealismRule"] = []
+
+
+class Story(NamedTuple):
+    """The range of magnitudes a problem's own numbers span (non-zero ones)."""
+
+    smallest: float
+    largest: float
+
+    @classmethod
+    def of(cls, numbers: Iterable[Any]) -> "Story":
+        magnitudes = [abs(float(n)) for n in numbers if is_number(n) and n != 0 and math.isfinite(float(n))]
+        return cls(min(magnitudes), max(magnitudes)) if magnitudes else cls(0.0, math.inf)
+
+    def holds(self, value: Any) -> bool:
+        magnitude = abs(float(value))
+        return self.smallest * (1 - 1e-9) <= magnitude <= self.largest * (1 + 1e-9)
+
+
+ANY_STORY = Story(0.0, math.inf)
 
 
 class Flawed(NamedTuple):
@@ -32,10 +74,17 @@ class Flawed(NamedTuple):
     answer: Any                   # its final answer
     correct_answer: Any
     renamed: Mapping[str, str] = MappingProxyType({})  # a substitution: the name each name reads
+    params: Mapping[str, Any] = MappingProxyType({})   # the edit's parameters
+    story: Story = ANY_STORY      # the magnitudes of the problem's own numbers
 
     @property
     def new_value(self) -> Any:
         return self.values.get(self.site.target)
+
+
+class Refusal(NamedTuple):
+    rule: str
+    what: str  # what the rule refused, in words
 
 
 class RealismRule(ABC):
@@ -52,8 +101,8 @@ class RealismRule(ABC):
         return self.error_types is None or error_type in self.error_types
 
     @abstractmethod
-    def violated(self, flawed: Flawed) -> bool:
-        """Whether this mutant makes a mistake no student makes."""
+    def refused(self, flawed: Flawed) -> str | None:
+        """What this mutant does that no student does, in words; None when it is a mistake people make."""
 
 
 def _close(a: float, b: float) -> bool:
@@ -65,16 +114,14 @@ class NoSelfDivision(RealismRule):
     explanation = "Nobody divides a quantity by itself to get 1 ('Nancy earns $28/28 = $1 per hour')."
     error_types = frozenset({"operator_swap", "incorrect_operand", "input_misrepresentation"})
 
-    def violated(self, flawed: Flawed) -> bool:
+    def refused(self, flawed: Flawed) -> str | None:
         scope, renamed = flawed.site.scope, flawed.renamed
         for left, right in _name_divisions(flawed.expression):
             left_name, right_name = renamed.get(left, left), renamed.get(right, right)
-            if left_name == right_name:
-                return True
             a, b = scope.get(left_name), scope.get(right_name)
-            if is_number(a) and is_number(b) and b != 0 and _close(float(a), float(b)):
-                return True
-        return False
+            if left_name == right_name or (is_number(a) and is_number(b) and b != 0 and _close(float(a), float(b))):
+                return f"{left_name} / {right_name} divides {show(a)} by itself"
+        return None
 
 
 @lru_cache(maxsize=PROBLEM_CACHE_SIZE)  # by identity: one site's expression, judged for each of its substitutions
@@ -90,9 +137,11 @@ class NoZeroAddedToOneDigit(RealismRule):
     explanation = "A one-digit result does not grow a zero ('24/6 = 40 slices'): the slip is writing 40 for 4."
     error_types = frozenset({"off_by_factor_of_10"})
 
-    def violated(self, flawed: Flawed) -> bool:
+    def refused(self, flawed: Flawed) -> str | None:
         value, new = flawed.site.value, flawed.new_value
-        return is_number(value) and is_number(new) and abs(value) < 10 and abs(new) > abs(value)
+        if is_number(value) and is_number(new) and abs(value) < 10 and abs(new) > abs(value):
+            return f"{flawed.site.target} {show(value)} written {show(new)}"
+        return None
 
 
 class NoDecimalShiftOfAWholeNumber(RealismRule):
@@ -101,9 +150,11 @@ class NoDecimalShiftOfAWholeNumber(RealismRule):
                    "shifting or offsetting its decimals gives '2.7 friends'.")
     error_types = frozenset({"decimal_shift", "float_off_by_n"})
 
-    def violated(self, flawed: Flawed) -> bool:
+    def refused(self, flawed: Flawed) -> str | None:
         value = flawed.site.value
-        return isinstance(value, float) and _close(value, round(value))
+        if isinstance(value, float) and _close(value, round(value)):
+            return f"{flawed.site.target} {value!r} is whole but for float error"
+        return None
 
 
 class NoRunawayAnswer(RealismRule):
@@ -112,18 +163,170 @@ class NoRunawayAnswer(RealismRule):
                    "is no answer a student would write down.")
     RATIO = 1000
 
-    def violated(self, flawed: Flawed) -> bool:
+    def refused(self, flawed: Flawed) -> str | None:
         answer, correct = flawed.answer, flawed.correct_answer
-        if not (is_number(answer) and is_number(correct)) or correct == 0:
-            return False
-        return abs(answer) > self.RATIO * abs(correct)
+        if is_number(answer) and is_number(correct) and correct != 0 and abs(answer) > self.RATIO * abs(correct):
+            return f"answer {show(answer)} is over {self.RATIO} times {show(correct)}"
+        return None
 
 
-def unrealistic(flawed: Flawed) -> str | None:
-    """The name of the first rule the mutant breaks, or None."""
+# --- direction of computational slips ----------------------------------------------------------------------------
+# A rounded value keeps the direction of what it rounds: int(30 / 2) is still at most 30.
+_ROUNDING = frozenset({"int", "float", "round", "math.floor", "math.ceil"})
+
+
+@lru_cache(maxsize=PROBLEM_CACHE_SIZE)  # by identity: one site's expression, judged for each of its slips
+def _operation(expression: ast.expr) -> ast.BinOp | None:
+    """The arithmetic operation that computes the expression's value, seen through rounding calls."""
+    while isinstance(expression, ast.Call) and call_name(expression.func) in _ROUNDING and expression.args:
+        expression = expression.args[0]
+    return expression if isinstance(expression, ast.BinOp) else None
+
+
+class Operands(NamedTuple):
+    symbol: str
+    left: float
+    right: float
+    new: float  # the value the slip shows
+
+
+class DirectionRule(RealismRule):
+    """A slip keeps the line's formula (`30 / 2 = 150`): judged against the operand values that formula shows."""
+
+    error_types = frozenset(COMPUTATIONAL_TYPES)
+    symbols: ClassVar[frozenset[str]]
+
+    def refused(self, flawed: Flawed) -> str | None:
+        operands = _operands(flawed)
+        if operands is None or operands.symbol not in self.symbols:
+            return None
+        return self.breaks(operands)
+
+    @abstractmethod
+    def breaks(self, o: Operands) -> str | None:
+        """What is impossible about `o.new` as the result of `o.left <symbol> o.right`, or None."""
+
+
+_SYMBOLS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "/"}
+
+
+def _operands(flawed: Flawed) -> Operands | None:
+    node = _operation(flawed.site.assignment.value)
+    symbol = _SYMBOLS.get(type(node.op)) if node is not None else None
+    new = flawed.new_value
+    if symbol is None or not is_number(new):
+        return None
+    try:
+        left = compiled(Evaluator, node.left)(flawed.site.scope)
+        right = compiled(Evaluator, node.right)(flawed.site.scope)
+    except UnsafeExpression:
+        return None
+    if not (is_number(left) and is_number(right)):
+        return None
+    return Operands(symbol, float(left), float(right), float(new))
+
+
+def _below(value: float, bound: float) -> bool:
+    return value < bound and not _close(value, bound)
+
+
+class SumBelowATerm(DirectionRule):
+    name = "sum_below_a_term"
+    explanation = "A sum of positive terms is at least each of them ('40 + 25 = 39')."
+    symbols = frozenset({"+"})
+
+    def breaks(self, o: Operands) -> str | None:
+        if o.left > 0 and o.right > 0 and _below(o.new, max(o.left, o.right)):
+            return f"{show(o.left)} + {show(o.right)} shown as {show(o.new)}, below the term {show(max(o.left, o.right))}"
+        return None
+
+
+class DifferenceAboveTheMinuend(DirectionRule):
+    name = "difference_above_the_minuend"
+    explanation = "Taking a positive amount away leaves less than there was ('76 - 38 = 83')."
+    symbols = frozenset({"-"})
+
+    def breaks(self, o: Operands) -> str | None:
+        if o.left > 0 and o.right > 0 and _below(o.left, o.new):
+            return f"{show(o.left)} - {show(o.right)} shown as {show(o.new)}, above {show(o.left)}"
+        return None
+
+
+class ProductBelowAFactor(DirectionRule):
+    name = "product_below_a_factor"
+    explanation = ("Multiplying by more than one (or dividing by a positive number below one) cannot give less "
+                   "than the number started from ('30 x 20 = 6').")
+    symbols = frozenset({"*", "/"})
+
+    def breaks(self, o: Operands) -> str | None:
+        if o.symbol == "*" and o.left > 1 and o.right > 1 and _below(o.new, max(o.left, o.right)):
+            return f"{show(o.left)} x {show(o.right)} shown as {show(o.new)}, below the factor {show(max(o.left, o.right))}"
+        if o.symbol == "/" and o.left > 0 and 0 < o.right < 1 and _below(o.new, o.left):
+            return f"{show(o.left)} / {show(o.right)} shown as {show(o.new)}, below {show(o.left)}"
+        return None
+
+
+class PartAboveTheWhole(DirectionRule):
+    name = "part_above_the_whole"
+    explanation = ("A part is at most its whole: dividing by more than one, or taking a fraction below one of a "
+                   "positive amount, cannot give more than the amount ('30 students / 2 = 150 students').")
+    symbols = frozenset({"*", "/"})
+
+    def breaks(self, o: Operands) -> str | None:
+        if o.symbol == "/" and o.left > 0 and o.right > 1 and _below(o.left, o.new):
+            return f"{show(o.left)} / {show(o.right)} shown as {show(o.new)}, above the whole {show(o.left)}"
+        if o.symbol == "*":
+            for whole, share in ((o.left, o.right), (o.right, o.left)):
+                if whole > 0 and 0 < share < 1 and _below(whole, o.new):
+                    return f"{show(share)} of {show(whole)} shown as {show(o.new)}, above the whole {show(whole)}"
+        return None
+
+
+# --- magnitude of conceptual errors -------------------------------------------------------------------------------
+class MagnitudeOutsideTheStory(RealismRule):
+    name = "magnitude_outside_the_story"
+    explanation = ("A wrong step of reasoning gives a number of the story's size: the flawed answer and the "
+                   "erroneous step's value stay within a factor of ten of the correct ones, or within the range of "
+                   "the numbers the question states and the correct solution computes.")
+    error_types = frozenset(CONCEPTUAL_TYPES)
+    RATIO = 10
+
+    def refused(self, flawed: Flawed) -> str | None:
+        for what, new, correct in (("answer", flawed.answer, flawed.correct_answer),
+                                   (flawed.site.target, flawed.new_value, flawed.site.value)):
+            if not (is_number(new) and is_number(correct)) or correct == 0 or new == 0:
+                continue
+            ratio = abs(float(new)) / abs(float(correct))
+            if (ratio >= self.RATIO or ratio <= 1 / self.RATIO) and not flawed.story.holds(new):
+                return (f"{what} {show(new)} against {show(correct)}, outside the story's numbers "
+                        f"{show(flawed.story.smallest)} to {show(flawed.story.largest)}")
+        return None
+
+
+# --- units of operator swaps --------------------------------------------------------------------------------------
+class UnitBreakingSwap(RealismRule):
+    name = "unit_breaking_swap"
+    explanation = ("'-' for '/' or '+' for '*' only between quantities of one unit: 60 minutes / 15 minutes read "
+                   "as 60 - 15 is a confusion people have, $240 / 8 tickets read as $240 - 8 is not.")
+    error_types = frozenset({"operator_swap"})
+    BREAKING = frozenset({("/", "-"), ("*", "+")})
+
+    def refused(self, flawed: Flawed) -> str | None:
+        params = flawed.params
+        if (params.get("old"), params.get("new")) not in self.BREAKING:
+            return None
+        left, right = params["left"], params["right"]
+        if same_unit(flawed.site.program, left, right):
+            return None
+        return f"{left} {params['new']} {right} for {left} {params['old']} {right}: not one unit"
+
+
+def unrealistic(flawed: Flawed) -> Refusal | None:
+    """The first rule the mutant breaks, with what it refused; None when it breaks none."""
     for rule in _judging(flawed.error_type, len(RULES)):
-        if rule.violated(flawed):
-            return rule.name
+        what = rule.refused(flawed)
+        if what is not None:
+            return Refusal(rule.name, what)
     return None
 
 

@@ -1,0 +1,85 @@
+"""The unit a template's variable counts in, as far as its name, its comment and the solution text tell.
+
+Templates name their variables for what they hold (`price_per_ticket`, `num_tickets`,
+`minutes_per_hour`, `doubling_factor`) and comment their inputs with the question's words
+(`# $12 each`), and the solution's line templates print money as `${name}` and shares as
+`{name}%`. A unit here is a label read from those: a rate ('per ticket'), a pure number
+('ratio': factors, percentages, divisors), money ('$'), a time unit, or else the noun the
+name ends with. Two variables share a unit when their labels are equal; this is what the
+unit-aware operator swap rule asks, and it errs on the side of 'not one unit'.
+"""
+from __future__ import annotations
+
+import re
+
+from flawforge.math.program import Program
+
+_RATE = frozenset({"rate", "speed", "hourly", "daily", "weekly", "monthly", "yearly", "annual", "each", "every"})
+_RATIO = frozenset({"percent", "percentage", "fraction", "ratio", "multiplier", "factor", "times", "twice",
+                    "double", "doubling", "triple", "tripling", "half", "divisor", "proportion", "share", "decimal"})
+_MONEY = frozenset({"cost", "price", "dollar", "money", "earning", "earned", "pay", "paid", "salary", "spent",
+                    "spend", "budget", "profit", "revenue", "fee", "income", "saving", "wage", "bill", "charge",
+                    "tip", "tax", "rent", "cent", "allowance", "change"})
+_TIME = frozenset({"second", "minute", "hour", "day", "week", "month", "year"})
+# words a name qualifies its noun with: 'total_apples_left' counts apples
+_QUALIFIERS = frozenset({"total", "num", "number", "of", "count", "initial", "final", "new", "remaining", "left",
+                         "sold", "bought", "needed", "used", "the", "a", "in", "on", "for", "after", "before",
+                         "current", "original", "amount", "value", "sum", "difference", "result", "answer",
+                         "combined", "all", "more", "less", "extra", "additional", "first", "second", "third",
+                         "last", "other", "given", "start", "end", "now", "later", "then"})
+_COMMENT_RATE = re.compile(r"\b(per|each|every|an? (?:hour|day|week|month|year|minute))\b", re.IGNORECASE)
+
+
+def _singular(word: str) -> str:
+    if len(word) > 3 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        return word[:-1]
+    return word
+
+
+def _comment(program: Program, name: str) -> str:
+    """The comment on the line that first assigns `name` (`# $12 each`)."""
+    assignment = next((a for a in program.assignments if a.target == name), None)
+    if assignment is None:
+        return ""
+    line = program.source.splitlines()[assignment.line - 1]
+    return line.partition("#")[2]
+
+
+def _shown_as(program: Program, name: str) -> str:
+    """'$' or '%' where the solution's line templates print the variable with that sign."""
+    placeholder = re.escape("{" + name + "}")
+    for step in program.logical_steps:
+        text = step.get("solution_line_template") or ""
+        if re.search(r"\$\s*" + placeholder, text):
+            return "$"
+        if re.search(placeholder + r"\s*%", text):
+            return "%"
+    return ""
+
+
+def unit_of(program: Program, name: str) -> str:
+    """The variable's unit label: 'per <noun>', 'rate', 'ratio', '$', a time unit or a noun ('' if none)."""
+    words = [_singular(word) for word in name.lower().split("_") if word]
+    if "per" in words:
+        return "per " + " ".join(words[words.index("per") + 1:])
+    comment = _comment(program, name)
+    if _RATE.intersection(words) or _COMMENT_RATE.search(comment):
+        return "rate"
+    shown = _shown_as(program, name)
+    if _RATIO.intersection(words) or shown == "%" or "%" in comment:
+        return "ratio"
+    if _MONEY.intersection(words) or shown == "$" or "$" in comment:
+        return "$"
+    times = [word for word in words if word in _TIME]
+    if times:
+        return times[-1]
+    nouns = [word for word in words if word not in _QUALIFIERS and not word.isdigit()]
+    return nouns[-1] if nouns else ""
+
+
+def same_unit(program: Program, left: str, right: str) -> bool:
+    """Whether two variables are quantities of one unit (both known, and equal)."""
+    unit = unit_of(program, left)
+    return bool(unit) and unit == unit_of(program, right)
