@@ -51,3 +51,93 @@ class PromptRecord(Model):
         if self.p0_bin != p0_bin_of(self.p0):
             raise ValueError(f"p0_bin {self.p0_bin!r} does not hold p0={self.p0}")
         return self
+
+
+# --- the study's results (experiment stage) -------------------------------------------------------
+
+Condition = Literal["baseline", "negative"]
+Outcome = Literal["failure", "success"]
+ATTENTION_METRICS: tuple[str, ...] = ("iar", "nf", "tmf", "pi")
+
+
+class Sample(Model):
+    ids: list[int] = Field(description="The completion's token ids, the end of sequence excluded.")
+    text: str
+
+
+class AttentionSummary(Model):
+    """One attention metric at the decision step (query T to the prompt's keys)."""
+
+    mean: float = Field(description="Mean over layers and heads (the analyses' global value).")
+    per_layer: list[float] = Field(description="Mean over heads, per layer.")
+
+
+class Decomposition(Model):
+    """p_first read from each decomposed block's input, after adding its attention output, and after adding its
+    MLP output (the block's output), at the decision step."""
+
+    blocks: list[int] = Field(description="Block indices 0..L-1, in order.")
+    p_in: list[float]
+    p_after_attn: list[float]
+    p_after_mlp: list[float]
+
+
+class ConditionResult(Model):
+    """One prompt in one condition: its greedy completion, the trace's readings at the decision step and
+    the behaviour of its samples."""
+
+    greedy_ids: list[int]
+    greedy_text: str
+    greedy_violation: bool = Field(description="The greedy completion contains X (detector).")
+    T: int = Field(ge=0, description="Decision step: index of X's first token in the greedy completion, 0 if "
+                                     "absent.")
+    lens: list[float] | None = Field(description="p_first through the final norm and unembedding at layers 0..L; "
+                                                 "None where X has no single-token form.")
+    decomposition: Decomposition | None = Field(description="None where X has no single-token form.")
+    attention: dict[str, AttentionSummary] = Field(description="iar, nf, tmf and pi.")
+    samples: list[Sample]
+    violation_rate: float
+    format_adherence: float = Field(description="Share of samples whose whole normalised completion is one word "
+                                                "(the reference's rule).")
+    format_adherence_first_line: float = Field(description="Share of samples whose first line is one word.")
+    clean_success: float = Field(description="Share of samples adhering (reference rule) without X.")
+    clean_success_first_line: float = Field(description="Share adhering by the first-line rule without X.")
+
+
+class PromptResult(Model):
+    prompt_id: str
+    conditions: dict[Condition, ConditionResult]
+
+    @property
+    def outcome(self) -> Outcome:
+        """Failure: the greedy negative completion contains X."""
+        return "failure" if self.conditions["negative"].greedy_violation else "success"
+
+
+class PatchEffect(Model):
+    """One prompt, one patch kind: the effect of patching each block in turn (baseline into negative, at the
+    negative prompt's last position)."""
+
+    p_orig: float = Field(description="P of the unpatched negative prompt (sequence probability over S(X)).")
+    p_first_orig: float | None = Field(description="p_first of the unpatched negative prompt; None where X has no "
+                                                   "single-token form.")
+    delta_p: list[float] = Field(description="Per block: P(patched) - P(unpatched).")
+    delta_p_first: list[float] | None = Field(description="Per block: the same for p_first; None where X has no "
+                                                          "single-token form.")
+    flip: list[bool] = Field(description="Per block: the patched greedy continuation's violation differs from the "
+                                         "unpatched one's.")
+
+
+class PromptPatches(Model):
+    prompt_id: str
+    kinds: dict[str, PatchEffect] = Field(description="By patch kind (flawforge.inference.patching.PATCH_KINDS).")
+
+
+class PatchSubset(Model):
+    """Which prompts were patched and by what rule."""
+
+    threshold: float = Field(description="P0 >= max(0.7, min(0.95, q75 of P0)).")
+    fallback: str | None = Field(None, description="Set where no prompt reached the threshold and the gate was off.")
+    prompts: list[str]
+    successes: int
+    failures: int

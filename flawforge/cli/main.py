@@ -397,6 +397,12 @@ def run_pressure_study(prompts: Optional[Path] = typer.Option(None, "--prompts",
                                                                   help="Most prompts patched; default: the whole "
                                                                        "balanced high-P0 subset (6 with --demo)."),
                        batch_prompts: int = typer.Option(8, help="Prompts per batch (the unit a rerun resumes at)."),
+                       decompose_first: int = typer.Option(-10, "--decompose-first",
+                                                           help="First block of the attention / MLP decomposition; "
+                                                                "negative counts from the end."),
+                       decompose_last: int = typer.Option(-1, "--decompose-last",
+                                                          help="Last block of the decomposition (inclusive); -1: the "
+                                                               "last block."),
                        out: Path = OutOption, stack: Optional[str] = StackOption,
                        token: Optional[str] = TokenOption) -> None:
     """Semantic-pressure study: completions, traces, logit lens, patching, statistics, figures, tables.json and
@@ -409,7 +415,8 @@ def run_pressure_study(prompts: Optional[Path] = typer.Option(None, "--prompts",
         patch_subset = DEMO_PATCHED_PROMPTS
     params = {"prompts": str(prompts.resolve()) if prompts else None, "demo": demo, "demo_prompts": demo_prompts,
               "samples": samples,
-              "patch_subset": patch_subset, "batch_prompts": batch_prompts}
+              "patch_subset": patch_subset, "batch_prompts": batch_prompts, "decompose_first": decompose_first,
+              "decompose_last": decompose_last}
     overrides = {}
     if model is not None:
         from flawforge.inference.loading import resolve_source

@@ -1,5 +1,6 @@
 """Research computations on a transformers model: teacher-forced scoring, traces of hidden states
-and attentions, the logit lens and activation patching.
+and attentions (of prompts, and of prompts continued to a decision step) and the logit lens. Activation
+patching is `flawforge.inference.patching`; both read the model through `flawforge.inference.hooks`.
 
 Prompts of different lengths share a forward pass, left-padded: padding is masked and position
 ids count real tokens only, so each row computes what it would alone (up to float rounding).
@@ -8,50 +9,18 @@ l (1..L) the output of the l-th block, always before the final norm.
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass
-from functools import partial
-from typing import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 import torch
-from torch import nn
 
 from flawforge.inference.errors import RequestError
+from flawforge.inference.hooks import anatomy, capture, eager_attention, resid
 from flawforge.inference.loading import LoadedModel
 
-# One residual-stream tensor [rows, positions, hidden] at a layer; an edit returns a replacement or None.
-ResidualEdit = Callable[[int, torch.Tensor], "torch.Tensor | None"]
-
-
-@dataclass(frozen=True)
-class Anatomy:
-    """The modules the residual stream passes through, found by their usual names."""
-
-    embed: nn.Module
-    layers: nn.ModuleList
-    norm: nn.Module
-    unembed: nn.Module
-
-    @property
-    def num_layers(self) -> int:
-        return len(self.layers)
-
-    def readout(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Next-token probabilities from residual-stream vectors: final norm, unembedding, softmax."""
-        return torch.softmax(self.unembed(self.norm(hidden)).float(), -1)
-
-
-def anatomy(model: nn.Module) -> Anatomy:
-    decoder = model.get_decoder()
-    layers = next((getattr(decoder, n) for n in ("layers", "h", "blocks")
-                   if isinstance(getattr(decoder, n, None), nn.ModuleList)), None)
-    norm = next((getattr(decoder, n) for n in ("norm", "final_layernorm", "ln_f", "norm_f")
-                 if isinstance(getattr(decoder, n, None), nn.Module)), None)
-    if layers is None or norm is None:
-        raise RequestError(501, f"{type(model).__name__}: its decoder layers and final norm were not found",
-                           code="unsupported_model")
-    return Anatomy(embed=model.get_input_embeddings(), layers=layers, norm=norm,
-                   unembed=model.get_output_embeddings())
+if TYPE_CHECKING:
+    from flawforge.inference.prefill import Prefill
 
 
 @dataclass
@@ -103,39 +72,6 @@ def groups(order: Sequence[int], cost: Callable[[list[int]], int], budget: int) 
 def pad_id(lm: LoadedModel) -> int:
     tok = lm.tokenizer
     return next(i for i in (tok.pad_token_id, tok.eos_token_id, 0) if i is not None)
-
-
-def _edit_output(edit: ResidualEdit, layer: int, module, args, output):
-    hidden = output[0] if isinstance(output, tuple) else output
-    replaced = edit(layer, hidden)
-    if replaced is None:
-        return None
-    return (replaced, *output[1:]) if isinstance(output, tuple) else replaced
-
-
-@contextmanager
-def residual_hooks(anat: Anatomy, edit: ResidualEdit):
-    """Calls `edit` with the residual stream after the embedding and after every block."""
-    modules = [anat.embed, *anat.layers]
-    handles = [m.register_forward_hook(partial(_edit_output, edit, layer)) for layer, m in enumerate(modules)]
-    try:
-        yield
-    finally:
-        for handle in handles:
-            handle.remove()
-
-
-@contextmanager
-def eager_attention(model):
-    """Attention probabilities exist only in the eager implementation; the fast one is restored after."""
-    previous = model.config._attn_implementation
-    if previous != "eager":
-        model.set_attn_implementation("eager")
-    try:
-        yield
-    finally:
-        if previous != "eager":
-            model.set_attn_implementation(previous)
 
 
 # --- scoring ------------------------------------------------------------------------------------
@@ -212,11 +148,8 @@ def trace_bytes(num_layers: int, heads: int, hidden: int, positions: int, attent
     return 4 * ((num_layers + 1) * positions * hidden + num_layers * heads * attention_rows * positions)
 
 
-def _attention_module(layer: nn.Module) -> nn.Module:
-    for name in ("self_attn", "attn", "attention", "self_attention"):
-        if isinstance(getattr(layer, name, None), nn.Module):
-            return getattr(layer, name)
-    raise RequestError(501, f"{type(layer).__name__}: its attention module was not found", code="unsupported_model")
+def _patterns(num_layers: int) -> list[str]:
+    return [f"blocks.{block}.attn.pattern" for block in range(num_layers)]
 
 
 def trace(lm: LoadedModel, prompts: list[list[int]], full_sequence: bool, attention_rows: int,
@@ -229,49 +162,107 @@ def trace(lm: LoadedModel, prompts: list[list[int]], full_sequence: bool, attent
     them, so neither the blob nor the memory of a pass grows with the square of the length.
     """
     anat = anatomy(lm.model)
-    attention = [_attention_module(layer) for layer in anat.layers]
+    layers = anat.num_layers
     results: list[dict] = [{} for _ in prompts]
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
     with lm.lock, torch.inference_mode(), eager_attention(lm.model):
         for group in groups(order, lambda g: len(g) * max(len(prompts[i]) for i in g), batch_tokens):
             padded = left_pad([prompts[i] for i in group], pad_id(lm), lm.device)
-            captured: dict[int, torch.Tensor] = {}
-            rows: dict[int, torch.Tensor] = {}
-
-            def keep_rows(layer: int, module, args, output) -> None:
-                weights = output[1] if isinstance(output, tuple) and len(output) > 1 else None
-                if weights is None:
-                    raise RequestError(501, "the model's attention returns no probabilities", code="unsupported_model")
-                rows[layer] = weights[:, :, -attention_rows:].float().cpu()
-
-            handles = [module.register_forward_hook(partial(keep_rows, layer)) for layer, module in enumerate(attention)]
-            try:
-                with residual_hooks(anat, lambda layer, hidden: captured.__setitem__(layer, hidden)):
-                    out = lm.model(**padded.inputs(), logits_to_keep=1)
-            finally:
-                for handle in handles:
-                    handle.remove()
+            with ExitStack() as stack:
+                states = stack.enter_context(capture(anat, [resid(layer) for layer in range(layers + 1)],
+                                                     select=lambda h: h if full_sequence else h[:, -1:]))
+                rows = stack.enter_context(capture(anat, _patterns(layers),
+                                                   select=lambda a: a[:, :, -attention_rows:].float().cpu()))
+                out = lm.model(**padded.inputs(), logits_to_keep=1)
             probs = torch.softmax(out.logits[:, -1].float(), -1).cpu()
             for row, index in enumerate(group):
                 start = padded.width - padded.lengths[row]
-                kept = slice(start if full_sequence else padded.width - 1, None)
+                kept = slice(start if full_sequence else -1, None)
                 query_rows = min(attention_rows, padded.lengths[row])
                 next_id = int(probs[row].argmax())
+                first = start if full_sequence else padded.width - 1
                 results[index] = {
                     "input_ids": torch.tensor(prompts[index]),
-                    "positions": list(range(kept.start - start, padded.lengths[row])),
-                    "hidden_states": torch.stack([captured[layer][row, kept] for layer in sorted(captured)])
+                    "positions": list(range(first - start, padded.lengths[row])),
+                    "hidden_states": torch.stack([states[resid(layer)][row, kept] for layer in range(layers + 1)])
                     .float().cpu(),
                     "attention_positions": list(range(padded.lengths[row] - query_rows, padded.lengths[row])),
-                    "attentions": torch.stack([rows[layer][row, :, -query_rows:, start:]
-                                               for layer in range(len(attention))]),
+                    "attentions": torch.stack([rows[name][row, :, -query_rows:, start:] for name in _patterns(layers)]),
                     "next_token_id": next_id,
                     "next_token_prob": float(probs[row, next_id]),
                 }
     return results
 
 
-# --- logit lens and patching --------------------------------------------------------------------
+def trace_at(lm: LoadedModel, prompts: Prefill, completions: Sequence[Sequence[int]], steps: Sequence[int],
+             lens_ids: Sequence[Sequence[int]], decompose_blocks: Sequence[int]) -> list[dict]:
+    """Per row, at the last position of its prefix prompt + completion[:T] (T = `steps[row]`): `hidden_states`
+    [L+1, d] (embedding and every block's output, before the final norm), `attentions` [L, heads,
+    prompt_length] (to the prompt's keys only), and, where the row's `lens_ids` (the target's single-token
+    ids) are not empty, `lens` [L+1] (their probability mass read through the final norm and unembedding at
+    every layer) and `decomposition` [k, 3] for the blocks `decompose_blocks`: the mass read from the
+    block's input, after adding its attention output, and after adding its MLP output (None otherwise).
+    Continues the prefill: its last prompt column and each row's completion tokens run again with the
+    prompt's cache, and each row is read at its own step (later columns cannot reach it)."""
+    anat = anatomy(lm.model)
+    layers = anat.num_layers
+    padded = prompts.padded
+    rows, width = padded.input_ids.shape
+    extra = max(steps)
+    columns = torch.full((rows, extra + 1), pad_id(lm), dtype=torch.long)
+    columns[:, 0] = padded.input_ids[:, -1].cpu()
+    for row, (ids, step) in enumerate(zip(completions, steps)):
+        columns[row, 1:step + 1] = torch.tensor(list(ids[:step]), dtype=torch.long)
+    lengths = torch.tensor(padded.lengths)
+    inputs = {"input_ids": columns.to(lm.device),
+              "attention_mask": torch.cat([padded.attention_mask, torch.ones((rows, extra), dtype=torch.long,
+                                                                             device=lm.device)], 1),
+              "position_ids": (lengths[:, None] - 1 + torch.arange(extra + 1)).to(lm.device)}
+    at = (torch.arange(rows, device=lm.device), torch.tensor(list(steps), device=lm.device))
+    parts = [f"blocks.{block}.{part}" for block in decompose_blocks for part in ("attn_out", "mlp_out")]
+    results = []
+    with lm.lock, torch.inference_mode(), eager_attention(lm.model):
+        cache = prompts.fork()
+        cache.crop(-1)
+        with ExitStack() as stack:
+            states = stack.enter_context(capture(anat, [resid(layer) for layer in range(layers + 1)] + parts,
+                                                 select=lambda h: h[at]))
+            patterns = stack.enter_context(capture(anat, _patterns(layers),
+                                                   select=lambda a: a[at[0], :, at[1]].float().cpu()))
+            lm.forward(cache, **inputs, logits_to_keep=1)
+        hidden = torch.stack([states[resid(layer)] for layer in range(layers + 1)], 1)  # [rows, L+1, d]
+        for row in range(rows):
+            start, length, step = width - padded.lengths[row], padded.lengths[row], steps[row]
+            ids = torch.tensor(list(lens_ids[row]), dtype=torch.long, device=hidden.device)
+            lens = decomposition = None
+            if len(ids):
+                def mass(vectors: torch.Tensor) -> torch.Tensor:
+                    return anat.readout(vectors)[..., ids].sum(-1).float().cpu()
+
+                lens = mass(hidden[row])
+                decomposition = torch.zeros((0, 3))
+                if decompose_blocks:
+                    read = []
+                    for block in decompose_blocks:  # block b's input is residual layer b
+                        h_in = hidden[row, block]
+                        h_attn = h_in + states[f"blocks.{block}.attn_out"][row]
+                        read.append(torch.stack([h_in, h_attn, h_attn + states[f"blocks.{block}.mlp_out"][row]]))
+                    decomposition = mass(torch.stack(read))  # [k, 3]
+            prompt = padded.input_ids[row, start:].cpu()
+            results.append({
+                "input_ids": torch.cat([prompt, torch.tensor(list(completions[row][:step]), dtype=torch.long)]),
+                "prompt_tokens": int(length),
+                # clone: a row of the batch's tensor would carry the whole batch's storage into torch.save
+                "hidden_states": hidden[row].float().cpu().clone(),
+                "attentions": torch.stack([patterns[name][row, :, start:width] for name in _patterns(layers)]).clone(),
+                "lens": lens,
+                "decomposition": decomposition,
+                "decomposition_blocks": list(decompose_blocks),
+            })
+    return results
+
+
+# --- logit lens ---------------------------------------------------------------------------------
 
 
 @dataclass
@@ -283,7 +274,7 @@ class Readings:
     top_prob: float
 
 
-def _readings(probs: torch.Tensor, target_ids: list[int]) -> Readings:
+def readings(probs: torch.Tensor, target_ids: list[int]) -> Readings:
     top = int(probs.argmax())
     return Readings(probs=probs[target_ids].tolist(), top_id=top, top_prob=float(probs[top]))
 
@@ -292,77 +283,21 @@ def logit_lens(lm: LoadedModel, prompts: list[list[int]], target_ids: list[int],
                batch_tokens: int) -> list[tuple[int, list[Readings]]]:
     """For each prompt: the position read and, per layer 0..L, what the residual stream predicts there."""
     anat = anatomy(lm.model)
+    names = [resid(layer) for layer in range(anat.num_layers + 1)]
     results: list[tuple[int, list[Readings]]] = [(0, []) for _ in prompts]
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
     with lm.lock, torch.inference_mode():
         for group in groups(order, lambda g: len(g) * max(len(prompts[i]) for i in g), batch_tokens):
             padded = left_pad([prompts[i] for i in group], pad_id(lm), lm.device)
             try:
-                columns = torch.tensor([padded.column(row, position) for row in range(len(group))])
+                columns = torch.tensor([padded.column(row, position) for row in range(len(group))], device=lm.device)
             except IndexError as exc:
                 raise RequestError(400, str(exc), param="position") from None
-            rows = torch.arange(len(group))
-            at_position: dict[int, torch.Tensor] = {}
-            with residual_hooks(anat, lambda layer, hidden: at_position.__setitem__(
-                    layer, hidden[rows.to(hidden.device), columns.to(hidden.device)])):
+            rows = torch.arange(len(group), device=lm.device)
+            with capture(anat, names, select=lambda hidden: hidden[rows, columns]) as at_position:
                 lm.model(**padded.inputs(), logits_to_keep=1)
-            probs = torch.stack([anat.readout(at_position[layer]) for layer in sorted(at_position)]).cpu()
+            probs = torch.stack([anat.readout(at_position[name]) for name in names]).cpu()
             for row, index in enumerate(group):
                 read = int(columns[row]) - (padded.width - padded.lengths[row])
-                results[index] = (read, [_readings(probs[layer, row], target_ids) for layer in range(len(probs))])
+                results[index] = (read, [readings(probs[layer, row], target_ids) for layer in range(len(names))])
     return results
-
-
-def patch(lm: LoadedModel, source: list[int], target: list[int], target_ids: list[int],
-          layers: list[int] | None, positions: list[int] | None, read_position: int, each_layer: bool,
-          batch_tokens: int) -> tuple[Readings, list[tuple[list[int], Readings]]]:
-    """Activation patching: the target prompt's run with the source's residual stream written in.
-
-    One batch holds the source, the unpatched target and the patched targets. Rows do not mix, so
-    at each layer the source row's own output is what the patched rows receive.
-    Returns the baseline readings and, per patched run, its layers and readings.
-    """
-    anat = anatomy(lm.model)
-    layers = list(range(anat.num_layers + 1)) if layers is None else layers
-    bad = [layer for layer in layers if not 0 <= layer <= anat.num_layers]
-    if bad or not layers:
-        raise RequestError(400, f"layers must be within 0..{anat.num_layers}" + (f"; got {bad}" if bad else ""),
-                           param="layers")
-    if positions is None:
-        if len(source) != len(target):
-            raise RequestError(400, f"patching every position needs prompts of equal length; the source has "
-                                    f"{len(source)} tokens, the target {len(target)}", param="positions")
-        positions = list(range(len(target)))
-    plans = [[]] + ([[layer] for layer in layers] if each_layer else [layers])
-    per_pass = max(1, batch_tokens // max(len(source), len(target)) - 1)
-    readings: list[Readings] = []
-    with lm.lock, torch.inference_mode():
-        for start in range(0, len(plans), per_pass):
-            chunk = plans[start:start + per_pass]
-            padded = left_pad([source] + [target] * len(chunk), pad_id(lm), lm.device)
-            try:
-                source_cols = torch.tensor([padded.column(0, p) for p in positions])
-                target_cols = torch.tensor([padded.column(1, p) for p in positions])
-            except IndexError as exc:
-                raise RequestError(400, str(exc), param="positions") from None
-            try:
-                read_col = padded.column(1, read_position)
-            except IndexError as exc:
-                raise RequestError(400, str(exc), param="read_position") from None
-            rows_at = {layer: torch.tensor([1 + r for r, plan in enumerate(chunk) if layer in plan])
-                       for layer in layers}
-
-            def write_source(layer: int, hidden: torch.Tensor):
-                rows = rows_at.get(layer)
-                if rows is None or not len(rows):
-                    return None
-                hidden = hidden.clone()
-                device = hidden.device
-                hidden[rows.to(device)[:, None], target_cols.to(device)[None, :]] = hidden[0, source_cols.to(device)]
-                return hidden
-
-            with residual_hooks(anat, write_source):
-                logits = lm.model(**padded.inputs(), logits_to_keep=padded.width - read_col).logits[:, 0]
-            probs = torch.softmax(logits.float(), -1).cpu()
-            readings += [_readings(probs[1 + r], target_ids) for r in range(len(chunk))]
-    return readings[0], [(plan, reading) for plan, reading in zip(plans[1:], readings[1:])]

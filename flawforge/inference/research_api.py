@@ -8,7 +8,8 @@ import re
 import torch
 
 from flawforge.blobstore import BlobStore
-from flawforge.inference import research
+from flawforge.inference import patching, research
+from flawforge.inference.hooks import anatomy
 from flawforge.inference.backend import Backend
 from flawforge.inference.errors import RequestError
 from flawforge.inference.loading import LoadedModel
@@ -122,7 +123,7 @@ def _prompt(lm: LoadedModel, text: str, param: str) -> list[int]:
 def trace(lm: LoadedModel, store: BlobStore, req: TraceRequest, batch_tokens: int, max_bytes: int) -> TraceResponse:
     check_model(lm.name, req.model)
     prompts = [_prompt(lm, text, f"prompts.{i}") for i, text in enumerate(req.prompts)]
-    config, anat = lm.model.config, research.anatomy(lm.model)
+    config, anat = lm.model.config, anatomy(lm.model)
     for i, ids in enumerate(prompts):
         size = research.trace_bytes(anat.num_layers, config.num_attention_heads, config.hidden_size,
                                     len(ids) if req.full_sequence else 1, min(req.attention_positions, len(ids)))
@@ -170,7 +171,7 @@ def patch(lm: LoadedModel, req: PatchRequest, batch_tokens: int) -> PatchRespons
     check_model(lm.name, req.model)
     targets = target_tokens(lm.tokenizer, req.targets)
     source, target = _prompt(lm, req.source, "source"), _prompt(lm, req.target, "target")
-    baseline, patched = research.patch(lm, source, target, [t.token_id for t in targets], req.layers, req.positions,
+    baseline, patched = patching.patch(lm, source, target, [t.token_id for t in targets], req.layers, req.positions,
                                        req.read_position, req.mode == "each", batch_tokens)
     return PatchResponse(model=lm.name, targets=targets, baseline=_readout(lm, baseline), patched=[
         PatchedReadout(layers=layers, delta=[p - b for p, b in zip(reading.probs, baseline.probs)],

@@ -42,7 +42,11 @@ class PressureStudyParams(BaseModel):
     sample_tokens: int = Field(10, ge=1, le=64)
     batch_prompts: int = Field(8, ge=1, le=256, description="Prompts per batch of the greedy, trace and sampling "
                                                             "passes (the unit a resumed run skips).")
-    decompose_layers: int = Field(4, ge=0, le=1024, description="Last blocks whose attention / MLP contributions are read.")
+    decompose_first: int = Field(-10, ge=-1024, le=1023, description="First block of the attention / MLP "
+                                 "decomposition; negative counts from the end (-10: the last ten blocks, as the "
+                                 "paper's figure shows blocks 18-27 of 28).")
+    decompose_last: int = Field(-1, ge=-1024, le=1023, description="Last block of the decomposition (inclusive); "
+                                                                   "-1: the model's last block.")
     patch_subset: int | None = Field(None, ge=0, le=1_000_000, description="Most prompts patched; None: the whole balanced subset.")
     bootstrap_resamples: int = Field(1000, ge=10, le=100_000)
     stop_after_batches: int | None = Field(None, ge=0, le=1_000_000, description="Stop (fail) after this many new batches: "
@@ -100,11 +104,15 @@ def run(ctx: JobContext, params: PressureStudyParams) -> None:
         records = demo_records(ctx, lm, params)
     key = f"{RUN_PREFIX}/{run_key(records, lm.name, params)}"
     runner = study_runner.StudyRunner(lm, backend, ctx.platform.store, key, params)
-    results = runner.run_batches(records, progress=lambda done, total: ctx.progress(done, total, "prompts"),
-                                 check_cancelled=ctx.check_cancelled)
-    patches = runner.run_patching(records, results, progress=lambda done, total: ctx.progress(
+    clock = runner.start_invocation()
+    results, batch_seconds = runner.run_batches(records, progress=lambda done, total: ctx.progress(
+        done, total, "prompts"), check_cancelled=ctx.check_cancelled)
+    subset, patches, patch_seconds = runner.run_patching(records, results, progress=lambda done, total: ctx.progress(
         done, total, "patched prompts"), check_cancelled=ctx.check_cancelled)
-    outputs = study_runner.outputs(records, results, patches, params, lm, key, time.monotonic() - started)
+    clock.update(batch_seconds=batch_seconds, patch_seconds=patch_seconds,
+                 invocation_seconds=time.monotonic() - started, since_first_start=time.time() - clock["first_started"])
+    outputs = study_runner.outputs(records, results, subset, patches, params, lm, key,
+                                   runner.head_maps(records, results), clock)
     for name, data in outputs.items():
         ctx.put_artifact(name, data)
 

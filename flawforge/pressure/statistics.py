@@ -27,6 +27,20 @@ class Estimate:
         return {"mean": self.mean, "ci_low": self.low, "ci_high": self.high, "n": self.n}
 
 
+def _bootstrap(x: np.ndarray, groups: Sequence[str] | None, resamples: int, seed: int,
+               level: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean and percentile interval of each column of x [n, k]; prompts resampled within their group."""
+    rng = np.random.default_rng(seed)
+    labels = np.asarray(groups if groups is not None else ["all"] * len(x))
+    members = [np.flatnonzero(labels == g) for g in dict.fromkeys(labels.tolist())]
+    means = np.empty((resamples, x.shape[1]))
+    for r in range(resamples):
+        picked = np.concatenate([rng.choice(idx, size=len(idx), replace=True) for idx in members])
+        means[r] = x[picked].mean(0)
+    alpha = (1 - level) / 2
+    return x.mean(0), np.quantile(means, alpha, axis=0), np.quantile(means, 1 - alpha, axis=0)
+
+
 def bootstrap_mean(values: Sequence[float], groups: Sequence[str] | None = None, *, resamples: int = BOOTSTRAP_RESAMPLES,
                    seed: int = SEED, level: float = 0.95) -> Estimate:
     """The mean with a percentile bootstrap interval; with `groups` (the prompts' bins) prompts are resampled
@@ -34,15 +48,18 @@ def bootstrap_mean(values: Sequence[float], groups: Sequence[str] | None = None,
     x = np.asarray(values, dtype=float)
     if not len(x):
         return Estimate(float("nan"), float("nan"), float("nan"), 0)
-    rng = np.random.default_rng(seed)
-    labels = np.asarray(groups if groups is not None else ["all"] * len(x))
-    members = [np.flatnonzero(labels == g) for g in dict.fromkeys(labels.tolist())]
-    means = np.empty(resamples)
-    for r in range(resamples):
-        picked = np.concatenate([rng.choice(idx, size=len(idx), replace=True) for idx in members])
-        means[r] = x[picked].mean()
-    alpha = (1 - level) / 2
-    return Estimate(float(x.mean()), float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha)), len(x))
+    mean, low, high = _bootstrap(x[:, None], groups, resamples, seed, level)
+    return Estimate(float(mean[0]), float(low[0]), float(high[0]), len(x))
+
+
+def bootstrap_curve(rows: Sequence[Sequence[float]], groups: Sequence[str] | None = None, *,
+                    resamples: int = BOOTSTRAP_RESAMPLES, seed: int = SEED, level: float = 0.95) -> dict | None:
+    """Per point of equal-length curves (one a prompt): the mean and its bootstrap interval, prompts resampled
+    as a whole (within `groups`); None without curves."""
+    if not len(rows):
+        return None
+    mean, low, high = _bootstrap(np.asarray(rows, dtype=float), groups, resamples, seed, level)
+    return {"mean": mean.tolist(), "ci_low": low.tolist(), "ci_high": high.tolist(), "n": len(rows)}
 
 
 def fit_logistic(x: Sequence[float], y: Sequence[float], c: float = 1.0, iterations: int = 100) -> tuple[float, float]:

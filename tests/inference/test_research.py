@@ -8,6 +8,7 @@ import torch
 
 from flawforge.inference import research, research_api
 from flawforge.inference.errors import RequestError
+from flawforge.inference.hooks import eager_attention
 from flawforge.proto.inference import LensRequest, PatchRequest, ScoreRequest, TraceRequest
 
 pytestmark = pytest.mark.model
@@ -179,7 +180,7 @@ def test_trace_stores_every_layer_and_the_asked_attention_rows_in_the_blob_store
         assert saved["hidden_states"].shape == (layers + 1, len(token_ids), lm.model.config.hidden_size)
         for layer in range(layers + 1):
             torch.testing.assert_close(saved["hidden_states"][layer], hidden[layer].float(), atol=2e-3, rtol=1e-4)
-        with research.eager_attention(lm.model), torch.inference_mode():
+        with eager_attention(lm.model), torch.inference_mode():
             attentions = lm.model(torch.tensor([token_ids]), output_attentions=True).attentions
         torch.testing.assert_close(saved["attentions"], torch.stack([a[0] for a in attentions]), atol=1e-5, rtol=1e-4)
         assert result.next_token_id == int(logits[-1].argmax())

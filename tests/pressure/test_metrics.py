@@ -4,19 +4,30 @@ import math
 import numpy as np
 import pytest
 
-from flawforge.pressure.metrics import adheres_to_format, attention_metrics, behaviour, taxonomy, tokens_in_span
 from flawforge.inference.word_forms import norm, p_sem, single_token_ids, variants
+from flawforge.pressure.metrics import (
+    attention_metrics, attention_summary, behaviour, first_line_one_word, one_word, taxonomy, tokens_in_span,
+)
 from flawforge.pressure.psem import pressure_forms
-from flawforge.pressure.statistics import bootstrap_mean, fit_logistic, logistic_with_ci
+from flawforge.pressure.statistics import bootstrap_curve, bootstrap_mean, fit_logistic, logistic_with_ci
 
 
-def test_behaviour_rates():
-    texts = [" Paris", " London.", " Paris is nice", " the city\nQuestion", " lyon"]
-    result = behaviour(texts, "paris")
+def test_format_adherence_by_both_rules():
+    # The reference's rule reads the whole completion normalised; the first-line rule only its first line.
+    texts = [" Paris", " London.", " Paris is nice", " the city\nQuestion", " lyon", ' "well-known".', "",
+             " Rome\nAnswer: Rome", " New-York", " 42"]
+    reference = [one_word(t) for t in texts]
+    first_line = [first_line_one_word(t) for t in texts]
+    assert reference == [True, True, False, False, True, False, False, False, False, True]
+    assert first_line == [True, True, False, False, True, True, False, True, True, False]
+    result = behaviour(texts[:5], "paris")
     assert result.violation_rate == pytest.approx(2 / 5)
     assert result.format_adherence == pytest.approx(3 / 5)  # Paris, London., lyon
+    assert result.format_adherence_first_line == pytest.approx(3 / 5)
     assert result.clean_success == pytest.approx(2 / 5)  # London., lyon
-    assert adheres_to_format(' "well-known".') and not adheres_to_format("") and not adheres_to_format("42")
+    late = behaviour([" Rome\nAnswer: Rome", " New-York", " Paris"], "paris")
+    assert late.format_adherence == pytest.approx(1 / 3) and late.format_adherence_first_line == 1
+    assert late.clean_success == 0 and late.clean_success_first_line == pytest.approx(2 / 3)
 
 
 def test_attention_metrics_by_hand():
@@ -24,15 +35,16 @@ def test_attention_metrics_by_hand():
     attention = np.array([[[0.1, 0.1, 0.2, 0.0, 0.3, 0.3],
                            [0.0, 0.0, 0.5, 0.1, 0.2, 0.2]]])
     spans = {"instr": [0, 1, 2], "neg": [0], "tgt": [2], "q": [4, 5]}
-    found = attention_metrics(attention, spans)
+    per_head = attention_metrics(attention, spans)
+    summary = attention_summary(per_head)
     head0 = {"iar": 0.4 / 1.0, "nf": 0.1 / 0.4, "tmf": 0.2 / 0.4}
     head1 = {"iar": 0.5 / 0.9, "nf": 0.0, "tmf": 1.0}
     for name in ("iar", "nf", "tmf"):
-        assert found[name]["per_head"][0] == pytest.approx([head0[name], head1[name]], abs=1e-6)
-        assert found[name]["per_layer"][0] == pytest.approx((head0[name] + head1[name]) / 2, abs=1e-6)
-    assert found["pi"]["global"] == pytest.approx(((0.5 - 0.25) + (1.0 - 0.0)) / 2, abs=1e-6)
+        assert per_head[name][0].tolist() == pytest.approx([head0[name], head1[name]], abs=1e-6)
+        assert summary[name].per_layer[0] == pytest.approx((head0[name] + head1[name]) / 2, abs=1e-6)
+    assert summary["pi"].mean == pytest.approx(((0.5 - 0.25) + (1.0 - 0.0)) / 2, abs=1e-6)
     baseline = attention_metrics(attention, {"instr": [0, 1, 2], "q": [4, 5]})
-    assert baseline["nf"]["global"] == 0 and baseline["tmf"]["global"] == 0
+    assert not baseline["nf"].any() and not baseline["tmf"].any()
 
 
 def test_spans_by_offsets_and_taxonomy():
@@ -62,6 +74,10 @@ def test_bootstrap_within_bins_is_seeded_and_keeps_bin_sizes():
     assert (estimate.mean, estimate.low, estimate.high) == (0.5, 0.5, 0.5)
     free = bootstrap_mean(values)
     assert free.low < 0.5 < free.high and free == bootstrap_mean(values)
+    # A curve's point k is the scalar bootstrap of column k (the same resamples, the same seed).
+    curve = bootstrap_curve([[v, 2 * v] for v in values])
+    assert (curve["mean"][0], curve["ci_low"][0], curve["ci_high"][0]) == (free.mean, free.low, free.high)
+    assert curve["ci_high"][1] == pytest.approx(2 * free.high) and bootstrap_curve([]) is None
 
 
 def test_logistic_fit_recovers_known_coefficients():

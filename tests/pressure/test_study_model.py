@@ -1,4 +1,5 @@
 """The study's model passes against direct transformers computations on the local model."""
+import copy
 import io
 import json
 
@@ -6,11 +7,11 @@ import pytest
 import torch
 
 from flawforge.blobstore.local import LocalBlobStore
-from flawforge.inference import study
-from flawforge.inference.research import anatomy, eager_attention
+from flawforge.inference.hooks import anatomy, eager_attention
+from flawforge.inference.patching import PATCH_KINDS, PatchPlan, patch_effects, run_patched, run_source
 from flawforge.pipelines.pressure_study import PressureStudyParams
+from flawforge.pipelines.pressure_study_runner import StopRequested, StudyRunner, span_tokens
 from flawforge.pressure.prompts import build_prompt
-from flawforge.pipelines.pressure_study_runner import StopRequested, StudyRunner
 from flawforge.proto.pressure import PromptRecord
 
 pytestmark = pytest.mark.model
@@ -19,7 +20,7 @@ RECORDS = [PromptRecord(prompt_id=f"p{i}", category="facts", question_text=q, ta
                         p1=0.0, p0_bin="0.0-0.2", s_score=0)
            for i, (q, x, p0) in enumerate([("What is the capital of France?", "Paris", 0.1),
                                            ("What color is the sky on a clear day?", "blue", 0.05)])]
-TINY = dict(samples=2, greedy_tokens=3, sample_tokens=2, batch_prompts=1, decompose_layers=2, bootstrap_resamples=10)
+TINY = dict(samples=2, greedy_tokens=3, sample_tokens=2, batch_prompts=1, decompose_first=-3, bootstrap_resamples=10)
 
 
 def runner(lm, backend, root, **changes):
@@ -32,7 +33,7 @@ def test_trace_blob_matches_a_direct_forward_pass_and_resume_matches_an_uninterr
     # A run stopped after its first batch stands for a killed one: a batch's result is one blob written
     # atomically (beside, then renamed), so a kill leaves a batch either stored whole or not at all.
     backend = study_host.wait()
-    whole = runner(study_lm, backend, tmp_path / "whole").run_batches(RECORDS, lambda *a: None, lambda: None)
+    whole, _ = runner(study_lm, backend, tmp_path / "whole").run_batches(RECORDS, lambda *a: None, lambda: None)
 
     stopped = runner(study_lm, backend, tmp_path / "resumed", stop_after_batches=1)
     with pytest.raises(StopRequested):
@@ -40,17 +41,18 @@ def test_trace_blob_matches_a_direct_forward_pass_and_resume_matches_an_uninterr
     first_batch = (tmp_path / "resumed" / "run" / "batches" / "00000.json")
     written = first_batch.stat().st_mtime_ns
     resumed = runner(study_lm, backend, tmp_path / "resumed")
-    assert resumed.run_batches(RECORDS, lambda *a: None, lambda: None) == whole
+    again, seconds = resumed.run_batches(RECORDS, lambda *a: None, lambda: None)
+    assert again == whole and seconds > 0
     assert first_batch.stat().st_mtime_ns == written  # the finished batch was read, not recomputed
 
     # The negative prompt's blob against one unbatched forward pass with transformers' own outputs.
-    record, result = RECORDS[0], whole[0]["conditions"]["negative"]
+    record, result = RECORDS[0], whole[0].conditions["negative"]
     data = resumed.store.get(resumed.trace_key("p0", "negative"))
     assert len(data) < 150_000  # what the metrics read at step T (about 110 KB), not the batch's storage
     blob = torch.load(io.BytesIO(data))
     prompt = study_lm.tokenizer(build_prompt("negative", record.question_text, record.target_word))["input_ids"]
-    prefix = prompt + result["greedy_ids"][:result["T"]]
-    assert blob["input_ids"].tolist() == prefix and blob["prompt_tokens"] == len(prompt) and blob["T"] == result["T"]
+    prefix = prompt + result.greedy_ids[:result.T]
+    assert blob["input_ids"].tolist() == prefix and blob["prompt_tokens"] == len(prompt) and blob["T"] == result.T
     with torch.inference_mode(), eager_attention(study_lm.model):
         out = study_lm.model(input_ids=torch.tensor([prefix]), output_hidden_states=True, output_attentions=True)
     layers = anatomy(study_lm.model).num_layers
@@ -60,44 +62,89 @@ def test_trace_blob_matches_a_direct_forward_pass_and_resume_matches_an_uninterr
     assert torch.allclose(norm(blob["hidden_states"][layers]), out.hidden_states[layers][0, -1], atol=1e-4)
     for layer in range(layers):
         assert torch.allclose(blob["attentions"][layer], out.attentions[layer][0, :, -1, :len(prompt)], atol=1e-5)
-    assert json.loads(json.dumps(result["lens"]))[-1] == pytest.approx(float(blob["lens"][-1]))
+    assert json.loads(json.dumps(result.lens))[-1] == pytest.approx(float(blob["lens"][-1]))
+    # The decomposition covers the last three blocks; the last block's output is the final lens reading.
+    assert result.decomposition.blocks == [layers - 3, layers - 2, layers - 1]
+    assert result.decomposition.p_after_mlp[-1] == pytest.approx(result.lens[-1], abs=1e-6)
+    assert result.decomposition.p_in == pytest.approx(result.lens[layers - 3:layers], abs=1e-6)
 
 
-def plan_for(lm, source_condition: str):
-    record = RECORDS[0]
-    encode = lambda c: lm.tokenizer(build_prompt(c, record.question_text, record.target_word))["input_ids"]  # noqa
-    source, target = encode(source_condition), encode("negative")
-    return study.PatchPlan(source, target, [], [], [])
+def tokens(lm, condition: str, record=RECORDS[0]) -> list[int]:
+    return lm.tokenizer(build_prompt(condition, record.question_text, record.target_word))["input_ids"]
+
+
+def plan_for(lm, source_condition: str = "baseline") -> PatchPlan:
+    """The study's plan for RECORDS[0], its spans from the study runner."""
+    spans = {c: span_tokens(lm.tokenizer, c, RECORDS[0]) for c in ("baseline", "negative")}
+    source = spans[source_condition]
+    return PatchPlan(source=tokens(lm, source_condition), target=tokens(lm, "negative"),
+                     source_instruction=source["instr"], target_instruction=spans["negative"]["instr"],
+                     source_question=source["q"], target_question=spans["negative"]["q"])
+
+
+@torch.inference_mode()
+def reference_kv_patch(lm, plan: PatchPlan, pairs: list[tuple[int, int]], block: int) -> torch.Tensor:
+    """The reference implementation's patch C/D, computed directly: both prompts' prefixes (all but the last token)
+    run with the model's own cache; at `block` the baseline's cached key and value vectors at each pair's source
+    index are copied into a copy of the negative's cache at its target index; the negative's last token runs on
+    the patched cache. Its next-token probabilities."""
+    field = lm.cache_field
+    base = getattr(lm.model(input_ids=torch.tensor([plan.source[:-1]]), use_cache=True), field)
+    negative = getattr(lm.model(input_ids=torch.tensor([plan.target[:-1]]), use_cache=True), field)
+    patched = copy.deepcopy(negative)
+    for target, source in pairs:
+        patched.layers[block].keys[:, :, target] = base.layers[block].keys[:, :, source]
+        patched.layers[block].values[:, :, target] = base.layers[block].values[:, :, source]
+    logits = lm.model(input_ids=torch.tensor([plan.target[-1:]]), use_cache=True, **{field: patched}).logits
+    return torch.softmax(logits[0, -1].float(), -1)
+
+
+def test_patch_c_and_d_equal_the_references_cache_copy(study_lm):
+    plan = plan_for(study_lm)
+    paris = study_lm.tokenizer(" Paris", add_special_tokens=False)["input_ids"]
+    blocks = anatomy(study_lm.model).num_layers
+    with torch.inference_mode():
+        unpatched = torch.softmax(study_lm.model(input_ids=torch.tensor([plan.target])).logits[0, -1].float(), -1)
+    for kind, pairs in (("kv_instruction", list(zip(plan.target_instruction, plan.source_instruction))),
+                        ("kv_question", list(zip(plan.target_question, plan.source_question)))):
+        assert len(pairs) >= 7  # line 1's seven tokens onto the prohibition line's first seven; the question whole
+        found = patch_effects(study_lm, plan, PATCH_KINDS[kind], paris, {paris[0]: 1.0}, 2)
+        assert found.p_first_orig == pytest.approx(float(unpatched[paris].sum()), abs=1e-5)
+        moved = 0.0
+        for block in (0, blocks // 2, blocks - 1):
+            direct = reference_kv_patch(study_lm, plan, pairs, block)
+            assert found.p_first[block] == pytest.approx(float(direct[paris].sum()), abs=1e-5), (kind, block)
+            assert found.p[block] == pytest.approx(float(direct[paris[0]]), abs=1e-5)
+            top = int(direct.argmax())  # SmolLM2 often ends at once: its continuation is then empty
+            assert found.completions[block][:1] == ([] if top in study_lm.eos_ids else [top])
+            moved = max(moved, float((direct - unpatched).abs().max()))
+        assert moved > 1e-3, kind  # copying the cache changes the prediction: the patch is not a no-op
 
 
 def test_patching_identical_source_and_target_changes_nothing(study_lm):
     paris = study_lm.tokenizer(" Paris", add_special_tokens=False)["input_ids"]
-    plan = plan_for(study_lm, "negative")
-    # Source and target are the same prompt, so any aligned tokens serve as "the question".
-    question = list(range(len(plan.target) - 12, len(plan.target) - 3))
-    plan = study.PatchPlan(plan.source, plan.target, question, question, [])
-    for kind in ("residual", "attn_out", "kv_question", "instruction"):  # instruction: no tokens hidden
-        effect = study.patch_effects(study_lm, plan, kind, paris, {paris[0]: 1.0}, 3)
+    plan = plan_for(study_lm, "negative")  # source = target, each span onto itself
+    for name, kind in PATCH_KINDS.items():
+        if name == "instruction_knockout":
+            continue  # hides tokens whatever the source: it is checked below
+        effect = patch_effects(study_lm, plan, kind, paris, {paris[0]: 1.0}, 3)
         # Equal up to float rounding: the source runs whole, the patched rows after a shared prefix.
-        assert effect["p_first"] == pytest.approx([effect["p_first_orig"]] * len(effect["p_first"]), abs=1e-5)
-        assert effect["completions"] == [effect["completion_orig"]] * len(effect["completions"])
+        assert effect.p_first == pytest.approx([effect.p_first_orig] * len(effect.p_first), abs=1e-5), name
+        assert effect.completions == [effect.completion_orig] * len(effect.completions), name
 
 
-def test_patching_every_layer_residual_reproduces_the_source_distribution(study_lm):
-    plan = plan_for(study_lm, "baseline")
-    layers = anatomy(study_lm.model).num_layers
-    source, probs, _ = study.patched_runs(study_lm, plan, "residual", [set(), set(range(layers))], 1)
-    assert torch.allclose(probs[1], source, atol=1e-6)
-    assert not torch.allclose(probs[0], source, atol=1e-3)  # the unpatched negative prompt differs
+def test_residual_patch_of_the_last_block_reproduces_the_source_and_the_knockout_moves_the_prediction(study_lm):
+    plan = plan_for(study_lm)
     paris = study_lm.tokenizer(" Paris", add_special_tokens=False)["input_ids"]
-    last = study.patch_effects(study_lm, plan, "residual", paris, {paris[0]: 1.0}, 1)
-    assert last["p_first"][-1] == pytest.approx(last["p_first_source"], abs=1e-6)
-    # Hiding the prohibition line from the last position at every layer moves the prediction.
-    prohibition = list(range(9, 20))
-    knocked = study.PatchPlan(plan.source, plan.target, [], [], prohibition)
-    _, hidden, _ = study.patched_runs(study_lm, knocked, "instruction", [set(), set(range(layers))], 1)
-    assert torch.allclose(hidden[0], probs[0], atol=1e-5) and not torch.allclose(hidden[1], probs[0], atol=1e-3)
-    # The unpatched row equals the negative prompt run alone.
+    last = study_lm.model.config.num_hidden_layers - 1
+    found = patch_effects(study_lm, plan, PATCH_KINDS["residual"], paris, {paris[0]: 1.0}, 1)
+    assert found.p_first[last] == pytest.approx(found.p_first_source, abs=1e-6)
+    # Hiding the prohibition line from the last position at every block moves the prediction; no block hidden
+    # leaves the negative prompt's own distribution.
+    knockout, source = PATCH_KINDS["instruction_knockout"], run_source(study_lm, plan.source, [])
+    setters = [knockout.setter(plan, source, block) for block in range(last + 1)]
+    end = len(plan.target) - 1
+    probs, _ = run_patched(study_lm, plan.target, end, [[], setters], end)
     with torch.inference_mode():
         alone = study_lm.model(input_ids=torch.tensor([plan.target])).logits[0, -1].float().softmax(-1)
-    assert torch.allclose(probs[0], alone, atol=1e-5)
+    assert torch.allclose(probs[0], alone, atol=1e-5) and not torch.allclose(probs[1], alone, atol=1e-3)
