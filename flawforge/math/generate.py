@@ -27,10 +27,9 @@ from flawforge.math.arithmetic import UnsafeExpression, is_number
 from flawforge.math.display import show
 from flawforge.math.gsm8k import numbered_lines
 from flawforge.math.mutations import Edit, Mutation, mutations_of
-from flawforge.math.mutations.base import Miscalculate, StopAt, Substitution
 from flawforge.math.mutations.realism import Flawed, Refusal, Story, unrealistic
 from flawforge.math.proofread import Verdict, check_correct, check_flawed, question_numbers, solution_lines
-from flawforge.math.program import FINAL_ANSWER_STEP, BoundProgram, Prediction, Program, Site, TemplateError
+from flawforge.math.program import BoundProgram, Prediction, Program, Site, TemplateError
 from flawforge.math.ranking import Ranker, features, names_read, shipped_ranker, world_knowledge_names
 from flawforge.math.reconstruct import SolutionWriter, Unrenderable
 from flawforge.math.selection import DEFAULT_CAPS, Caps, Choice, Plausibility, ValueRule, select, stable_hash
@@ -70,9 +69,7 @@ class _Mutant:
 
     @property
     def line(self) -> str:
-        if isinstance(self.edit.text, StopAt):
-            return FINAL_ANSWER_STEP
-        return self.site.assignment.step or self.site.program.step_of(self.site.target)
+        return self.edit.text.erroneous_line(self.site)
 
     @cached_property
     def code(self) -> str:
@@ -259,10 +256,7 @@ class _Reader:
 
 def _unrealistic(mutant: _Mutant, outcome: _Outcome, bound: BoundProgram, story: Story) -> Refusal | None:
     edit = mutant.edit
-    if isinstance(edit, Substitution):  # its renamed expression is built only for mutants that run
-        expression, renamed = mutant.site.assignment.value, {edit.old: edit.new}
-    else:
-        expression, renamed = edit.expression, {}
+    expression, renamed = edit.read_as()
     return unrealistic(Flawed(site=mutant.site, error_type=mutant.mutation.name, expression=expression,
                               values=outcome.values, answer=outcome.answer, correct_answer=bound.answer,
                               renamed=renamed, params=edit.params, story=story))
@@ -289,13 +283,8 @@ def _tell(writer: SolutionWriter, reader: _Reader, group: Group, dropped: Counte
     """The first mutant of the group whose solution text can say what it computed, and says it truly."""
     for mutant, outcome in group:
         try:
-            if isinstance(mutant.edit.text, Miscalculate):
-                # the line keeps its formula (the original code) and shows the wrong value
-                solution = writer.write(outcome.values, outcome.answer, step=mutant.line, change=mutant.edit.text,
-                                        miscalculated=mutant.site.target)
-            else:
-                solution = writer.write(outcome.values, outcome.answer, step=mutant.line, change=mutant.edit.text,
-                                        code={mutant.site.target: mutant.edit.expression})
+            solution = writer.write(outcome.values, outcome.answer, step=mutant.line, change=mutant.edit.text,
+                                    target=mutant.site.target, expression=mutant.edit.expression)
         except Unrenderable:
             dropped[(mutant.mutation.family, "unrenderable")] += 1
             continue
@@ -311,14 +300,12 @@ class _Places:
     and which of the template's variables are world knowledge."""
 
     def __init__(self, program: Program, order: list[str]):
-        self.program = program
         self.index = {label: position for position, label in enumerate(order, start=1)}
         self.steps = max(1, len(order))
         self.world_knowledge = world_knowledge_names(program.source)
 
     def of(self, mutant: _Mutant) -> float:
-        line = self.program.step_of(mutant.edit.text.variable) if isinstance(mutant.edit.text, StopAt) \
-            else mutant.line
+        line = mutant.edit.text.shown_line(mutant.site)
         return min(1.0, self.index.get(line, self.steps) / self.steps)
 
 
@@ -327,10 +314,7 @@ def _choice(group: Group, ranker: Ranker, bound: BoundProgram, place: _Places) -
     score = None
     if mutant.mutation.family == "conceptual":  # the human review judged conceptual errors only
         edit = mutant.edit
-        if isinstance(edit, Substitution):  # its renamed expression is built only for mutants that run
-            reads = names_read(mutant.site.assignment.value, {edit.old: edit.new})
-        else:
-            reads = names_read(edit.expression)
+        reads = names_read(*edit.read_as())
         score = ranker.score(features(error_type=mutant.mutation.name, correct_answer=bound.answer,
                                       flawed_answer=outcome.answer, correct_value=mutant.site.value,
                                       flawed_value=outcome.values.get(mutant.site.target),

@@ -5,7 +5,8 @@ values of a trace, and ends with `#### <answer>`. For a flawed computation the t
 what was computed:
 
 - the erroneous step's template is changed the way the code was (the operator written between
-  the two operands, the variable used, the term left out); a change the text cannot show
+  the two operands, the variable used, the term left out): each mutation's TextChange does it
+  (flawforge.math.mutations), with the template tools here; a change the text cannot show
   makes the candidate unrenderable rather than a solution that contradicts its own numbers;
 - every `<<expr=value>>` annotation whose template does not match the code (templates are
   written by language models) is rewritten from the code, so conceptual candidates are true in
@@ -28,8 +29,7 @@ from flawforge.math import PROBLEM_CACHE_SIZE
 from flawforge.math.arithmetic import UnsafeExpression, evaluate
 from flawforge.math.display import show, show_answer
 from flawforge.math.proofread import ANNOTATION, Number, check_annotation, numbers_in
-from flawforge.math.mutations.base import DropTerm, StopAt, SubstituteName, SwapOperator, TextChange
-from flawforge.math.program import Program, clone
+from flawforge.math.program import Program, Site, clone
 from flawforge.proto.values import identical
 
 FINAL_ANSWER_PREFIX = "#### "
@@ -64,7 +64,6 @@ class Field:
 
 
 _NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
-_WORD = re.compile(r"(?<![\w.])\w+")  # a whole name or number in an expression (not an attribute)
 _FIELD_OR_ESCAPE = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
 _ANNOTATION_TEMPLATE = re.compile(r"<<(.*?)>>")
 
@@ -149,6 +148,46 @@ def _literal(text: str) -> str:
 
 
 # --- changing a step's template the way the code was changed ----------------------------------
+Aliases = Callable[[str], frozenset[str]]
+
+
+def itself(name: str) -> frozenset[str]:
+    return frozenset((name,))
+
+
+class TextChange:
+    """How a mutation's solution differs from the correct one. Each kind of change is a subclass beside the
+    mutation that makes it (flawforge.math.mutations), so a new error type is one file: the writer only asks
+    these questions."""
+
+    __slots__ = ()
+
+    def rewrite(self, template: str, values: Mapping[str, Any], same: Aliases = itself) -> str:
+        """The erroneous step's line template changed the way the code was; `same` gives the names a variable
+        is also known by. Raises Unrenderable when the text cannot say what the code does."""
+        return template
+
+    def annotations(self, target: str, expression: ast.expr) -> tuple[Mapping[str, ast.expr], str | None]:
+        """What the annotations are written from: the expressions that computed some variables in the flawed
+        execution (`target` is now computed by `expression`), and the variable whose annotation must be false
+        (None: every annotation is true)."""
+        return {target: expression}, None
+
+    @property
+    def reported(self) -> str | None:
+        """The variable the solution reports as its answer, stopping at the step that computes it (None: the
+        solution goes on to the answer)."""
+        return None
+
+    def erroneous_line(self, site: Site) -> str:
+        """The label of the line the candidate names as erroneous."""
+        return site.assignment.step or site.program.step_of(site.target)
+
+    def shown_line(self, site: Site) -> str:
+        """The label of the line where the flaw shows in the solution."""
+        return self.erroneous_line(site)
+
+
 SIGNS = {"+": ("+",), "-": ("-", "−", "–"), "*": ("*", "x", "X", "×", "·"), "/": ("/", "÷")}
 WORDS = {"+": ("plus",), "-": ("minus",), "*": ("times", "multiplied by"), "/": ("divided by",)}
 # Ways a list of summed terms is joined in prose ("45, 30, 50 and 25").
@@ -159,7 +198,7 @@ COMMUTATIVE = {"+", "*"}
 
 
 @lru_cache(maxsize=None)
-def _operator_pattern(op: str, with_list_joins: bool = False) -> re.Pattern:
+def operator_pattern(op: str, with_list_joins: bool = False) -> re.Pattern:
     signs = "|".join(re.escape(sign) for sign in SIGNS.get(op, ()))
     words = list(WORDS.get(op, ())) + (list(LIST_JOINS.get(op, ())) if with_list_joins else [])
     word_alternatives = "|".join(rf"\b{re.escape(word)}\b" if word[0].isalpha() else re.escape(word) for word in words)
@@ -169,103 +208,12 @@ def _operator_pattern(op: str, with_list_joins: bool = False) -> re.Pattern:
     return re.compile("|".join(alternatives))
 
 
-def _joins_operands(between: str) -> bool:
+def joins_operands(between: str) -> bool:
     """Text between two fields that can be the operator joining them (not '=' or an annotation edge)."""
     return not any(mark in between for mark in ("=", "<<", ">>")) and len(between) <= 40
 
 
-Aliases = Callable[[str], frozenset[str]]
-
-
-def _itself(name: str) -> frozenset[str]:
-    return frozenset((name,))
-
-
-def swap_operator(template: str, change: SwapOperator, same: Aliases = _itself) -> str:
-    pattern = _operator_pattern(change.old)
-    found = fields(template)
-    edits: list[tuple[int, int, str]] = []
-    shown_together = False  # a text that never writes the two operands side by side claims no operation
-    for first, second in zip(found, found[1:]):
-        between = template[first.end:second.start]
-        lefts, rights = same(change.left), same(change.right)
-        if (first.variable in lefts and second.variable in rights) or (first.variable in rights
-                                                                         and second.variable in lefts):
-            shown_together = True
-        if not _joins_operands(between):
-            continue
-        in_order = first.variable in lefts and second.variable in rights
-        reversed_order = (first.variable in rights and second.variable in lefts
-                          and change.old in COMMUTATIVE)
-        if not (in_order or reversed_order):
-            continue
-        matches = list(pattern.finditer(between))
-        if len(matches) != 1:
-            continue
-        match = matches[0]
-        new_token = WORDS[change.new][0] if match.group("word") else change.new
-        new_between = between[:match.start()] + new_token + between[match.end():]
-        if reversed_order and change.new not in COMMUTATIVE:
-            # "{b} + {a}" for a + b: the new, order-sensitive operation must read a - b
-            new_text = template[second.start:second.end] + new_between + template[first.start:first.end]
-        else:
-            new_text = template[first.start:first.end] + new_between + template[second.start:second.end]
-        edits.append((first.start, second.end, new_text))
-    if not edits and shown_together:
-        raise Unrenderable(f"the text writes {change.left} and {change.right} together, but not as "
-                           f"{change.left} {change.old} {change.right}")
-    return _apply(template, edits)
-
-
-def substitute_name(template: str, change: SubstituteName, old_value: Any, same: Aliases = _itself) -> str:
-    edits = []
-    olds = same(change.old)
-    for field in fields(template):
-        if any(field.reads(old) for old in olds):
-            renamed = _WORD.sub(lambda match: change.new if match.group() in olds else match.group(), field.expression)
-            body = template[field.start + 1:field.end - 1]
-            edits.append((field.start, field.end, "{" + body.replace(field.expression, renamed, 1) + "}"))
-    if not edits:
-        # a value the template wrote as a number (often world knowledge, e.g. 60 minutes)
-        number = re.escape(show(old_value))
-        literal_spans = _literal_spans(template)
-        for match in re.finditer(rf"(?<![\w.]){number}(?![\w]|\.\d)", template):
-            if any(start <= match.start() and match.end() <= end for start, end in literal_spans):
-                edits.append((match.start(), match.end(), "{" + change.new + "}"))
-    # a text that never shows the replaced operand makes no claim about it
-    return _apply(template, edits)
-
-
-def drop_term(template: str, change: DropTerm, same: Aliases = _itself) -> str:
-    operator = _operator_pattern(change.op)
-    joined = _operator_pattern(change.op, with_list_joins=True)
-
-    def strength(gap: str) -> int:
-        """2: the gap is the operator ("+", "plus"); 1: a list join (", ", "and"); 0: neither."""
-        if not _joins_operands(gap):
-            return 0
-        return 2 if operator.search(gap) else 1 if joined.search(gap) else 0
-
-    found = fields(template)
-    terms = same(change.term)
-    edits = []
-    for index, field in enumerate(found):
-        if field.variable not in terms:
-            continue
-        before = found[index - 1] if index > 0 else None
-        after = found[index + 1] if index + 1 < len(found) else None
-        left = strength(template[before.end:field.start]) if before else 0
-        right = strength(template[field.end:after.start]) if after else 0
-        if left and left >= right:
-            edits.append((before.end, field.end, ""))
-        elif right:
-            edits.append((field.start, after.start, ""))
-    if not edits and any(field.variable in terms for field in found):
-        raise Unrenderable(f"the text shows the term {change.term} but not as part of the calculation")
-    return _apply(template, edits)
-
-
-def _literal_spans(template: str) -> list[tuple[int, int]]:
+def literal_spans(template: str) -> list[tuple[int, int]]:
     spans, position = [], 0
     for field in fields(template):
         spans.append((position, field.start))
@@ -274,23 +222,12 @@ def _literal_spans(template: str) -> list[tuple[int, int]]:
     return spans
 
 
-def _apply(template: str, edits: list[tuple[int, int, str]]) -> str:
+def apply_edits(template: str, edits: list[tuple[int, int, str]]) -> str:
     ordered = sorted(edits)
     if any(end > start for (_, end, _), (start, _, _) in zip(ordered, ordered[1:])):
         raise Unrenderable("the text changes overlap")
     for start, end, text in reversed(ordered):
         template = template[:start] + text + template[end:]
-    return template
-
-
-def change_template(template: str, change: TextChange, values: Mapping[str, Any], same: Aliases = _itself) -> str:
-    """The template changed as `change` says; `same` gives the names a variable is also known by."""
-    if isinstance(change, SwapOperator):
-        return swap_operator(template, change, same)
-    if isinstance(change, SubstituteName):
-        return substitute_name(template, change, values.get(change.old), same)
-    if isinstance(change, DropTerm):
-        return drop_term(template, change, same)
     return template
 
 
@@ -359,7 +296,7 @@ def _render_line(template: str, values: Mapping[str, Any], code: Mapping[str, as
         if _annotation_is_true(rewritten, values) != want:
             raise Unrenderable(f"annotation {original!r} cannot be written from the code")
         edits.append((slot.start, slot.end, rewritten))
-    return render(_apply(template, edits), values)
+    return render(apply_edits(template, edits), values)
 
 
 def _annotation_is_true(annotation_template: str, values: Mapping[str, Any]) -> bool:
@@ -418,18 +355,17 @@ class SolutionWriter:
                         for number in self.order}
         self.solution = self._join([self.lines[number] for number in self.order], answer)
 
-    def write(self, values: Mapping[str, Any], answer: Any, *, step: str, change: TextChange,
-              code: Mapping[str, ast.expr] | None = None, miscalculated: str | None = None) -> str:
-        """The solution for a flawed execution's `values`; `change` says how `step` differs.
-
-        `code` overrides the expressions that computed some variables in this execution (for
-        annotations rewritten from the code); `miscalculated` is the variable whose annotation
-        must be false (computational errors). A number written as text that states a value the flaw
-        changed, from `step` on, is rewritten to the flawed value, or the solution is unrenderable."""
-        code = {**self.code, **(code or {})}
+    def write(self, values: Mapping[str, Any], answer: Any, *, step: str, change: TextChange, target: str,
+              expression: ast.expr) -> str:
+        """The solution for a flawed execution's `values`, in which `expression` computes `target`; `change`
+        says how the text of `step` differs. A number written as text that states a value the flaw changed, from
+        `step` on, is rewritten to the flawed value, or the solution is unrenderable."""
+        overrides, miscalculated = change.annotations(target, expression)
+        code = {**self.code, **overrides}
         order = self.order
-        if isinstance(change, StopAt):
-            kept = _until(self.templates, self.program.step_of(change.variable), change.variable)
+        reported = change.reported
+        if reported is not None:
+            kept = _until(self.templates, self.program.step_of(reported), reported)
             order = order[:order.index(kept[-1][0]) + 1]
         elif step not in self.template_of:
             raise Unrenderable(f"no solution line for step {step}")
@@ -448,7 +384,7 @@ class SolutionWriter:
                 lines.append(self.restater.rewrite(self.lines[number], values, changed, literal_only=False))
                 continue
             if number == step:
-                template = change_template(template, change, values, self.program.aliases)
+                template = change.rewrite(template, values, self.program.aliases)
                 if miscalculated is not None and miscalculated not in {
                         slot.result for slot in _annotation_slots(template)}:
                     raise Unrenderable(f"no annotation of step {step} shows {miscalculated}")
@@ -493,7 +429,7 @@ class _Restater:
         found = numbers_in(text)
         if not literal_only:
             return list(found)
-        spans = _literal_spans(text)
+        spans = literal_spans(text)
         return [n for n in found if any(start <= n.start and n.end <= end for start, end in spans)]
 
     def mentions(self, text: str, literal_only: bool) -> frozenset[str]:
@@ -511,7 +447,7 @@ class _Restater:
             if len(shown) != 1:
                 raise Unrenderable(f"{number.text!r} states values the flaw changed differently")
             edits.append((number.start, number.end, shown.pop()))
-        return _apply(text, edits)
+        return apply_edits(text, edits)
 
 
 _STEP_LABEL = re.compile(r"L[1-9]\d*")

@@ -75,7 +75,8 @@ def test_adding_an_error_type_is_adding_a_class(bound):
             return isinstance(site.value, int) and not site.assignment.is_input
 
         def modify(self, site):
-            from flawforge.math.mutations.base import Edit, Miscalculate, literal
+            from flawforge.math.mutations.base import Edit, literal
+            from flawforge.math.mutations.computational import Miscalculate
             yield Edit(params={}, expression=literal(site.value * 2), text=Miscalculate())
 
     try:

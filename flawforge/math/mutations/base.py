@@ -4,7 +4,8 @@ A mutation is one kind of error. Each is a small class with a name, a family, a 
 explains it, an applicability rule (`applies`) and one `modify` method that turns a site
 (an assignment with its correct values) into edits: a new right-hand side for that
 assignment plus the change the solution text must make to say what the flawed
-computation did. Defining a subclass with a `name` registers it.
+computation did (a flawforge.math.reconstruct.TextChange, defined beside the mutations that
+make it). Defining a subclass with a `name` registers it.
 """
 from __future__ import annotations
 
@@ -17,52 +18,8 @@ from typing import Any, ClassVar, Iterable, Mapping
 
 from flawforge.math.arithmetic import Evaluator, compiled, evaluate
 from flawforge.math.program import Site, clone
+from flawforge.math.reconstruct import TextChange
 from flawforge.proto.math import Family
-
-
-# --- how the solution text changes -------------------------------------------------------------
-@dataclass(frozen=True)
-class Miscalculate:
-    """The line keeps its formula; only the value it shows is wrong (computational errors)."""
-
-
-MISCALCULATE = Miscalculate()  # it has no fields: every computational edit shares this one
-
-
-@dataclass(frozen=True)
-class SwapOperator:
-    """The operator written between `left` and `right` becomes `new`."""
-
-    left: str
-    right: str
-    old: str
-    new: str
-
-
-@dataclass(frozen=True)
-class SubstituteName:
-    """The line uses variable `new` where it used `old`."""
-
-    old: str
-    new: str
-
-
-@dataclass(frozen=True)
-class DropTerm:
-    """The line leaves `term` (joined by `op`) out of its calculation."""
-
-    term: str
-    op: str
-
-
-@dataclass(frozen=True)
-class StopAt:
-    """The solution stops after the step that computes `variable` and reports it as the answer."""
-
-    variable: str
-
-
-TextChange = Miscalculate | SwapOperator | SubstituteName | DropTerm | StopAt
 
 
 # Not frozen (nor Substitution): one is made for every way of every mutation at every site, and a frozen
@@ -79,6 +36,10 @@ class Edit:
     def value_in(self, scope: Mapping[str, Any]) -> Any:
         """The new right-hand side's value over the variables in `scope`; raises UnsafeExpression."""
         return evaluate(self.expression, scope)
+
+    def read_as(self) -> tuple[ast.expr, Mapping[str, str]]:
+        """An expression and the renaming under which it reads what the new right-hand side reads."""
+        return self.expression, {}
 
 
 @dataclass
@@ -99,6 +60,10 @@ class Substitution:
     @cached_property
     def expression(self) -> ast.expr:
         return clone(self.site.assignment.value, {self.old: self.new})
+
+    def read_as(self) -> tuple[ast.expr, Mapping[str, str]]:
+        """The site's own expression read with `old` renamed (the renamed expression is not built)."""
+        return self.site.assignment.value, {self.old: self.new}
 
     def value_in(self, scope: Mapping[str, Any]) -> Any:
         renamed = dict(scope)

@@ -10,12 +10,24 @@ from __future__ import annotations
 import ast
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any, ClassVar, Iterable
+from typing import Any, ClassVar, Iterable, Mapping
 
 from flawforge.math.arithmetic import UnsafeExpression, evaluate, is_int_like, is_number
 from flawforge.math.display import show
-from flawforge.math.mutations.base import MISCALCULATE, Edit, Mutation, literal
+from flawforge.math.mutations.base import Edit, Mutation, literal
 from flawforge.math.program import Site, copy_at, expression_nodes, replace_node
+from flawforge.math.reconstruct import TextChange
+
+class Miscalculate(TextChange):
+    """The line keeps its formula; only the value it shows is wrong: its annotation of the target is false."""
+
+    __slots__ = ()
+
+    def annotations(self, target: str, expression: ast.expr) -> tuple[Mapping[str, ast.expr], str | None]:
+        return {}, target  # the original code: the line's formula stays
+
+
+MISCALCULATE = Miscalculate()  # it has no fields: every computational edit shares this one
 
 ADDITIVE = ("+", "-")
 MULTIPLICATIVE = ("*", "/", "//")

@@ -7,23 +7,70 @@ question misread, or an intermediate result reported as the answer.
 from __future__ import annotations
 
 import ast
+import re
 from collections import Counter
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterable
+from typing import Any, Iterable, Mapping
 
 from flawforge.math import PROBLEM_CACHE_SIZE
 from flawforge.math.arithmetic import is_number
 from flawforge.math.display import show
-from flawforge.math.mutations.base import DropTerm, Edit, Mutation, StopAt, Substitution, SubstituteName, \
-    SwapOperator
-from flawforge.math.program import OPERATORS, Site, copy_at, expression_nodes, operator_symbol, replace_node, \
-    variables_read
+from flawforge.math.mutations.base import Edit, Mutation, Substitution
+from flawforge.math.program import FINAL_ANSWER_STEP, OPERATORS, Site, copy_at, expression_nodes, operator_symbol, \
+    replace_node, variables_read
+from flawforge.math.reconstruct import COMMUTATIVE, WORDS, Aliases, TextChange, Unrenderable, apply_edits, fields, \
+    itself, joins_operands, literal_spans, operator_pattern
 
 
 def _in_a_step(site: Site) -> bool:
     """A computed value of a numbered step (not an input, not the final answer's assignment)."""
     return (site.assignment.step.startswith("L") and not site.assignment.is_input
             and site.assignment is not site.program.answer and is_number(site.value))
+
+
+@dataclass(frozen=True)
+class SwapOperator(TextChange):
+    """The operator written between `left` and `right` becomes `new`."""
+
+    left: str
+    right: str
+    old: str
+    new: str
+
+    def rewrite(self, template: str, values: Mapping[str, Any], same: Aliases = itself) -> str:
+        pattern = operator_pattern(self.old)
+        found = fields(template)
+        edits: list[tuple[int, int, str]] = []
+        shown_together = False  # a text that never writes the two operands side by side claims no operation
+        lefts, rights = same(self.left), same(self.right)
+        for first, second in zip(found, found[1:]):
+            between = template[first.end:second.start]
+            if (first.variable in lefts and second.variable in rights) or (first.variable in rights
+                                                                             and second.variable in lefts):
+                shown_together = True
+            if not joins_operands(between):
+                continue
+            in_order = first.variable in lefts and second.variable in rights
+            reversed_order = first.variable in rights and second.variable in lefts and self.old in COMMUTATIVE
+            if not (in_order or reversed_order):
+                continue
+            matches = list(pattern.finditer(between))
+            if len(matches) != 1:
+                continue
+            match = matches[0]
+            new_token = WORDS[self.new][0] if match.group("word") else self.new
+            new_between = between[:match.start()] + new_token + between[match.end():]
+            if reversed_order and self.new not in COMMUTATIVE:
+                # "{b} + {a}" for a + b: the new, order-sensitive operation must read a - b
+                new_text = template[second.start:second.end] + new_between + template[first.start:first.end]
+            else:
+                new_text = template[first.start:first.end] + new_between + template[second.start:second.end]
+            edits.append((first.start, second.end, new_text))
+        if not edits and shown_together:
+            raise Unrenderable(f"the text writes {self.left} and {self.right} together, but not as "
+                               f"{self.left} {self.old} {self.right}")
+        return apply_edits(template, edits)
 
 
 class OperatorSwap(Mutation):
@@ -62,6 +109,42 @@ def _swappable_operations(expression: ast.expr) -> tuple[tuple[int, ast.BinOp, s
     pairs = Counter((left, right) for _, _, left, right in found)
     # in "a + a + a" the text cannot say which "+" changed
     return tuple(operation for operation in found if pairs[operation[2:]] == 1)
+
+
+@dataclass(frozen=True)
+class DropTerm(TextChange):
+    """The line leaves `term` (joined by `op`) out of its calculation."""
+
+    term: str
+    op: str
+
+    def rewrite(self, template: str, values: Mapping[str, Any], same: Aliases = itself) -> str:
+        operator = operator_pattern(self.op)
+        joined = operator_pattern(self.op, with_list_joins=True)
+
+        def strength(gap: str) -> int:
+            """2: the gap is the operator ("+", "plus"); 1: a list join (", ", "and"); 0: neither."""
+            if not joins_operands(gap):
+                return 0
+            return 2 if operator.search(gap) else 1 if joined.search(gap) else 0
+
+        found = fields(template)
+        terms = same(self.term)
+        edits = []
+        for index, field in enumerate(found):
+            if field.variable not in terms:
+                continue
+            before = found[index - 1] if index > 0 else None
+            after = found[index + 1] if index + 1 < len(found) else None
+            left = strength(template[before.end:field.start]) if before else 0
+            right = strength(template[field.end:after.start]) if after else 0
+            if left and left >= right:
+                edits.append((before.end, field.end, ""))
+            elif right:
+                edits.append((field.start, after.start, ""))
+        if not edits and any(field.variable in terms for field in found):
+            raise Unrenderable(f"the text shows the term {self.term} but not as part of the calculation")
+        return apply_edits(template, edits)
 
 
 class IncompleteCalculation(Mutation):
@@ -117,6 +200,36 @@ def _chains(expression: ast.expr) -> tuple[tuple[int, str, list[str]], ...]:
     return tuple(found)
 
 
+_WORD = re.compile(r"(?<![\w.])\w+")  # a whole name or number in an expression (not an attribute)
+
+
+@dataclass(frozen=True)
+class SubstituteName(TextChange):
+    """The line uses variable `new` where it used `old`."""
+
+    old: str
+    new: str
+
+    def rewrite(self, template: str, values: Mapping[str, Any], same: Aliases = itself) -> str:
+        edits = []
+        olds = same(self.old)
+        for field in fields(template):
+            if any(field.reads(old) for old in olds):
+                renamed = _WORD.sub(lambda match: self.new if match.group() in olds else match.group(),
+                                    field.expression)
+                body = template[field.start + 1:field.end - 1]
+                edits.append((field.start, field.end, "{" + body.replace(field.expression, renamed, 1) + "}"))
+        if not edits:
+            # a value the template wrote as a number (often world knowledge, e.g. 60 minutes)
+            number = re.escape(show(values.get(self.old)))
+            spans = literal_spans(template)
+            for match in re.finditer(rf"(?<![\w.]){number}(?![\w]|\.\d)", template):
+                if any(start <= match.start() and match.end() <= end for start, end in spans):
+                    edits.append((match.start(), match.end(), "{" + self.new + "}"))
+        # a text that never shows the replaced operand makes no claim about it
+        return apply_edits(template, edits)
+
+
 class OperandSubstitution(Mutation):
     """Another variable in scope takes the place of one the line reads."""
 
@@ -158,6 +271,23 @@ class InputMisrepresentation(OperandSubstitution):
     explanation = ("Input misrepresentation: {target} used '{replacement}' (value: {replacement_value}) "
                    "where the question's '{operand}' (value: {operand_value}) belongs.")
     replaces_inputs = True
+
+
+@dataclass(frozen=True)
+class StopAt(TextChange):
+    """The solution stops after the step that computes `variable` and reports it as the answer."""
+
+    variable: str
+
+    @property
+    def reported(self) -> str | None:
+        return self.variable
+
+    def erroneous_line(self, site: Site) -> str:
+        return FINAL_ANSWER_STEP
+
+    def shown_line(self, site: Site) -> str:
+        return site.program.step_of(self.variable)
 
 
 class IncorrectFinalAnswerSelection(Mutation):
