@@ -93,6 +93,7 @@ class Settings(BaseSettings):
     inference_device: Literal["auto", "cpu", "cuda"] = Field("auto", description="Device of the inference-server's model; auto: cuda when available.")
     inference_dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field("auto", description="Weights dtype; auto: bfloat16 on GPU, float32 on CPU.")
     inference_backend: Literal["auto", "transformers", "vllm"] = Field("auto", description="Sampling and scoring backend; auto: vllm when importable and a GPU is present.")
+    inference_max_batch_rows: int = Field(16, ge=1, description="Most sequences (choices of concurrent requests) the transformers backend decodes in one batch; a request that would pass the bound waits for rows to finish, one with more choices runs alone.")
     inference_batch_tokens: int = Field(2048, ge=64, description="Padded tokens per forward pass of the research endpoints (score, trace, logit lens, patch).")
     inference_trace_max_mb: int = Field(512, ge=1, description="Largest trace blob /v1/research/trace writes (MiB); a request for more is refused with the size it would take.")
     inference_default_max_tokens: int = Field(512, ge=1, description="max_tokens of a chat completion that sets none.")

@@ -12,8 +12,9 @@ from functools import cached_property
 
 import torch
 
-from flawforge.inference.backend import Delta, OutputFormat, SamplingParams, TokenChoice
+from flawforge.inference.backend import Backend, Delta, OutputFormat, SamplingParams, TokenChoice
 from flawforge.inference.grammars import GrammarCompiler, GrammarLimits
+from flawforge.inference.sampling import choose_next
 
 
 class Vocabulary:
@@ -248,3 +249,90 @@ class TextAssembler:
         self.released_chars = max(self.released_chars, len(text))
         self.released_tokens = max(self.released_tokens, tokens)
         return delta
+
+
+class RequestDecoder:
+    """One request's choices, from the logits of each step to the deltas it streams: logit adjustments, loop
+    guard, grammar, the seeded draw and the release of text. It keeps no model state, so a scheduler may run its
+    choices in a batch beside other requests' and hand it only their rows of each step's logits."""
+
+    def __init__(self, backend: Backend, eos_ids: set[int], params: SamplingParams):
+        self.params = params
+        self.eos = eos_ids
+        self.vocab_size = backend.vocab_size
+        vocabulary = backend.vocabulary if params.output_format or params.dry_multiplier > 0 else None
+        self.constraint = (Constraint(vocabulary, vocabulary.compile(params.output_format, "response_format"),
+                                      params.n) if params.output_format else None)
+        self.closers = vocabulary.closers if self.constraint is not None else ()
+        self.adjuster = LogitAdjuster(params, backend.vocab_size)
+        self.guard = (LoopGuard(params, vocabulary.breaker_ids(params.dry_sequence_breakers))
+                      if params.dry_multiplier > 0 else None)
+        # Draws run on the CPU from float32 logits, so a seed gives the same draws on any device and in any batch.
+        self.generator = torch.Generator().manual_seed(params.seed)
+        self.texts = [TextAssembler(backend.tokenizer, row, params.stop) for row in range(params.n)]
+        self.running = list(range(params.n))  # the choices still generating, in order
+        self.steps = 0
+        # From this step on a JSON reply is closed; one that ends there has finish_reason "length" all the same.
+        self.closing_from = (params.max_tokens - params.json_closing_reserve
+                             if self.constraint is not None and params.output_format.kind == "json_schema"
+                             and params.json_closing_reserve else params.max_tokens)
+
+    def step(self, logits: torch.Tensor) -> tuple[list[Delta], dict[int, int]]:
+        """`logits` [running choices, vocab] (float32, CPU): this step's deltas and, for each choice that goes
+        on, the token to feed back. Greedy picks the highest logit, the lowest token id among equal ones."""
+        params, running, step = self.params, self.running, self.steps
+        if len(running) < params.n:  # the adjusters index choices by number: finished ones hold zeros
+            full = logits.new_zeros((params.n, logits.shape[-1]))
+            full[running] = logits
+            logits = full
+        raw = torch.log_softmax(logits, -1) if params.logprobs else None
+        if self.adjuster.active:
+            logits = self.adjuster.apply(logits)
+        if self.guard is not None:
+            logits = self.guard.apply(logits.clone(), running)
+        if self.constraint is not None:
+            logits = logits.clone()
+            self.constraint.mask(logits, running)
+            if step >= self.closing_from:
+                self.constraint.close(logits, running, self.closers)
+        chosen = choose_next(logits[running], params.temperature, params.top_p, self.generator).tolist()
+        deltas, fed = [], {}
+        for row, token_id in zip(list(running), chosen):
+            delta = self._advance(row, token_id, raw, step)
+            if delta.finish_reason:
+                running.remove(row)
+            else:
+                fed[row] = token_id
+            if delta.text or delta.token_ids or delta.finish_reason:
+                deltas.append(delta)
+        self.steps += 1
+        return deltas, fed
+
+    def _advance(self, row: int, token_id: int, raw: torch.Tensor | None, step: int) -> Delta:
+        params, text = self.params, self.texts[row]
+        self.adjuster.chose(row, token_id)
+        if self.guard is not None:
+            self.guard.chose(row, token_id)
+        complete = self.constraint is not None and self.constraint.accept(row, token_id)
+        ended = "stop" if step < self.closing_from else "length"
+        if token_id in self.eos:
+            return text.finish(ended)
+        delta = text.add(token_id, _choice(token_id, raw, row, params))
+        if complete and not delta.finish_reason:
+            return _merged(delta, text.finish(ended))
+        if not delta.finish_reason and step == params.max_tokens - 1:
+            return _merged(delta, text.finish("length"))
+        return delta
+
+
+def _choice(token_id: int, logprobs: torch.Tensor | None, row: int, params: SamplingParams) -> TokenChoice | None:
+    if logprobs is None:
+        return None
+    top = logprobs[row].topk(params.top_logprobs) if params.top_logprobs else None
+    return TokenChoice(token_id=token_id, logprob=float(logprobs[row, token_id]),
+                       top=[] if top is None else list(zip(top.indices.tolist(), top.values.tolist())))
+
+
+def _merged(first: Delta, second: Delta) -> Delta:
+    return Delta(index=first.index, text=first.text + second.text, token_ids=first.token_ids + second.token_ids,
+                 logprobs=first.logprobs + second.logprobs, finish_reason=second.finish_reason)

@@ -3,7 +3,8 @@ here: the embedded stack and the sandbox record into these too.
 
 Each is recorded at the one seam its events pass through: HTTP requests in http_metrics.HttpMetrics
 (an ASGI middleware of every service app), job states in the job runner, sandbox outcomes in the sandbox
-engine, model calls in the llm-gateway; bus messages in the bus's own Metrics middleware.
+engine, model calls in the llm-gateway, the generation batch in the inference-server's scheduler; bus
+messages in the bus's own Metrics middleware.
 """
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ SANDBOX_OUTCOMES = Counter("flawforge_sandbox_units_total", "Sandboxed programs 
 MODEL_REQUESTS = Counter("flawforge_model_requests_total", "Model calls by the gateway (cache hits excluded)",
                          ["provider", "model", "outcome"])
 MODEL_TOKENS = Counter("flawforge_model_tokens_total", "Tokens of model calls", ["provider", "model", "kind"])
+GENERATION_ROWS = Gauge("flawforge_generation_rows", "Sequences decoding together in the inference-server's batch")
+GENERATION_WAITING = Gauge("flawforge_generation_waiting", "Requests waiting for room in the inference-server's batch")
 MODEL_SECONDS = Histogram("flawforge_model_request_seconds", "Model call latency", ["provider", "model"],
                           buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300))
 

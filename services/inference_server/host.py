@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MODEL_SETTINGS = ("inference_model_path", "inference_model_name", "inference_cache_dir", "inference_device",
-                  "inference_dtype", "inference_backend", "inference_batch_tokens", "inference_threads")
+                  "inference_dtype", "inference_backend", "inference_batch_tokens", "inference_threads",
+                  "inference_max_batch_rows")
 
 
 def open_backend(settings: Settings) -> Backend:
@@ -48,7 +49,8 @@ def _backend(settings: Settings) -> Backend:
         dtype = str(choose_dtype(settings.inference_dtype, "cuda")).removeprefix("torch.")
         return VllmBackend(folder, source.name, source_revision(source), tokenizer,
                            context_length(AutoConfig.from_pretrained(folder), tokenizer), dtype)
-    return TransformersBackend(load_model(settings), settings.inference_batch_tokens)
+    return TransformersBackend(load_model(settings), settings.inference_batch_tokens,
+                               settings.inference_max_batch_rows)
 
 
 class ModelHost:
