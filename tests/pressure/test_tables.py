@@ -111,3 +111,17 @@ def test_tables_figures_and_report(tmp_path):
     assert "1 do not" in report  # the multi-token policy, with its count
     for name, data in images.items():  # kept for a look at the figures
         (tmp_path / name).write_bytes(data)
+
+
+def test_decomposition_blocks_default_to_the_last_ten_and_bad_ranges_are_named():
+    from flawforge.errors import FlawforgeError
+    from flawforge.pipelines.pressure_study_runner import decompose_blocks
+
+    params = PressureStudyParams(demo=True)
+    assert decompose_blocks(params.decompose_first, params.decompose_last, 28) == list(range(18, 28))  # the paper's
+    assert decompose_blocks(params.decompose_first, params.decompose_last, 30) == list(range(20, 30))
+    assert decompose_blocks(0, 2, 30) == [0, 1, 2] and decompose_blocks(-1, -1, 30) == [29]
+    with pytest.raises(FlawforgeError, match="decompose_first=-31: the model has blocks 0..29"):
+        decompose_blocks(-31, -1, 30)
+    with pytest.raises(FlawforgeError, match=r"decompose_first=5 \(block 5\) comes after decompose_last=2"):
+        decompose_blocks(5, 2, 30)
