@@ -2,12 +2,17 @@
 reply and the run's summary. The dataset's rows themselves are `PromptRecord`s (proto/pressure.py)."""
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, StringConstraints
 
 from flawforge.proto.base import Model
 from flawforge.proto.pressure import Category
+
+# A reply's text field that says something: a character at least, no space at either end. The pattern goes into the
+# JSON schema, so a server that enforces the schema while decoding cannot close the string empty, and a provider
+# that does not is refused by validation.
+Said = Annotated[str, StringConstraints(min_length=1, pattern=r"^\S(.*\S)?$")]
 
 Stage = Literal["source", "fallback", "filter", "validator", "pressure", "selection"]
 
@@ -27,7 +32,8 @@ class Candidate(Model):
 class CandidateReject(Model):
     candidate: Candidate
     stage: Stage
-    reason: str = Field(description="A stable code, e.g. target_in_prompt, not_two_sentences, invalid_output.")
+    reason: str = Field(description="A stable code, e.g. target_in_prompt, not_two_sentences, invalid_output, "
+                                    "empty_reply.")
     detail: str = ""
 
 
@@ -45,8 +51,8 @@ class ValidatorReply(Model):
     model_config = ConfigDict(extra="forbid", json_schema_extra=_bare)
 
     is_one_word_answer_enforced: bool
-    best_one_word_answer: str
-    top3_one_word_answers: list[str] = Field(max_length=3)
+    best_one_word_answer: Said
+    top3_one_word_answers: list[Said] = Field(min_length=1, max_length=3)
     is_X_best: bool
     ambiguity_score: int = Field(ge=0, le=10)
     leaks_answer: bool

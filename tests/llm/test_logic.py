@@ -254,7 +254,7 @@ def test_a_loop_guarded_provider_decodes_with_the_guard_and_others_are_asked_aga
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     from flawforge.blobstore import LocalBlobStore
-    from flawforge.llm.gateway import LOOP_GUARD, LOOP_PENALTY, Gateway
+    from flawforge.llm.gateway import LOOP_GUARD, LOOP_PENALTY, Gateway, loop_guard
 
     bodies = []
 
@@ -299,7 +299,9 @@ def test_a_loop_guarded_provider_decodes_with_the_guard_and_others_are_asked_aga
         outcome, _ = guarded.structured_many([request(model="m"), request(model="m", dry_allowed_length=4)], Point)
         assert outcome.value == Point(x=1, y=2) and len(outcome.replies) == 1 and not outcome.loop_retried
         first, own = sorted(bodies, key=lambda body: body["dry_allowed_length"], reverse=True)
-        assert {k: first[k] for k in LOOP_GUARD} == LOOP_GUARD and LOOP_GUARD["json_closing_reserve"] > 0
+        # The closing reserve is half of this 8-token budget: the whole budget would close every string at its start.
+        assert {k: first[k] for k in LOOP_GUARD} == {**LOOP_GUARD, "json_closing_reserve": 4}
+        assert loop_guard(request(max_tokens=1000))["json_closing_reserve"] == LOOP_GUARD["json_closing_reserve"] > 0
         assert own["dry_allowed_length"] == 4  # a field the caller set is kept
         bodies.clear()
         plain = Gateway(LocalBlobStore(tmp_path / "b"), parse_providers(json.dumps({"p": {"base_url": base}})),

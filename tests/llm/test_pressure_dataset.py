@@ -34,7 +34,7 @@ def make_run(ctx, **params):
 
 
 @pytest.mark.model
-def test_batch_replies_that_are_not_json_or_empty_are_rejects_and_every_exchange_is_audited(
+def test_batch_replies_that_are_not_json_or_say_nothing_are_rejects_and_every_exchange_is_audited(
         inference_server, providers_json, tmp_path):
     from flawforge.pipelines.pressure_dataset import candidates_from_replies
     from flawforge.pressure.generators import GENERATORS, Slot
@@ -59,7 +59,7 @@ def test_batch_replies_that_are_not_json_or_empty_are_rejects_and_every_exchange
     assert outcomes[1].value is None and outcomes[1].error.code == "invalid_output"
     rejects = {r.candidate.candidate_id: r for r in run.rejects}
     assert rejects["facts-00001"].stage == "fallback" and rejects["facts-00001"].reason == "invalid_output"
-    assert rejects["facts-00002"].reason == "invalid_output" and "empty" in rejects["facts-00002"].detail
+    assert rejects["facts-00002"].reason == "empty_reply" and "(the reply): says nothing" in rejects["facts-00002"].detail
     assert len(made) + len(rejects) == 3  # the first reply is a candidate or a reject, never lost
 
     records = [AuditRecord.model_validate_json(line) for line in run.audit.content().splitlines()]

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 from flawforge.pressure import bins, validation
-from flawforge.pressure.filters import first_failure, sentence_count, sentence_diagnostic
-from flawforge.pressure.generators import make_candidate
+from pydantic import ValidationError
+
+from flawforge.pressure.filters import first_failure, first_token_failure, sentence_count, sentence_diagnostic
+from flawforge.pressure.generators import GENERATORS, make_candidate
 from flawforge.proto.pressure_dataset import ValidatorReply
 
 
@@ -26,6 +28,14 @@ def cand(question: str, target: str, category: str = "facts"):
     ("Name the city.", "New York", "target_not_alphabetic"),
     ("Name the city.", "Saint-Denis", "target_not_alphabetic"),
     ("Name the river.", "Seine", None),
+    # Near leaks: a question word of the target's family.
+    ("Fill the blank (one word): A carving knife is used to ____.", "carve", "near_leak"),
+    ("Someone who bakes bread is a ____.", "baker", "near_leak"),
+    ("The bright day was very ____.", "sunny", None),
+    ("The sun shone all day: the weather was ____.", "sunny", "near_leak"),
+    ("A ring made of gold is a ____ ring.", "golden", "near_leak"),
+    # Another word that begins the same is not of the family: "Fill the blank" does not leak "blanket".
+    ("Fill the blank (one word): A quilt is a kind of ____.", "blanket", None),
 ])
 def test_filters(question, target, reason):
     failed = first_failure(cand(question, target), reject_sentence_counts=False)
@@ -43,6 +53,45 @@ def test_sentence_counts_are_counted_and_only_filter_when_asked():
         "not_one_or_two_sentences"
     assert first_failure(cand("A b c. D e f?", "water", "ood"), reject_sentence_counts=True) is None
     assert sentence_diagnostic(cand("x", "y", "facts")) == {}
+
+
+def test_a_target_no_form_of_which_is_one_token_is_rejected_with_its_reason():
+    paris = cand("The capital of France is ____.", "Paris")
+    assert first_token_failure(paris, [(12, 7), (3,), (12, 7, 9)]) is None
+    assert first_token_failure(paris, [(12, 7), (12, 7, 9)]) == (
+        "target_multi_token", "every written form of 'Paris' takes 2 tokens or more")
+    assert first_token_failure(paris, [])[0] == "target_multi_token"
+
+
+@pytest.mark.parametrize("schema", [ValidatorReply] + [g.reply_schema for g in GENERATORS.values()])
+def test_reply_schemas_refuse_text_that_says_nothing(schema):
+    """Every text field the schema requires has a pattern a decoder enforces and validation checks."""
+    properties = schema.model_json_schema()["properties"]
+    texts = [name for name in schema.model_json_schema()["required"] if "enum" not in properties[name] and (
+        properties[name].get("type") == "string" or properties[name].get("items", {}).get("type") == "string")]
+    assert texts
+    for name in texts:
+        pattern = properties[name].get("pattern") or properties[name]["items"]["pattern"]
+        assert pattern == r"^\S(.*\S)?$"
+
+
+def test_an_empty_reply_is_refused_by_the_schema_and_says_nothing():
+    with pytest.raises(ValidationError, match="best_one_word_answer"):
+        reply(best_one_word_answer="")
+    with pytest.raises(ValidationError, match="top3_one_word_answers"):
+        reply(top3_one_word_answers=[" "])
+    with pytest.raises(ValidationError, match="top3_one_word_answers"):
+        reply(top3_one_word_answers=[])
+    # The validator's score refuses it too, where a reply is built without validation.
+    silent = ValidatorReply.model_construct(**{**reply().model_dump(), "best_one_word_answer": "",
+                                               "top3_one_word_answers": [""]})
+    assert validation.v_score(silent, "Paris") == 0 and validation.refusal(silent, "Paris") == "empty_reply"
+    empty = '{"is_one_word_answer_enforced": true, "best_one_word_answer": "", "top3_one_word_answers": [""], ' \
+            '"is_X_best": true, "ambiguity_score": 1, "leaks_answer": false, "naturalness_score": 9, "comments": ""}'
+    assert validation.silent_fields(empty, ValidatorReply) == ["best_one_word_answer", "top3_one_word_answers[0]"]
+    assert validation.silent_fields("  ", ValidatorReply) == ["(the reply)"]
+    assert validation.silent_fields('{"best_one_word_answer": "Paris"}', ValidatorReply) == []
+    assert validation.silent_fields("not json", ValidatorReply) == []
 
 
 def reply(**changes) -> ValidatorReply:

@@ -43,19 +43,29 @@ def test_facts_come_from_geonames_capitals_and_currencies():
     assert {c.detail["template"] for c in candidates} == {"F1", "F2", "F3"}
 
 
-def test_common_sense_comes_from_wordnet_balanced_and_the_gap_goes_to_the_model():
+def test_common_sense_comes_from_wordnets_own_relations_balanced_and_the_gap_goes_to_the_model():
     relations = sources.wordnet_relations()
-    assert sources.Relation("tusk", "MadeOf", "ivory") in relations
-    assert any(r.relation == "UsedFor" and r.subject == "mnemonic" and r.target == "aid" for r in relations)
+    # WordNet's pointers between everyday things' most common senses: hypernym, part holonym, substance meronym.
+    for fact in (("beech", "IsA", "tree"), ("jeep", "IsA", "car"), ("elbow", "PartOf", "arm"),
+                 ("brick", "MadeOf", "clay")):
+        assert sources.Relation(*fact) in relations
+    # No gloss text: "an arm is used to refer", drug names "used to treat" are not relations here.
+    assert {r.relation for r in relations} == {"IsA", "PartOf", "MadeOf"}
+    assert not [r for r in relations if r.subject == "arm" and r.target == "refer"]
+    # One answer per question: air is made of several gases, so it has no MadeOf fact.
+    assert not [r for r in relations if r.subject == "air" and r.relation == "MadeOf"]
+    assert all(r.subject.isalpha() and r.subject.islower() and r.target.isalpha() and r.subject != r.target
+               for r in relations)
     generator = CommonSense()
-    candidates = generator.offline(relations, 30, random.Random(3))
-    by_relation = {r: [c for c in candidates if c.detail["relation"] == r] for r in ("UsedFor", "MadeOf")}
-    assert len(by_relation["UsedFor"]) == len(by_relation["MadeOf"]) == 10
-    assert all(" is used to ____." in c.question_text for c in by_relation["UsedFor"])
-    # WordNet has no HasProperty relation: its third of the pool is asked of the model.
-    slots = generator.slots(candidates, 30)
+    candidates = generator.offline(relations, 40, random.Random(3))
+    by_relation = {r: [c for c in candidates if c.detail["relation"] == r] for r in ("IsA", "PartOf", "MadeOf")}
+    assert [len(by_relation[r]) for r in by_relation] == [10, 10, 10]
+    assert all(" is a kind of ____." in c.question_text for c in by_relation["IsA"])
+    assert all(" is a part of the ____." in c.question_text for c in by_relation["PartOf"])
+    # WordNet has no HasProperty relation: its quarter of the pool is asked of the model.
+    slots = generator.slots(candidates, 40)
     assert [s.relation for s in slots] == ["HasProperty"] * 10
-    assert [s.number for s in slots] == list(range(20, 30))
+    assert [s.number for s in slots] == list(range(30, 40))
 
 
 def test_creative_and_ood_targets_come_from_the_zipf_band_three_slots_each():
@@ -86,7 +96,7 @@ def test_replies_become_candidates_or_are_refused_with_a_reason():
     with pytest.raises(Refused, match="target_not_one_word"):
         Facts().from_reply(Slot("facts", 2), FactReply(subject="US", relation="capital", target_word="D.C."), model)
     with pytest.raises(Refused, match="wrong_relation"):
-        CommonSense().from_reply(Slot("common_sense", 0, relation="MadeOf"),
+        CommonSense().from_reply(Slot("common_sense", 0, relation="IsA"),
                                  CommonSenseReply(subject="lemon", relation="HasProperty", target_word="sour"), model)
     sour = CommonSense().from_reply(Slot("common_sense", 0, relation="HasProperty"),
                                     CommonSenseReply(subject="Lemon", relation="HasProperty", target_word="sour"), model)
