@@ -16,6 +16,9 @@ class JobState(str, Enum):
     succeeded = "succeeded"
     failed = "failed"
     cancelled = "cancelled"
+    # Recorded as running, but its runner stopped beating (killed, its machine gone): nothing runs it now. A
+    # resumable pipeline run again with the same inputs goes on where it stopped.
+    interrupted = "interrupted"
 
     @property
     def finished(self) -> bool:
@@ -44,6 +47,9 @@ class JobStatus(Model):
     created_at: datetime
     updated_at: datetime
     cancel_requested: bool = False
+    resumable: bool = Field(False, description="Run again with the same inputs, the pipeline goes on from what this "
+                                               "job finished instead of starting over.")
+    heartbeat_at: datetime | None = Field(None, description="When its runner last said it was alive (running jobs).")
 
 
 class Artifact(Model):

@@ -31,7 +31,7 @@ def _follow(read_status, poll_s: float, label: str) -> JobStatus:
             bar.n = status.progress.done
             bar.set_postfix_str(status.progress.message or status.state.value, refresh=False)
             bar.refresh()
-            if status.state.finished:
+            if status.state.finished or status.state == JobState.interrupted:
                 return status
             time.sleep(poll_s)
     finally:
@@ -43,6 +43,8 @@ def _finish(status: JobStatus) -> None:
         raise FlawforgeError(f"job {status.job_id} failed: {status.error}")
     if status.state == JobState.cancelled:
         raise FlawforgeError(f"job {status.job_id} was cancelled")
+    if status.state == JobState.interrupted:
+        raise FlawforgeError(f"job {status.job_id} was interrupted: {status.error}")
 
 
 def _keep_or_cancel(job: str, cancel_on_exit: bool | None, cancel) -> str:

@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import logging
+import threading
+from contextlib import contextmanager
 from datetime import datetime, timezone
+from typing import Iterator
 
 from pydantic import BaseModel, ValidationError
 
@@ -10,7 +13,7 @@ from flawforge.errors import FlawforgeError, InvalidInput
 from flawforge.inputs import MUST_EXIST_CONTEXT, ROOTS_CONTEXT, data_roots
 from flawforge.jobs.context import JobCancelled, JobContext
 from flawforge.jobs.pipeline import Pipeline, pipelines
-from flawforge.jobs.store import JobNotFound, JobStore
+from flawforge.jobs.store import HEARTBEAT_S, JobNotFound, JobStore
 from flawforge.proto.jobs import JobRequested, JobState, JobStatus
 from flawforge.runtime.metrics import JOB_STATES, JOBS_RUNNING
 from flawforge.runtime.platform import Platform
@@ -39,6 +42,30 @@ def invalid_params(exc: ValidationError) -> InvalidInput:
     return InvalidInput(f"invalid {'.'.join(map(str, err['loc']))}: {err['msg']}")
 
 
+@contextmanager
+def heartbeat(jobs: JobStore, job_id: str) -> Iterator[None]:
+    """Beats for the job every HEARTBEAT_S while the block runs, from a thread of its own: a pass that holds the
+    job's thread for minutes (a model's forward pass) is still a live runner."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        while True:
+            try:
+                jobs.beat(job_id)
+            except Exception as exc:  # the store hiccupped: the next beat may land, and the job is unharmed
+                log.warning("job %s: heartbeat not stored: %s", job_id, exc)
+            if stop.wait(HEARTBEAT_S):
+                return
+
+    thread = threading.Thread(target=beat, name=f"heartbeat-{job_id[:8]}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
 def run_job(platform: Platform, pipeline: Pipeline, job_id: str) -> None:
     ctx = JobContext(platform, job_id)
     try:
@@ -57,7 +84,8 @@ def run_job(platform: Platform, pipeline: Pipeline, job_id: str) -> None:
             params = validated_params(platform, pipeline, status.params)
         except ValidationError as exc:
             raise invalid_params(exc) from None
-        pipeline.run(ctx, params)
+        with heartbeat(ctx.jobs, job_id):
+            pipeline.run(ctx, params)
     except JobCancelled:
         enter_state(ctx.jobs, pipeline.name, job_id, JobState.cancelled)
     except Exception as exc:
@@ -102,7 +130,8 @@ def submit(platform: Platform, pipeline: Pipeline, params: dict):
     # A service that does not run this pipeline may not see its files: it checks only that they are under the roots.
     owner = platform.settings.service in ("", pipeline.owner)
     validated = validated_params(platform, pipeline, params, inputs_must_exist=owner)
-    status = JobStore(platform.store).create(pipeline.name, validated.model_dump(mode="json"))
+    status = JobStore(platform.store).create(pipeline.name, validated.model_dump(mode="json"),
+                                             resumable=pipeline.resumable)
     platform.bus.declare(pipeline.queue)
     platform.bus.publish(pipeline.queue, JobRequested(job_id=status.job_id, pipeline=pipeline.name))
     JOB_STATES.labels(pipeline.name, JobState.queued.value).inc()

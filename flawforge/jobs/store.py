@@ -26,6 +26,12 @@ class JobRecordUnreadable(FlawforgeError):
     code = "job_record_unreadable"
 
 
+# A running job's runner says it is alive every HEARTBEAT_S; one silent for STALE_AFTER_S (a dozen beats, room for a
+# loaded machine) has stopped: killed, or its machine gone. Its job then reads as interrupted.
+HEARTBEAT_S = 5.0
+STALE_AFTER_S = 60.0
+
+
 def _now() -> datetime:
     return datetime.now(timezone.utc)
 
@@ -43,13 +49,17 @@ class JobStore:
         return f"jobs/{job_id}/cancel"
 
     @staticmethod
+    def _heartbeat_key(job_id: str) -> str:
+        return f"jobs/{job_id}/heartbeat"
+
+    @staticmethod
     def _artifact_prefix(job_id: str) -> str:
         return f"jobs/{job_id}/artifacts/"
 
-    def create(self, pipeline: str, params: dict) -> JobStatus:
+    def create(self, pipeline: str, params: dict, *, resumable: bool = False) -> JobStatus:
         now = _now()
         status = JobStatus(job_id=uuid.uuid4().hex, pipeline=pipeline, params=params, state=JobState.queued,
-                           created_at=now, updated_at=now)
+                           created_at=now, updated_at=now, resumable=resumable)
         self.save(status)
         return status
 
@@ -58,6 +68,11 @@ class JobStore:
         self.store.put(self._status_key(status.job_id), status.model_dump_json().encode(), "application/json")
 
     def get(self, job_id: str) -> JobStatus:
+        """The job as it stands: a running job whose runner stopped reads as interrupted."""
+        return self._with_liveness(self._recorded(job_id))
+
+    def _recorded(self, job_id: str) -> JobStatus:
+        """The job as its record says, with a cancel request seen."""
         if not job_id.isalnum():
             raise JobNotFound(f"no job {job_id!r}")
         try:
@@ -78,7 +93,7 @@ class JobStore:
         statuses = []
         for key in keys:
             try:
-                statuses.append(self._with_cancel(self._read(key)))
+                statuses.append(self._with_liveness(self._with_cancel(self._read(key))))
             except BlobNotFound:
                 continue  # deleted since the listing
             except JobRecordUnreadable as exc:
@@ -90,8 +105,31 @@ class JobStore:
             status.cancel_requested = True
         return status
 
+    def beat(self, job_id: str) -> None:
+        """The runner's sign of life: a blob of its own, like the cancel request, so it never races the status."""
+        self.store.put(self._heartbeat_key(job_id), _now().isoformat().encode())
+
+    def _with_liveness(self, status: JobStatus) -> JobStatus:
+        """A running job whose runner has not beaten (nor saved its status) for STALE_AFTER_S reads as interrupted."""
+        if status.state != JobState.running:
+            return status
+        try:
+            beat = datetime.fromisoformat(self.store.get(self._heartbeat_key(status.job_id)).decode())
+        except (BlobNotFound, ValueError):
+            beat = None
+        status.heartbeat_at = beat
+        alive = max(filter(None, (beat, status.updated_at)))
+        silent_s = (_now() - alive).total_seconds()
+        if silent_s > STALE_AFTER_S:
+            status.state = JobState.interrupted
+            status.error = (f"its runner stopped: nothing from it since {alive.isoformat(timespec='seconds')} "
+                            f"({silent_s:.0f} s); " + ("run the job again with the same inputs to resume it, its "
+                                                      "finished work is kept" if status.resumable else
+                                                      "run it again to start it over"))
+        return status
+
     def update(self, job_id: str, **changes) -> JobStatus:
-        status = self.get(job_id)
+        status = self._recorded(job_id)  # never the read-time interrupted state: the runner may be back
         for name, value in changes.items():
             setattr(status, name, value)
         self.save(status)
@@ -101,14 +139,14 @@ class JobStore:
         self.update(job_id, progress=Progress(done=done, total=total, message=message))
 
     def request_cancel(self, job_id: str) -> JobStatus:
-        """Cancels a queued job; asks a running one to stop. The request is a blob of its own, never a rewrite of
+        """Cancels a queued or interrupted job; asks a running one to stop. The request is a blob of its own, never a rewrite of
         the status a running job keeps updating: a status read before the request and saved after it (a progress
         update) would undo the request, and a request saved after the job's last update would undo its state."""
         status = self.get(job_id)
         if status.state.finished:
             return status
         self.store.put_if_absent(self._cancel_key(job_id), b"")
-        if status.state == JobState.queued:
+        if status.state in (JobState.queued, JobState.interrupted):  # nothing runs it to see the request
             return self.update(job_id, cancel_requested=True, state=JobState.cancelled)
         return self.get(job_id)
 
