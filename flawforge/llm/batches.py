@@ -126,9 +126,10 @@ class BatchManager:
 
     # --- lifecycle ------------------------------------------------------------------------
     def submit(self, rows: list[BatchRow], scope: CallScope | None = None,
-               rejected: list[BatchRowState] = ()) -> BatchRecord:
+               rejected: list[BatchRowState] = (), created_by: str | None = None) -> BatchRecord:
         """Records the batch and sends its uncached rows; the same rows again resume the same batch
-        (unless it was cancelled: then it starts over, its finished rows coming from the cache)."""
+        (unless it was cancelled: then it starts over, its finished rows coming from the cache). A batch
+        `created_by` a caller spends that caller's budget (`scope`'s), its retries included."""
         scope = scope or CallScope()
         fps = {row.custom_id: fingerprint(row.request) for row in rows}
         batch_id = hashlib.sha256(canonical_json(
@@ -151,7 +152,8 @@ class BatchManager:
         if all(state.line is not None for state in states):
             states.sort(key=lambda state: state.line)  # a file's rows, rejected or not, in the file's order
         now = _now()
-        record = BatchRecord(batch_id=batch_id, state="in_progress", created_at=now, updated_at=now, rows=states)
+        record = BatchRecord(batch_id=batch_id, created_by=created_by, state="in_progress", created_at=now,
+                             updated_at=now, rows=states)
         self.store.put(self._rows_key(batch_id), "\n".join(r.model_dump_json() for r in rows).encode())
         self._send_pending(record, scope)
         self._finish_if_settled(record)
@@ -235,7 +237,7 @@ class BatchManager:
         """Settles the rows of a finished provider batch from its output and error lines (by custom_id):
         answers go to the cache, transient failures back to pending for resubmission while attempts remain."""
         rows = {row.custom_id: row for row in record.rows}
-        max_attempts = self.gateway.backoff.max_attempts
+        max_attempts = self.gateway.max_attempts
         for custom_id in batch.custom_ids:
             row = rows[custom_id]
             if row.status != "submitted" or row.provider_batch_id != batch.id:
@@ -268,7 +270,7 @@ class BatchManager:
             except LLMError as exc:
                 return exc
             scope.budget.spend_tokens(result.usage.total_tokens)
-            self.gateway.cache.put(result, self.gateway.providers[batch.provider].secrets)
+            self.gateway.cache.put(result, self.gateway.router.secrets)
             return None
         if status:
             return error_from_response(status, response.get("body"))

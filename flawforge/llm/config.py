@@ -33,7 +33,8 @@ def parse_providers(text: str) -> dict[str, ProviderConfig]:
             providers[str(name)] = ProviderConfig.model_validate({**body, "name": str(name)})
         except ValidationError as exc:
             err = exc.errors(include_url=False)[0]
-            raise ConfigError(f"providers.{name}.{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+            where = ".".join(map(str, (name, *err["loc"])))
+            raise ConfigError(f"providers.{where}: {err['msg']}") from None
     return providers
 
 

@@ -34,8 +34,34 @@ class InvalidModelOutput(LLMError):
 
 
 class BudgetExceeded(LLMError):
+    """A job's or a caller's allowance is spent; `retry_after_s`: when a caller's window renews (a job's
+    budget does not)."""
+
     http_status = 429
     code = "budget_exceeded"
+
+    def __init__(self, message: str, *, retry_after_s: float | None = None):
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class RateLimited(LLMError):
+    """A provider's requests or tokens per minute, shared by every replica, would be passed by this call."""
+
+    http_status = 429
+    code = "rate_limited"
+
+    def __init__(self, message: str, *, retry_after_s: float):
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class LimitsUnavailable(LLMError):
+    """The Redis the limits and budgets are kept in cannot be reached: the call is refused, not let through
+    unlimited."""
+
+    http_status = 503
+    code = "limits_unavailable"
 
 
 class CallCancelled(LLMError):

@@ -4,8 +4,9 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Generic, Literal, TypeVar
+from typing import Callable, Generic, Iterator, Literal, TypeVar
 
 from pydantic import BaseModel
 
@@ -15,11 +16,12 @@ from flawforge.llm.cache import ResponseCache, fingerprint
 from flawforge.llm.calllog import CallLog
 from flawforge.llm.config import ProviderConfig, load_providers
 from flawforge.llm.errors import InvalidModelOutput, LLMError, ReplayMiss, UnknownModel
-from flawforge.llm.limits import Backoff, CallScope
-from flawforge.llm.openai_compat import OpenAICompatibleProvider
+from flawforge.llm.limits import CallerBudget, CallScope, SharedCounters
+from flawforge.llm.providers import Provider, ProviderRouter, make_providers
 from flawforge.llm.structured import parse_reply, repair_request
 from flawforge.proto.llm import BatchRow, ChatRequest, ChatResult
 from flawforge.runtime.metrics import MODEL_REQUESTS, MODEL_SECONDS, MODEL_TOKENS
+from flawforge.settings import Settings
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -59,34 +61,49 @@ def loop_guard(request: ChatRequest) -> dict:
 
 class Gateway:
     def __init__(self, store: BlobStore, providers: dict[str, ProviderConfig], *, replay: bool = False,
-                 backoff: Backoff = Backoff(), max_repairs: int = 2, batch_poll_s: float = 2.0):
+                 max_attempts: int = 4, max_repairs: int = 2, batch_poll_s: float = 2.0,
+                 counters: SharedCounters | None = None, rate_wait_s: float = 30.0, cooldown_s: float = 60.0,
+                 caller_max_requests: int | None = None, caller_max_tokens: int | None = None):
         self.store = store
         self.cache = ResponseCache(store)
         self.calllog = CallLog(store)
         self.replay = replay
         self.max_repairs = max_repairs
-        self.backoff = backoff
+        self.max_attempts = max_attempts
         self.batch_poll_s = batch_poll_s
-        self.providers = {name: OpenAICompatibleProvider(config, self.calllog, backoff)
-                          for name, config in providers.items()}
+        self.caller_max_requests = caller_max_requests
+        self.caller_max_tokens = caller_max_tokens
+        # Made without settings (tests, scripts): the Redis the settings name by default.
+        self.counters = counters or SharedCounters(Settings.model_fields["redis_url"].default,
+                                                   Settings.model_fields["redis_prefix"].default)
+        self.providers = make_providers(providers, self.calllog, self.counters, rate_wait_s)
+        self.router = ProviderRouter(self.providers, self.calllog, max_attempts, cooldown_s)
         self._resolve_lock = threading.Lock()
 
     @classmethod
     def from_settings(cls, store: BlobStore, settings) -> "Gateway":
         return cls(store, load_providers(settings.llm_providers), replay=settings.llm_replay,
-                   backoff=Backoff(max_attempts=settings.llm_max_attempts, base_s=settings.llm_backoff_s),
-                   max_repairs=settings.llm_max_repairs, batch_poll_s=settings.llm_batch_poll_s)
+                   max_attempts=settings.llm_max_attempts, max_repairs=settings.llm_max_repairs,
+                   batch_poll_s=settings.llm_batch_poll_s,
+                   counters=SharedCounters(settings.redis_url, settings.redis_prefix),
+                   rate_wait_s=settings.llm_rate_limit_wait_s, cooldown_s=settings.llm_cooldown_s,
+                   caller_max_requests=settings.llm_chat_max_requests_per_hour or None,
+                   caller_max_tokens=settings.llm_chat_max_tokens_per_hour or None)
 
     def close(self) -> None:
-        for provider in self.providers.values():
-            provider.close()
+        self.counters.close()
+
+    def caller_scope(self, caller: str) -> CallScope:
+        """A call made through the gateway's doors for `caller`: it spends the caller's hourly budget
+        (FLAWFORGE_LLM_CHAT_MAX_*_PER_HOUR), counted for every replica alike."""
+        return CallScope(budget=CallerBudget(self.counters, caller, self.caller_max_requests, self.caller_max_tokens))
 
     @property
     def batches(self) -> BatchManager:
         return BatchManager(self)
 
     # --- routing --------------------------------------------------------------------------
-    def resolve(self, model: str, scope: CallScope) -> tuple[OpenAICompatibleProvider, str]:
+    def resolve(self, model: str, scope: CallScope) -> tuple[Provider, str]:
         """The provider serving `model` ('provider/model' names it explicitly) and its upstream name."""
         prefix, _, rest = model.partition("/")
         if rest and prefix in self.providers:
@@ -94,7 +111,7 @@ class Gateway:
         with self._resolve_lock:
             known = []
             for provider in self.providers.values():
-                served = provider.models(scope)
+                served = provider.models()
                 if model in served:
                     return provider, model
                 known += [f"{provider.name}/{m}" for m in served]
@@ -115,23 +132,56 @@ class Gateway:
         scope.budget.spend_request()
         result = self._timed_chat(provider, request, upstream, fp, scope)
         scope.budget.spend_tokens(result.usage.total_tokens)
-        return self.cache.put(result, provider.secrets)
+        return self.cache.put(result, self.router.secrets)
 
-    @staticmethod
-    def _timed_chat(provider: OpenAICompatibleProvider, request: ChatRequest, upstream: str, fp: str,
-                    scope: CallScope) -> ChatResult:
-        """The model call, counted and timed (flawforge_model_*): every call the platform makes passes here."""
+    def chat_stream(self, request: ChatRequest, scope: CallScope | None = None) -> Iterator[str | ChatResult]:
+        """The reply's text in pieces as the provider streams it, then the whole reply (cached, as `chat` caches
+        it); a cached reply comes as one piece. Nothing runs before the first piece is asked for: whoever answers
+        over HTTP asks for it before answering, so a refusal is an error status, not a broken stream."""
+        scope = scope or CallScope()
+        scope.check()
+        fp = fingerprint(request)
+        cached = self.cache.get(fp)
+        if cached is not None:
+            yield cached.content
+            yield cached
+            return
+        if self.replay:
+            raise ReplayMiss(f"replay mode: no cached response for this {request.model!r} request "
+                             f"(fingerprint {fp[:16]}); replay makes no model calls")
+        provider, upstream = self.resolve(request.model, scope)
+        scope.budget.spend_request()
+        with self._timed(provider, upstream) as timed:
+            for piece in self.router.stream(provider, request, upstream, fp, scope):
+                if isinstance(piece, ChatResult):
+                    timed(piece)
+                    scope.budget.spend_tokens(piece.usage.total_tokens)
+                    piece = self.cache.put(piece, self.router.secrets)
+                yield piece
+
+    @contextmanager
+    def _timed(self, provider: Provider, upstream: str) -> Iterator[Callable[[ChatResult], None]]:
+        """Counts and times a model call (flawforge_model_*): every call the platform makes passes here."""
         labels = (provider.name, upstream)
         started = time.perf_counter()
+
+        def done(result: ChatResult) -> None:
+            MODEL_SECONDS.labels(*labels).observe(time.perf_counter() - started)
+            MODEL_REQUESTS.labels(*labels, "ok").inc()
+            MODEL_TOKENS.labels(*labels, "prompt").inc(result.usage.prompt_tokens)
+            MODEL_TOKENS.labels(*labels, "completion").inc(result.usage.completion_tokens)
+
         try:
-            result = provider.chat(request, upstream, fp, scope)
+            yield done
         except Exception:
             MODEL_REQUESTS.labels(*labels, "error").inc()
             raise
-        MODEL_SECONDS.labels(*labels).observe(time.perf_counter() - started)
-        MODEL_REQUESTS.labels(*labels, "ok").inc()
-        MODEL_TOKENS.labels(*labels, "prompt").inc(result.usage.prompt_tokens)
-        MODEL_TOKENS.labels(*labels, "completion").inc(result.usage.completion_tokens)
+
+    def _timed_chat(self, provider: Provider, request: ChatRequest, upstream: str, fp: str,
+                    scope: CallScope) -> ChatResult:
+        with self._timed(provider, upstream) as timed:
+            result = self.router.chat(provider, request, upstream, fp, scope)
+            timed(result)
         return result
 
     def chat_many(self, requests: list[ChatRequest], scope: CallScope | None = None, concurrency: int = 4,

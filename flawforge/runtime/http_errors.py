@@ -130,7 +130,10 @@ class ErrorAnswers:
         if status >= 500:
             log.warning("%s %s: %s: %s", request.method, request.url.path, type(exc).__name__, exc)
         answer = ErrorAnswer(status, exc.code, cut(str(exc)), param=getattr(exc, "param", None))
-        return self.response(request.url.path, answer)
+        # An error that says when to try again (a rate limit, a budget's window) says it as HTTP does.
+        retry_after = getattr(exc, "retry_after_s", None)
+        headers = {"Retry-After": str(max(1, math.ceil(retry_after)))} if retry_after is not None else None
+        return self.response(request.url.path, answer, headers=headers)
 
     async def on_invalid_request(self, request: Request, exc: RequestValidationError) -> JSONResponse:
         findings = validation_findings(exc.errors())

@@ -2,7 +2,7 @@
 from flawforge.runtime.platform import Platform
 from flawforge.runtime.service import ServiceSpec
 from flawforge.services.inference_server.host import host_for
-from flawforge.services.inference_server.worker import BATCH_CONSUMER
+from flawforge.services.inference_server.worker import BATCH_CONSUMER, STUDY_CONSUMER
 
 
 def model_loaded(platform: Platform) -> None:
@@ -16,8 +16,8 @@ SERVICE = ServiceSpec(
     description="Local model server: OpenAI-compatible API and research endpoints.",
     routers=tuple(f"flawforge.services.inference_server.api:{name}"
                   for name in ("openai_router", "batch_router", "research_router")),
-    consumers=(BATCH_CONSUMER,),
+    consumers=(BATCH_CONSUMER, STUDY_CONSUMER),
     readiness_checks=(model_loaded,),
     extras=("inference",),
-    error_formats=(("/v1", "flawforge.services.inference_server.api:openai_error_body"),),
+    error_formats=(("/v1", "flawforge.inference.errors:openai_error_body"),),
 )

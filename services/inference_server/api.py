@@ -1,7 +1,7 @@
 """HTTP routers of the inference-server: OpenAI-compatible endpoints, the Batch API, research.
 
 Every error under /v1 comes as OpenAI's `{"error": {...}}` body with the status, the field at
-fault and a stable code (`openai_error_body`, the service's error format under /v1); a body that
+fault and a stable code (`errors.openai_error_body`, the service's error format under /v1); a body that
 fails validation is a 400 naming the parameter, as OpenAI and vLLM answer it (`OpenAIRoute`).
 Fields the server does not know are ignored, logged, and named in the `x-flawforge-ignored-fields`
 response header.
@@ -23,14 +23,13 @@ from fastapi.routing import APIRoute
 
 from flawforge.inference import openai_api
 from flawforge.inference.batches import BatchStore, FileStore
-from flawforge.inference.errors import RequestError, openai_error
+from flawforge.inference.errors import RequestError
 from flawforge.proto.inference import (
     BATCH_QUEUE, Batch, BatchCreate, BatchList, BatchRequested, ChatCompletion, ChatCompletionRequest, Completion,
     CompletionRequest, ErrorResponse, FileDeleted, FileList, FileObject, LensRequest, LensResponse, ModelCard,
     ModelList, PatchRequest, PatchResponse, PressureRequest, PressureResponse, ScoreRequest, ScoreResponse, TraceRequest, TraceResponse,
 )
 from flawforge.runtime.auth import caller
-from flawforge.runtime.http_errors import ErrorAnswer
 from flawforge.runtime.platform import Platform
 from flawforge.services.inference_server.host import host_for
 
@@ -38,11 +37,6 @@ log = logging.getLogger(__name__)
 
 ERRORS = {status: {"model": ErrorResponse} for status in (400, 401, 404, 409, 503)}
 IGNORED_HEADER = "x-flawforge-ignored-fields"
-
-
-def openai_error_body(answer: ErrorAnswer) -> dict:
-    """OpenAI's error object for every error under /v1."""
-    return openai_error(answer.status, answer.message, answer.param, answer.code)
 
 
 class OpenAIRoute(APIRoute):

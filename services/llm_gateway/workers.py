@@ -33,7 +33,9 @@ def make_batch_handler(platform: Platform):
     gateway = Gateway.from_settings(platform.store, platform.settings)
 
     def handle(message: BatchDriveRequested) -> None:
-        gateway.batches.wait(message.batch_id)
+        # Rows sent again spend the budget of the caller who sent the batch, as its first sending did.
+        creator = gateway.batches.get(message.batch_id).created_by
+        gateway.batches.wait(message.batch_id, gateway.caller_scope(creator) if creator else CallScope())
 
     return handle
 

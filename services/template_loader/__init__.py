@@ -6,4 +6,5 @@ SERVICE = ServiceSpec(
     port=8001,
     description="Reads GSM8K and formalization templates, validates them, emits work items of up to 8 problems.",
     routers=("flawforge.services.template_loader.api:templates_router",),
+    extras=("gateway",),  # its debugging-conversation jobs call models through an in-process gateway
 )

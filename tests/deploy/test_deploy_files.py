@@ -163,8 +163,9 @@ def settings_from(env: dict[str, str]) -> Settings:
 
 
 def check_distributed(settings: Settings, where: str, *, broker: tuple[str, int], broker_user: tuple[str, str],
-                      store: tuple[str, int], store_user: tuple[str, str], bucket: str) -> None:
-    """The settings name the stack's broker and store, with their credentials, and no loopback address."""
+                      store: tuple[str, int], store_user: tuple[str, str], bucket: str, redis: tuple[str, int],
+                      redis_password: str) -> None:
+    """The settings name the stack's broker, store and Redis, with their credentials, and no loopback address."""
     assert settings.bus == "rabbitmq", f"{where}: FLAWFORGE_BUS must be rabbitmq"
     assert settings.blob_backend == "s3", f"{where}: FLAWFORGE_BLOB_BACKEND must be s3"
     amqp = urlsplit(settings.amqp_url)
@@ -174,6 +175,9 @@ def check_distributed(settings: Settings, where: str, *, broker: tuple[str, int]
     assert (host, int(port)) == store, f"{where}: FLAWFORGE_S3_ENDPOINT does not name {store}"
     assert (settings.s3_access_key, settings.s3_secret_key) == store_user, f"{where}: S3 keys differ from the store's"
     assert settings.s3_bucket == bucket, f"{where}: FLAWFORGE_S3_BUCKET differs from the bucket created"
+    limits = urlsplit(settings.redis_url)
+    assert (limits.hostname, limits.port or 6379) == redis, f"{where}: FLAWFORGE_REDIS_URL does not name {redis}"
+    assert limits.password == redis_password, f"{where}: FLAWFORGE_REDIS_URL's password differs from Redis's"
     # Outside a container a service binds the loopback address; inside one it must listen on every interface.
     assert settings.http_host == "0.0.0.0", f"{where}: FLAWFORGE_HTTP_HOST must be 0.0.0.0 in a container"
     owners = parse_api_tokens(settings.api_tokens)
@@ -294,11 +298,11 @@ def test_keda_scaled_deployments_leave_replicas_to_keda(k8s):
             assert "replicas" not in deployment["spec"], f"k8s {name}: `replicas` fights KEDA's ScaledObject"
 
 
-def test_compose_services_wait_for_healthy_broker_and_store(compose):
+def test_compose_services_wait_for_healthy_broker_store_and_redis(compose):
     everything = compose["services"]
     for name, service in served(compose).items():
         depends = service.get("depends_on") or {}
-        for infra in ("rabbitmq", "minio"):
+        for infra in ("rabbitmq", "minio", "redis"):
             assert depends.get(infra, {}).get("condition") == "service_healthy", f"compose {name}: not waiting on {infra}"
         for dependency, rule in depends.items():
             assert dependency in everything, f"compose {name} depends on unknown {dependency}"
@@ -309,6 +313,8 @@ def test_compose_services_wait_for_healthy_broker_and_store(compose):
 def test_compose_settings_point_at_the_stack(compose, specs):
     services = compose["services"]
     rabbit, minio, init = (compose_env(services[k]) for k in ("rabbitmq", "minio", "minio-init"))
+    redis_command = services["redis"]["command"]
+    redis_password = redis_command[redis_command.index("--requirepass") + 1]
     reachable = {name: specs[name].port for name in served(compose)}  # compose names are host names
     for name, service in served(compose).items():
         env = compose_env(service)
@@ -318,7 +324,7 @@ def test_compose_settings_point_at_the_stack(compose, specs):
         check_distributed(settings, f"compose {name}", broker=("rabbitmq", 5672),
                           broker_user=(rabbit["RABBITMQ_DEFAULT_USER"], rabbit["RABBITMQ_DEFAULT_PASS"]),
                           store=("minio", 9000), store_user=(minio["MINIO_ROOT_USER"], minio["MINIO_ROOT_PASSWORD"]),
-                          bucket=init["FLAWFORGE_S3_BUCKET"])
+                          bucket=init["FLAWFORGE_S3_BUCKET"], redis=("redis", 6379), redis_password=redis_password)
         if name == "llm-gateway":
             check_llm_providers(settings, "compose llm-gateway", reachable)
     assert '"store/$$FLAWFORGE_S3_BUCKET"' in " ".join(services["minio-init"]["command"]), "minio-init makes another bucket"
@@ -492,7 +498,8 @@ def test_k8s_settings_point_at_the_stack(k8s, specs):
                         return name, port["port"]
         raise AssertionError(f"no Service exposes {workload} port {port_name}")
 
-    rabbit_env, minio_env = k8s_env(k8s, sets["rabbitmq"]), k8s_env(k8s, sets["minio"])
+    rabbit_env, minio_env, redis_env = (k8s_env(k8s, sets[name]) for name in ("rabbitmq", "minio", "redis"))
+    assert "$(REDIS_PASSWORD)" in container(sets["redis"])["command"], "k8s Redis does not require its password"
     bucket_job = objects(k8s, "Job")["minio-create-bucket"]
     reachable = {name: specs[name].port for name in SERVICE_NAMES}
     for name, deployment in objects(k8s, "Deployment").items():
@@ -501,7 +508,8 @@ def test_k8s_settings_point_at_the_stack(k8s, specs):
                           broker_user=(rabbit_env["RABBITMQ_DEFAULT_USER"], rabbit_env["RABBITMQ_DEFAULT_PASS"]),
                           store=service_for("minio", "s3"),
                           store_user=(minio_env["MINIO_ROOT_USER"], minio_env["MINIO_ROOT_PASSWORD"]),
-                          bucket=k8s_env(k8s, bucket_job)["FLAWFORGE_S3_BUCKET"])
+                          bucket=k8s_env(k8s, bucket_job)["FLAWFORGE_S3_BUCKET"], redis=service_for("redis", "redis"),
+                          redis_password=redis_env["REDIS_PASSWORD"])
         if name == "llm-gateway":
             check_llm_providers(settings, "k8s llm-gateway", reachable)
 

@@ -16,7 +16,6 @@ from flawforge.blobstore import LocalBlobStore
 from flawforge.llm.config import parse_providers
 from flawforge.llm.errors import InvalidModelOutput, ReplayMiss
 from flawforge.llm.gateway import Gateway
-from flawforge.llm.limits import Backoff
 from flawforge.proto.llm import ChatRequest
 
 pytestmark = pytest.mark.model
@@ -41,25 +40,24 @@ def test_chat_is_logged_without_secrets_cached_and_replayed(inference_server, pr
     assert first.content.strip() and 0 < first.usage.completion_tokens <= 6
     assert first.finish_reason in ("stop", "length")
 
-    # The model list and the chat call, each a request and a response record.
-    records = {key: json.loads(store.get(key)) for key in logs(store)}
-    assert len(records) == 4
-    chat_request = next(r for k, r in records.items() if k.endswith(".request.json") and r["method"] == "POST")
-    assert chat_request["headers"]["Authorization"] == "[REDACTED]"
-    assert chat_request["url"] == inference_server["base_url"].rstrip("/") + "/chat/completions"
-    assert chat_request["body"]["messages"] == [{"role": "user", "content": "What is 2+2?"}]
-    assert any(isinstance(r.get("body"), dict) and r["body"].get("choices") for r in records.values())
-    assert all(SECRET not in store.get(key).decode() for key in records)
+    # The chat call: a request record before it was sent and a response record, with each attempt, after.
+    records = {key.rsplit(".", 2)[-2]: json.loads(store.get(key)) for key in logs(store)}
+    assert sorted(records) == ["request", "response"]
+    assert records["request"]["url"] == inference_server["base_url"] and records["request"]["provider"] == "local"
+    assert records["request"]["body"]["messages"] == [{"role": "user", "content": "What is 2+2?"}]
+    assert records["response"]["body"]["choices"][0]["message"]["content"] == first.content
+    assert [attempt["model"] for attempt in records["response"]["attempts"]] == [f"local/{model}"]
+    assert all(SECRET not in store.get(key).decode() for key in logs(store))
 
     again = gateway.chat(ask(model, "What is 2+2?", max_tokens=6))
     assert again.cached and again.content == first.content
-    assert len(logs(store)) == 4  # served from the cache: no model call
+    assert len(logs(store)) == 2  # served from the cache: no model call
 
     replay = Gateway(store, parse_providers(providers_json), replay=True)
     assert replay.chat(ask(model, "What is 2+2?", max_tokens=6)).content == first.content
     with pytest.raises(ReplayMiss):
         replay.chat(ask(model, "What is 3+3?", max_tokens=6))
-    assert len(logs(store)) == 4
+    assert len(logs(store)) == 2
 
 
 def wait_until_settled(client: TestClient, batch_id: str, timeout_s: float = 150) -> dict:
@@ -132,7 +130,7 @@ class Person(BaseModel):
 def test_structured_output_validates_repairs_and_reports_invalid_json(inference_server, providers_json, tmp_path):
     store = LocalBlobStore(tmp_path)
     model = inference_server["model"]
-    gateway = Gateway(store, parse_providers(providers_json), backoff=Backoff(max_attempts=2))
+    gateway = Gateway(store, parse_providers(providers_json), max_attempts=2)
     shown = [{"role": "system", "content": "Turn the text into JSON."},
              {"role": "user", "content": "Bob is 3 years old."},
              {"role": "assistant", "content": '{"name": "Bob", "age": 3}'},

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import socket
+import time
 
 import pytest
 
@@ -9,7 +10,7 @@ from flawforge.blobstore import LocalBlobStore
 from flawforge.llm.config import parse_providers
 from flawforge.llm.errors import BudgetExceeded, CallCancelled, CallLogUnavailable, ProviderError, ReplayMiss, UnknownModel
 from flawforge.llm.gateway import Gateway
-from flawforge.llm.limits import Backoff, Budget, CallScope
+from flawforge.llm.limits import Budget, CallScope
 from flawforge.proto.llm import BatchRow, ChatRequest
 
 
@@ -23,7 +24,7 @@ def closed_port() -> int:
 
 def make_gateway(store, port: int, **kwargs) -> Gateway:
     providers = parse_providers(f'{{"local": {{"base_url": "http://127.0.0.1:{port}/v1", "models": ["m"]}}}}')
-    return Gateway(store, providers, backoff=Backoff(max_attempts=2, base_s=0.01), **kwargs)
+    return Gateway(store, providers, max_attempts=2, **kwargs)
 
 
 def request(content: str = "hi", model: str = "m") -> ChatRequest:
@@ -41,12 +42,17 @@ def test_replay_miss_is_an_error_and_makes_no_call(tmp_path, closed_port):
 
 
 def test_unreachable_provider_is_retried_then_reported_and_every_attempt_logged(tmp_path, closed_port):
+    import json
+
     store = LocalBlobStore(tmp_path)
     with pytest.raises(ProviderError, match=f"cannot reach provider 'local' at http://127.0.0.1:{closed_port}/v1"):
         make_gateway(store, closed_port).chat(request())
-    logged = list(store.list("llm/log/"))
-    assert len([k for k in logged if k.endswith(".request.json")]) == 2  # both attempts
-    assert len([k for k in logged if k.endswith(".response.json")]) == 2
+    logged = sorted(store.list("llm/log/"))
+    assert [k.rsplit(".", 2)[-2] for k in logged] == ["request", "response"]  # one exchange, logged before and after
+    response = json.loads(store.get(logged[1]))
+    assert response["error"].startswith("provider_error: cannot reach provider 'local'")
+    assert [a["url"] for a in response["attempts"]] == [f"http://127.0.0.1:{closed_port}/v1/"] * 2  # both attempts
+    assert all("Connection error" in a["error"] for a in response["attempts"])
 
 
 def test_call_fails_when_the_log_cannot_be_written(tmp_path, closed_port):
@@ -133,14 +139,22 @@ def test_the_cache_keeps_replies_redacted(tmp_path):
     assert b"KEY-0123456789" not in (tmp_path / ResponseCache.key("f" * 64)).read_bytes()
 
 
-def test_a_window_budget_renews_and_says_when():
-    from flawforge.llm.limits import WindowBudget
+def test_a_callers_budget_is_shared_by_every_replica_and_renews_with_its_window(redis_url, redis_prefix):
+    from flawforge.llm.limits import CallerBudget, SharedCounters
 
-    now = [0.0]
-    budget = WindowBudget(max_requests=1, max_tokens=None, window_s=3600, clock=lambda: now[0])
-    budget.spend_request()
-    now[0] = 600
-    with pytest.raises(BudgetExceeded, match="renews in 3000 s"):
-        budget.spend_request()
-    now[0] = 3600
-    budget.spend_request()
+    def replica() -> CallerBudget:  # each replica holds its own connection to the same Redis
+        return CallerBudget(SharedCounters(redis_url, redis_prefix), "alice", max_requests=1, max_tokens=10,
+                            window_s=2)
+
+    first, second = replica(), replica()
+    first.spend_request()
+    with pytest.raises(BudgetExceeded, match=r"'alice''s budget of 1 model requests is spent for this window; "
+                                             r"it renews in [0-2] s") as refused:
+        second.spend_request()
+    assert 0 < refused.value.retry_after_s <= 2
+    CallerBudget(SharedCounters(redis_url, redis_prefix), "bob", 1, None, window_s=2).spend_request()  # bob's own
+    time.sleep(refused.value.retry_after_s + 0.05)
+    second.spend_request()  # a new window
+    second.spend_tokens(10)
+    with pytest.raises(BudgetExceeded, match=r"budget of 10 tokens is spent \(10 used\)"):
+        first.spend_request()

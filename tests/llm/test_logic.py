@@ -14,7 +14,7 @@ from flawforge.llm.config import load_providers, parse_providers
 from flawforge.llm.errors import (BudgetExceeded, CallCancelled, ContextLengthExceeded, InvalidModelOutput,
                                   InvalidRequest, ProviderError, UnknownModel)
 from flawforge.llm.formalization import FormalizationReply, formalization_request
-from flawforge.llm.limits import Backoff, Budget, CallScope, RateLimiter
+from flawforge.llm.limits import Budget, CallScope
 from flawforge.llm.openai_compat import error_from_response
 from flawforge.llm.structured import extract_json, parse_reply, repair_request
 from flawforge.proto.llm import ChatRequest
@@ -135,18 +135,12 @@ def test_providers_from_yaml_json_and_default(tmp_path):
     assert load_providers("")["local"].base_url == "http://127.0.0.1:8005/v1"
     with pytest.raises(ConfigError, match=r"providers.bad.max_concurrency"):
         parse_providers('{"bad": {"base_url": "http://x/v1", "max_concurrency": 0}}')
+    hosted = parse_providers('{"claude": {"litellm_provider": "anthropic", "models": ["claude-sonnet-4-5"]}}')
+    assert hosted["claude"].base_url is None and not hosted["claude"].openai_compatible
+    with pytest.raises(ConfigError, match=r"providers.gemini: .*name the models served: only an OpenAI-compatible"):
+        parse_providers('{"gemini": {"litellm_provider": "gemini"}}')
     with pytest.raises(ConfigError, match="does not exist"):
         load_providers(str(tmp_path / "missing.yaml"))
-
-
-def test_rate_limiter_spaces_requests_by_the_rate():
-    now = [0.0]
-    limiter = RateLimiter(per_minute=120, max_concurrency=1, clock=lambda: now[0])
-    assert [limiter.wait_time(), limiter.wait_time()] == [0.0, 0.0]  # a burst of one second's worth
-    assert limiter.wait_time() == pytest.approx(0.5)  # 2 per second: the next is half a second away
-    now[0] += 0.5
-    assert limiter.wait_time() == 0.0
-    assert RateLimiter(per_minute=None, max_concurrency=1).wait_time() == 0.0
 
 
 def test_budget_refuses_past_its_limits():
@@ -171,13 +165,6 @@ def test_scope_check_raises_once_cancelled():
         scope.check()
 
 
-def test_backoff_grows_and_honours_retry_after():
-    backoff = Backoff(max_attempts=5, base_s=1.0, cap_s=8.0)
-    assert all(0 <= backoff.delay(1) <= 1.0 for _ in range(20))
-    assert all(0 <= backoff.delay(5) <= 8.0 for _ in range(20))
-    assert backoff.delay(1, retry_after_s=3.0) == 3.0
-
-
 def test_formalization_request_shows_rules_examples_and_the_problem():
     req = formalization_request(model="m", index=2500, question="Q?", solution="A\n#### 1",
                                 examples=[(1, "EQ?", "EA\n#### 2", "def solve():\n    return 2", [{"x": 1}])],
@@ -197,7 +184,7 @@ def test_settling_a_finished_provider_batch_resubmits_only_transient_failures(tm
 
     store = LocalBlobStore(tmp_path)
     gateway = Gateway(store, parse_providers('{"p": {"base_url": "http://127.0.0.1:9/v1", "models": ["m"]}}'),
-                      backoff=Backoff(max_attempts=2))
+                      max_attempts=2)
     ids = ["ok", "server-error", "never-ran", "too-long", "last-try"]
     rows = [BatchRowState(custom_id=c, fingerprint=f"{i:064x}", status="submitted", attempts=2 if c == "last-try" else 1,
                           provider_batch_id="b1") for i, c in enumerate(ids)]
