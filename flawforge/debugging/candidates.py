@@ -1,8 +1,8 @@
 """Candidate bugs of a project: every modifier at every site, deduplicated, then a seeded choice.
 
 A candidate is one module of the project with one bug in it. Two modifiers that make the same
-change make one candidate: the first in registry order keeps it (the procedural modifiers, then
-the broader inversion table and numeric perturbation). The choice is a function of
+change make one candidate: the first in registry order keeps it (the named mistakes, then the
+procedural modifiers, then the broader inversion table and numeric perturbation). The choice is a function of
 the seed, the project and the candidates alone: round robin over the modifiers, each
 modifier's candidates in a seeded order, so every modifier is tried when there is room.
 """
@@ -72,7 +72,7 @@ def changes_code(candidate: Candidate, clean: str) -> bool:
     clean_tree, buggy_tree = parsed(clean), parsed(candidate.buggy_source)
     if clean_tree is None or buggy_tree is None:
         return buggy_tree is not None
-    prefix, suffix = _unchanged_ends(clean, candidate.buggy_source)
+    prefix, suffix = unchanged_ends(clean, candidate.buggy_source)
     clean_part = _touched(clean, clean_tree.body, prefix, len(clean) - suffix)
     buggy_part = _touched(candidate.buggy_source, buggy_tree.body, prefix, len(candidate.buggy_source) - suffix)
     if (clean_part.start, len(clean_tree.body) - clean_part.stop) != (buggy_part.start,
@@ -113,7 +113,7 @@ def body_only_change(clean: str, buggy: str, qualname: str) -> bool:
         return False
     start = offset_of(clean, clean_def.body[0].lineno, 0)  # the first statement's line, with its indentation
     end = offset_of(clean, clean_def.body[-1].end_lineno, clean_def.body[-1].end_col_offset)
-    prefix, suffix = _unchanged_ends(clean, buggy)
+    prefix, suffix = unchanged_ends(clean, buggy)
     buggy_start, buggy_end = _span(buggy, buggy_def.body[0], buggy_def.body[-1])
     return (start <= prefix and not clean[end:len(clean) - suffix].strip()
             and start <= buggy_start and not buggy[start:buggy_start].strip()
@@ -144,7 +144,7 @@ def member_removal(clean: str, buggy: str, qualname: str) -> bool:
     member = binding[0]
     start = offset_of(clean, min(node.lineno for node in [member, *member.decorator_list]), 0)
     end = offset_of(clean, member.end_lineno, member.end_col_offset)
-    prefix, suffix = _unchanged_ends(clean, buggy)
+    prefix, suffix = unchanged_ends(clean, buggy)
     removed_to, kept_to = len(clean) - suffix, len(buggy) - suffix
     return (prefix <= start and end <= removed_to and not clean[prefix:start].strip()
             and not clean[end:removed_to].strip() and not buggy[prefix:kept_to].strip())
@@ -167,7 +167,7 @@ def _span(source: str, first: ast.AST, last: ast.AST) -> tuple[int, int]:
             offset_of(source, last.end_lineno, last.end_col_offset))
 
 
-def _unchanged_ends(clean: str, buggy: str) -> tuple[int, int]:
+def unchanged_ends(clean: str, buggy: str) -> tuple[int, int]:
     """The lengths of the longest common prefix and of the longest common suffix that does not overlap it."""
     most = min(len(clean), len(buggy))
     prefix = _longest(lambda n: clean[:n] == buggy[:n], most)

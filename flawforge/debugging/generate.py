@@ -19,11 +19,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from flawforge.debugging.candidates import (Candidate, body_only_change, candidates_of, changes_code, choose,
-                                            member_removal, parsed)
+from flawforge.debugging.candidates import (Candidate, body_only_change, candidates_of, choose, member_removal,
+                                            parsed)
 from flawforge.debugging.layout import ProjectLayout, layout_of, name_and_version, read_archive
 from flawforge.debugging.patches import instance_id, unified_diff
+from flawforge.debugging.realism import worth_trying
 from flawforge.debugging.revalidate import revalidate
+from flawforge.debugging.rewrites import with_rewritten_tests
 from flawforge.debugging.verdict import (covered, judge, normalized, runs_at_import, standing_refusal, test_file,
                                          tests_to_run, untrusted)
 from flawforge.proto.debugging import Baseline, BugReject, Environment, Exclusion, Instance, LibraryResult
@@ -208,7 +210,7 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
     files = read_archive(archive)
     layout = layout_of(name, version, list(files))
     result = LibraryResult(source=name, version=version, environment=environment, excluded=list(excluded))
-    space = Workspace(runner, archive, layout, environment, environment_path)
+    space = Workspace(runner, with_rewritten_tests(archive, files, layout), layout, environment, environment_path)
     space, first, second, left_out, why = clean_runs(space, concurrency, clean_limits)
     result.excluded += left_out
     if why is not None:
@@ -227,7 +229,7 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
     result.candidates_total = len(candidates)
     coverage = first.coverage
     chosen = choose(candidates, per_library, seed, f"{name}-{version}",
-                    lambda c: covered(coverage, c.path, c.qualname) and changes_code(c, modules[c.path]))
+                    lambda c: covered(coverage, c.path, c.qualname) and worth_trying(c, modules[c.path]))
     if not chosen:
         result.rejects.append(BugReject(source=name, version=version, reason="no_candidates",
                                         detail=f"{len(candidates)} candidates, none in code the tests execute"))

@@ -8,6 +8,7 @@ from importlib import resources
 
 from flawforge.debugging.candidates import Candidate, candidates_of, digest_of
 from flawforge.debugging.conversation import deterministic_tar
+from flawforge.debugging.realism import worth_trying
 from flawforge.errors import FlawforgeError
 from flawforge.proto.debugging import CatalogEntry, ScenarioReply
 from flawforge.proto.llm import ChatMessage, ChatRequest
@@ -76,5 +77,6 @@ def scenario_candidates(reply: ScenarioReply, per_kind: int) -> list[Candidate]:
                        digest_of(path, variant.module_code))
              for variant in reply.buggy_variants if variant.module_code != reply.module_code]
     for modifier in INJECTED:
-        found += candidates_of({path: reply.module_code}, [modifier])[:per_kind]
+        found += [c for c in candidates_of({path: reply.module_code}, [modifier])
+                  if worth_trying(c, reply.module_code)][:per_kind]
     return found

@@ -123,6 +123,7 @@ def summary_of(results: list[LibraryResult], elapsed: float) -> dict:
             by_modifier[instance.modifier]["valid"] += 1
     for entry in by_modifier.values():
         entry["yield"] = round(entry["valid"] / entry["tried"], 4) if entry["tried"] else None
+        entry["share"] = round(entry["valid"] / valid, 4) if valid else None  # of all kept instances
     return {
         "libraries": len(results),
         "tried": tried,

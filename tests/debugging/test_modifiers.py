@@ -79,12 +79,12 @@ def test_inversion_table_and_numeric_perturbation_on_a_known_function():
     (site,) = sites_of("m.py", source)
     inverted = {apply_edits(source, bug.edits) for bug in REGISTRY["op_invert"].bugs(site)}
     assert "def f(a, b):\n    if a <= b and a != 0:\n        return a + 2\n    return a * b\n" in inverted
-    assert "def f(a, b):\n    if (a < b or a != 0):\n        return a + 2\n    return a * b\n" in inverted
+    assert "def f(a, b):\n    if a < b or a != 0:\n        return a + 2\n    return a * b\n" in inverted
     assert "def f(a, b):\n    if a < b and a != 0:\n        return a - 2\n    return a * b\n" in inverted
     assert "def f(a, b):\n    if a < b and a != 0:\n        return a + 2\n    return a / b\n" in inverted
     perturbed = {apply_edits(source, bug.edits) for bug in REGISTRY["numeric_perturb"].bugs(site)}
     assert "def f(a, b):\n    if a < b and a != 0:\n        return a + 3\n    return a * b\n" in perturbed
-    assert "def f(a, b):\n    if a < b and a != (-1):\n        return a + 2\n    return a * b\n" in perturbed
+    assert "def f(a, b):\n    if a < b and a != -1:\n        return a + 2\n    return a * b\n" in perturbed
 
 
 def test_choice_is_seeded_round_robin_and_stable(cachetools):

@@ -10,6 +10,7 @@ subclass with a `name` registers it.
 from __future__ import annotations
 
 import ast
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
@@ -61,6 +62,38 @@ class Site:
     def statement_lists(self) -> list[tuple[ast.AST, str, list[ast.stmt]]]:
         """statements_of(self.node), computed once."""
         return list(statements_of(self.node))
+
+    @cached_property
+    def parents(self) -> dict[int, tuple[ast.AST, str, int]]:
+        """id(node) -> (its parent, the field it is in, its index there) for every node inside the site."""
+        found = {}
+        for parent in self.nodes:
+            for name, value in ast.iter_fields(parent):
+                for index, child in enumerate(value if isinstance(value, list) else [value]):
+                    if isinstance(child, ast.AST):
+                        found[id(child)] = (parent, name, index)
+        return found
+
+    def tightness_needed(self, node: ast.AST) -> int:
+        """How tightly an expression put in `node`'s place must bind to need no brackets there."""
+        place = self.parents.get(id(node))
+        return tightness(*place) if place else 1
+
+    def in_brackets(self, node: ast.AST) -> bool:
+        """The node's text is directly inside a pair of round brackets (its own, `(a + b) * c`, or a call's with it
+        as the only argument): whatever replaces it needs none of its own."""
+        return (self._next_character(node.lineno, node.col_offset, backwards=True) == "("
+                and self._next_character(node.end_lineno, node.end_col_offset) == ")")
+
+    def _next_character(self, line: int, col: int, backwards: bool = False) -> str:
+        """The first character other than white space (line ends included) before or after a position."""
+        text = self.lines[line - 1].encode("utf-8")
+        rest = (text[:col] if backwards else text[col:]).decode("utf-8", "replace").strip()
+        step = -1 if backwards else 1
+        while not rest and 1 <= line + step <= len(self.lines):
+            line += step
+            rest = self.lines[line - 1].strip()
+        return rest[-1:] if backwards else rest[:1]
 
     def segment(self, node: ast.AST) -> str:
         """The exact source text of a node."""
@@ -159,11 +192,12 @@ def _lines_of(source: str) -> tuple[list[str], list[int]]:
     return lines, [0, *accumulate(len(line) for line in lines)]
 
 
-def replace_node(site: Site, node: ast.AST, new: ast.AST | str) -> TextEdit:
-    """An edit replacing an expression (or a one-line statement) with `new` (a node, unparsed, or text). The new
-    expression is parenthesised only where it binds less tightly than the one it replaces."""
-    text = new if isinstance(new, str) else ast.unparse(new)
-    if isinstance(node, ast.expr) and not isinstance(new, str) and precedence(new) < precedence(node):
+def replace_node(site: Site, node: ast.AST, new: ast.AST | str, text_precedence: int = 13) -> TextEdit:
+    """An edit replacing an expression (or a one-line statement) with `new`: a node, written from the site's own
+    text (render), or text that binds as tightly as `text_precedence`. It is parenthesised only where its place
+    needs it (a person adds no brackets a bracket-free expression does not need)."""
+    text, binds = (new, text_precedence) if isinstance(new, str) else (render(site, new), precedence(new))
+    if isinstance(node, ast.expr) and binds < site.tightness_needed(node) and not site.in_brackets(node):
         text = f"({text})"
     return TextEdit(node.lineno, node.col_offset, node.end_lineno, node.end_col_offset, text)
 
@@ -171,6 +205,11 @@ def replace_node(site: Site, node: ast.AST, new: ast.AST | str) -> TextEdit:
 BINARY_PRECEDENCE = {ast.BitOr: 5, ast.BitXor: 6, ast.BitAnd: 7, ast.LShift: 8, ast.RShift: 8, ast.Add: 9,
                      ast.Sub: 9, ast.Mult: 10, ast.MatMult: 10, ast.Div: 10, ast.FloorDiv: 10, ast.Mod: 10,
                      ast.Pow: 12}
+SYMBOLS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.MatMult: "@", ast.Div: "/", ast.FloorDiv: "//",
+           ast.Mod: "%", ast.Pow: "**", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<",
+           ast.RShift: ">>", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=",
+           ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in", ast.And: "and", ast.Or: "or",
+           ast.Not: "not ", ast.USub: "-", ast.UAdd: "+", ast.Invert: "~"}
 
 
 def precedence(node: ast.AST) -> int:
@@ -186,6 +225,53 @@ def precedence(node: ast.AST) -> int:
     if isinstance(node, ast.BinOp):
         return BINARY_PRECEDENCE[type(node.op)]
     return 13
+
+
+def tightness(parent: ast.AST, field: str, index: int) -> int:
+    """How tightly an expression must bind to stand unbracketed as `parent`'s `field` (item `index` of a list)."""
+    if isinstance(parent, ast.BinOp):
+        own = precedence(parent)
+        if isinstance(parent.op, ast.Pow):  # right-associative, and tighter than a unary minus on its left
+            return own + 1 if field == "left" else 11
+        return own if field == "left" else own + 1
+    if isinstance(parent, ast.Compare):
+        return 5
+    if isinstance(parent, ast.BoolOp):
+        return precedence(parent) + 1
+    if isinstance(parent, ast.UnaryOp):
+        return precedence(parent)
+    if isinstance(parent, (ast.Attribute, ast.Call, ast.Subscript)) and field in ("value", "func"):
+        return 13
+    return 1
+
+
+def _original(node: ast.AST) -> bool:
+    return getattr(node, "lineno", None) is not None
+
+
+def render(site: Site, node: ast.AST, needed: int = 0) -> str:
+    """Source text of an expression built from the site's own nodes (an operator changed, operands swapped or
+    left out): every original part keeps its exact text (quotes, number notation, spacing), brackets are added
+    only where precedence needs them."""
+    if _original(node):
+        text = site.segment(node)
+    elif isinstance(node, ast.BinOp):
+        text = (f"{render(site, node.left, tightness(node, 'left', 0))} {SYMBOLS[type(node.op)]} "
+                f"{render(site, node.right, tightness(node, 'right', 0))}")
+    elif isinstance(node, ast.Compare):
+        parts = [render(site, node.left, 5)]
+        for op, comparator in zip(node.ops, node.comparators):
+            parts += [SYMBOLS[type(op)], render(site, comparator, 5)]
+        text = " ".join(parts)
+    elif isinstance(node, ast.BoolOp):
+        text = f" {SYMBOLS[type(node.op)]} ".join(render(site, v, precedence(node) + 1) for v in node.values)
+    elif isinstance(node, ast.UnaryOp):
+        text = SYMBOLS[type(node.op)] + render(site, node.operand, precedence(node))
+    else:
+        text = ast.unparse(node)
+    # An original part lost the brackets around it (they were inside the replaced text): precedence says whether
+    # it needs them again, and a part over several lines always does (the brackets carried the line break).
+    return f"({text})" if precedence(node) < needed or (needed and "\n" in text) else text
 
 
 def statement_lines(site: Site, first: ast.stmt, last: ast.stmt) -> tuple[int, int]:
@@ -231,6 +317,36 @@ def statements_of(node: ast.AST) -> Iterable[tuple[ast.AST, str, list[ast.stmt]]
 
 def one_line(site: Site, node: ast.AST) -> bool:
     return node.lineno == node.end_lineno
+
+
+def starts_with(site: Site, node: ast.stmt, word: str) -> bool:
+    return site.lines[node.lineno - 1][node.col_offset:].startswith(word)
+
+
+PREFIXED_INTEGER = re.compile(r"0([xXoObB])([0-9a-fA-F]+)")
+PLAIN_DECIMAL = re.compile(r"\d+\.\d*|\.\d+")
+
+
+def shifted_literal(text: str, value: int | float, delta: int) -> str | None:
+    """`value + delta` written the way `text` writes `value` (hexadecimal stays hexadecimal with its case and width,
+    digit groups keep their underscores, a decimal fraction keeps its places); None where that notation cannot
+    hold the new value as a person would write it (an exponent)."""
+    new = value + delta
+    plain = text.replace("_", "")
+    prefixed = PREFIXED_INTEGER.fullmatch(plain)
+    if prefixed and new >= 0:
+        letter, digits = prefixed.groups()
+        written = format(new, letter.lower())  # the prefix letter is the format's own
+        written = written.upper() if digits.isupper() or (digits.isdigit() and letter.isupper()) else written
+        return f"0{letter}{written.zfill(len(digits))}" if "_" not in text else None
+    if prefixed:
+        return None
+    if isinstance(value, int):
+        return f"{new:_}" if "_" in text else str(new)
+    if PLAIN_DECIMAL.fullmatch(plain) and "_" not in text:
+        places = max(1, len(plain.split(".")[1]))
+        return f"{new:.{places}f}"
+    return None
 
 
 REGISTRY: dict[str, "BugModifier"] = {}

@@ -4,8 +4,8 @@ from __future__ import annotations
 import ast
 from typing import Iterable
 
-from flawforge.debugging.modifiers.base import Bug, BugModifier, Site, TextEdit, replace_node
-from flawforge.debugging.modifiers.procedural import SYMBOLS, _number, _shifted, with_operator
+from flawforge.debugging.modifiers.base import SYMBOLS, Bug, BugModifier, Site, TextEdit, replace_node
+from flawforge.debugging.modifiers.procedural import _number, formats_text, shifted_constants, with_operator
 
 # What each operator becomes (mutmut's table; one entry per operator).
 INVERTED = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult, ast.FloorDiv: ast.Div,
@@ -22,7 +22,8 @@ class InvertOperator(BugModifier):
 
     def modify(self, site: Site) -> Iterable[Bug]:
         for node in site.nodes:
-            if isinstance(node, ast.BinOp) or (isinstance(node, ast.Compare) and len(node.ops) == 1):
+            if (isinstance(node, ast.BinOp) and not formats_text(node)) or (isinstance(node, ast.Compare)
+                                                                             and len(node.ops) == 1):
                 old = type(node.op if isinstance(node, ast.BinOp) else node.ops[0])
                 new = INVERTED.get(old)
                 if new is not None:
@@ -55,7 +56,5 @@ class NumericPerturbation(BugModifier):
                    and isinstance(n.op, ast.USub)}
         for node in site.nodes:
             if _number(node) and id(node) not in negated:
-                for delta in (1, -1):
-                    new = _shifted(node.value, delta)
-                    yield Bug((replace_node(site, node, f"({new})" if new.startswith("-") else new),),
-                              f"in {site.qualname}, {node.value!r} became {new} on line {node.lineno}")
+                for edit, new in shifted_constants(site, node):
+                    yield Bug((edit,), f"in {site.qualname}, {site.segment(node)} became {new} on line {node.lineno}")

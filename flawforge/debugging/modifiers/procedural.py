@@ -8,8 +8,8 @@ from __future__ import annotations
 import ast
 from typing import Iterable
 
-from flawforge.debugging.modifiers.base import (Bug, BugModifier, Site, TextEdit, block_text, replace_node,
-                                                replace_statements, statement_lines)
+from flawforge.debugging.modifiers.base import (SYMBOLS, Bug, BugModifier, Site, TextEdit, block_text, replace_node,
+                                                replace_statements, shifted_literal, starts_with, statement_lines)
 
 METHODS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
@@ -17,10 +17,6 @@ METHODS = (ast.FunctionDef, ast.AsyncFunctionDef)
 def _is_docstring(statement: ast.stmt) -> bool:
     return (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)
             and isinstance(statement.value.value, str))
-
-
-def _starts_with(site: Site, node: ast.stmt, word: str) -> bool:
-    return site.lines[node.lineno - 1][node.col_offset:].startswith(word)
 
 
 def _remove_statement(site: Site, body: list[ast.stmt], index: int) -> TextEdit:
@@ -43,7 +39,7 @@ def _own_line(site: Site, statement: ast.stmt) -> bool:
 def _removable(site: Site, kinds: tuple[type, ...]) -> Iterable[tuple[list[ast.stmt], int, ast.stmt]]:
     for _, _, body in site.statement_lists:
         for index, statement in enumerate(body):
-            if isinstance(statement, kinds) and _own_line(site, statement) and not _starts_with(site, statement, "elif"):
+            if isinstance(statement, kinds) and _own_line(site, statement) and not starts_with(site, statement, "elif"):
                 yield body, index, statement
 
 
@@ -54,14 +50,24 @@ class ClassRemoveBase(BugModifier):
     min_complexity = 10
 
     def modify(self, site: Site) -> Iterable[Bug]:
+        # `object` is every class's base anyway: leaving it out changes nothing (and reads as a machine's edit).
         bases = site.node.bases
         if not bases or site.node.keywords:
             return
         for dropped in range(len(bases)):
+            if isinstance(bases[dropped], ast.Name) and bases[dropped].id == "object":
+                continue
             kept = ", ".join(site.segment(base) for i, base in enumerate(bases) if i != dropped)
-            edit = TextEdit(bases[0].lineno, bases[0].col_offset, bases[-1].end_lineno, bases[-1].end_col_offset,
-                            kept)
+            edit = (TextEdit(bases[0].lineno, bases[0].col_offset, bases[-1].end_lineno, bases[-1].end_col_offset,
+                             kept) if kept else _without_brackets(site, bases[0], bases[-1]))
             yield Bug((edit,), f"{site.qualname} no longer derives from {site.segment(bases[dropped])}")
+
+
+def _without_brackets(site: Site, first: ast.expr, last: ast.expr) -> TextEdit:
+    """Removes a class's whole base list, brackets included (`class A(B):` becomes `class A:`)."""
+    opening = site.lines[first.lineno - 1].encode("utf-8").rindex(b"(", 0, first.col_offset)
+    closing = site.lines[last.end_lineno - 1].encode("utf-8").index(b")", last.end_col_offset) + 1
+    return TextEdit(first.lineno, opening, last.end_lineno, closing, "")
 
 
 class ClassRemoveFunctions(BugModifier):
@@ -118,9 +124,9 @@ class ControlInvertIf(BugModifier):
     def modify(self, site: Site) -> Iterable[Bug]:
         for node in site.nodes:
             if not (isinstance(node, ast.If) and node.orelse and _own_line(site, node)) \
-                    or _starts_with(site, node, "elif") or node.body[0].lineno == node.lineno:
+                    or starts_with(site, node, "elif") or node.body[0].lineno == node.lineno:
                 continue
-            if isinstance(node.orelse[0], ast.If) and _starts_with(site, node.orelse[0], "elif"):
+            if isinstance(node.orelse[0], ast.If) and starts_with(site, node.orelse[0], "elif"):
                 continue
             indent, inner = site.indent_of(node), site.indent_of(node.body[0])
             text = (f"{indent}if {site.segment(node.test)}:\n{block_text(site, node.orelse, inner)}"
@@ -226,8 +232,27 @@ def _number(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and type(node.value) in (int, float)
 
 
-def _shifted(value: int | float, delta: int) -> str:
-    return repr(value + delta)
+# Operations a shifted operand turns into doing nothing (`x + 0`, `x * 1`): no person writes those.
+IDENTITY = {ast.Add: (("left", "right"), 0), ast.Sub: (("right",), 0), ast.Mult: (("left", "right"), 1),
+            ast.Div: (("right",), 1), ast.FloorDiv: (("right",), 1), ast.Pow: (("right",), 1)}
+
+
+def makes_identity(site: Site, operand: ast.AST, value: int | float) -> bool:
+    """Whether `operand` becoming `value` leaves its operation doing nothing (`x + 0`), or writes `x - -1`."""
+    parent, field, _ = site.parents.get(id(operand), (None, "", 0))
+    if not isinstance(parent, ast.BinOp):
+        return False
+    sides, neutral = IDENTITY.get(type(parent.op), ((), None))
+    return (field in sides and value == neutral) or (isinstance(parent.op, (ast.Add, ast.Sub)) and field == "right"
+                                                    and value < 0)
+
+
+def shifted_constants(site: Site, node: ast.Constant) -> Iterable[tuple[TextEdit, str]]:
+    """The number literal `node` one up and one down, as its source writes numbers (the edit, the new text)."""
+    for delta in (1, -1):
+        new = shifted_literal(site.segment(node), node.value, delta)
+        if new is not None and not makes_identity(site, node, node.value + delta):
+            yield replace_node(site, node, new, 11 if new.startswith("-") else 13), new
 
 
 class OperatorChangeConstant(BugModifier):
@@ -240,21 +265,27 @@ class OperatorChangeConstant(BugModifier):
                         else [node.left, *node.comparators] if isinstance(node, ast.Compare) else [])
             for operand in operands:
                 if _number(operand):
-                    for delta in (1, -1):
-                        new = _shifted(operand.value, delta)
-                        yield Bug((replace_node(site, operand, f"({new})" if new.startswith("-") else new),),
-                                  f"in {site.qualname}, the constant {operand.value!r} on line {operand.lineno} "
-                                  f"became {new}")
+                    for edit, new in shifted_constants(site, operand):
+                        yield Bug((edit,), f"in {site.qualname}, the constant {site.segment(operand)} on line "
+                                           f"{operand.lineno} became {new}")
 
 
-ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)
-BITWISE = (ast.BitAnd, ast.BitOr, ast.BitXor, ast.LShift, ast.RShift)
-COMPARISON_FAMILIES = ((ast.Lt, ast.LtE, ast.Gt, ast.GtE), (ast.Eq, ast.NotEq), (ast.Is, ast.IsNot),
-                       (ast.In, ast.NotIn))
-SYMBOLS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
-           ast.Pow: "**", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<", ast.RShift: ">>",
-           ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=", ast.Is: "is",
-           ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in", ast.And: "and", ast.Or: "or"}
+# The operators a person writes for one another: a sign, a division for a multiplication, a bound's strictness or
+# direction, a negation; not any operator of the same family (`+` for `**`).
+CONFUSED_WITH = {ast.Add: (ast.Sub,), ast.Sub: (ast.Add,), ast.Mult: (ast.Div,), ast.Div: (ast.Mult, ast.FloorDiv),
+                 ast.FloorDiv: (ast.Div, ast.Mod), ast.Mod: (ast.FloorDiv,), ast.Pow: (ast.Mult,),
+                 ast.BitAnd: (ast.BitOr,), ast.BitOr: (ast.BitAnd, ast.BitXor), ast.BitXor: (ast.BitOr,),
+                 ast.LShift: (ast.RShift,), ast.RShift: (ast.LShift,),
+                 ast.Lt: (ast.LtE, ast.Gt), ast.LtE: (ast.Lt, ast.GtE), ast.Gt: (ast.GtE, ast.Lt),
+                 ast.GtE: (ast.Gt, ast.LtE), ast.Eq: (ast.NotEq,), ast.NotEq: (ast.Eq,), ast.Is: (ast.IsNot,),
+                 ast.IsNot: (ast.Is,), ast.In: (ast.NotIn,), ast.NotIn: (ast.In,)}
+
+
+def formats_text(node: ast.AST) -> bool:
+    """`'...' % args`, `'-' * n` or `'a' + b`: an operator on text, which a person does not trade for another."""
+    return isinstance(node, ast.BinOp) and any(isinstance(side, (ast.Constant, ast.JoinedStr))
+                                               and isinstance(getattr(side, "value", ""), (str, bytes))
+                                               for side in (node.left, node.right))
 
 
 def with_operator(node: ast.BinOp | ast.Compare, operator: type) -> ast.AST:
@@ -265,36 +296,36 @@ def with_operator(node: ast.BinOp | ast.Compare, operator: type) -> ast.AST:
 
 class OperatorChange(BugModifier):
     name = "op_change"
-    explanation = "An operator is replaced by another of its kind."
+    explanation = "An operator is replaced by one a person writes for it by mistake."
 
     def modify(self, site: Site) -> Iterable[Bug]:
         for node in site.nodes:
-            if isinstance(node, ast.BinOp):
-                family = ARITHMETIC if isinstance(node.op, ARITHMETIC) else BITWISE
-            elif isinstance(node, ast.Compare) and len(node.ops) == 1:
-                family = next(f for f in COMPARISON_FAMILIES if isinstance(node.ops[0], f))
-            else:
+            if not (isinstance(node, ast.BinOp) or (isinstance(node, ast.Compare) and len(node.ops) == 1)) \
+                    or formats_text(node):
                 continue
             old = type(node.op if isinstance(node, ast.BinOp) else node.ops[0])
-            for new in family:
-                if new is not old:
-                    yield Bug((replace_node(site, node, with_operator(node, new)),),
-                              f"in {site.qualname}, '{SYMBOLS[old]}' became '{SYMBOLS[new]}' on line {node.lineno}")
+            for new in CONFUSED_WITH.get(old, ()):
+                yield Bug((replace_node(site, node, with_operator(node, new)),),
+                          f"in {site.qualname}, '{SYMBOLS[old]}' became '{SYMBOLS[new]}' on line {node.lineno}")
 
 
 class OperatorSwap(BugModifier):
     name = "op_swap"
-    explanation = "The operands of an operation or comparison are swapped."
+    explanation = "The operands of an operation or an ordering comparison are swapped."
 
     def modify(self, site: Site) -> Iterable[Bug]:
+        # Only swaps that read as a slip: operands of a non-commutative operation on values, the sides of a bound
+        # (`a < b`); not the text and arguments of a `%` format, nor `x in y` as `y in x`.
         for node in site.nodes:
             if isinstance(node, ast.BinOp) and not isinstance(node.op, (ast.Mult, ast.BitAnd, ast.BitOr,
-                                                                           ast.BitXor)):
+                                                                           ast.BitXor)) and not formats_text(node):
                 swapped = ast.BinOp(left=node.right, op=node.op, right=node.left)
-            elif isinstance(node, ast.Compare) and len(node.ops) == 1 and not isinstance(node.ops[0], (ast.Eq,
-                                                                                                       ast.NotEq)):
+            elif isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ORDERINGS):
                 swapped = ast.Compare(left=node.comparators[0], ops=node.ops, comparators=[node.left])
             else:
                 continue
             yield Bug((replace_node(site, node, swapped),),
                       f"in {site.qualname}, the operands on line {node.lineno} are swapped")
+
+
+ORDERINGS = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
