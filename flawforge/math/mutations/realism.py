@@ -15,11 +15,12 @@ Three kinds of rule judge the errors of issue 34's audit:
   from, a product of factors above one at least each factor, and a part (a quotient by more
   than one, a product with a factor below one) at most its whole.
 - Magnitude (conceptual errors). A wrong step of reasoning may land anywhere the story's own
-  numbers go: the flawed answer and the erroneous step's value each stay within a factor of
-  ten of the correct one, unless the value lies within the story's range, from the smallest to
-  the largest magnitude among the numbers the question states and the values the correct
-  solution computes (reporting a total instead of a share is a plausible answer; thirty
-  thousand dollars for an hour's babysitting paid $12 is not).
+  numbers go: the flawed answer stays within a factor of ten of the correct one (either way),
+  unless it lies within the story's range, from the smallest to the largest magnitude among
+  the numbers the question states and the values the correct solution computes (reporting a
+  total instead of a share is a plausible answer; thirty thousand dollars for an hour's
+  babysitting paid $12 is not). The erroneous step's own value is left to the ranker: a step
+  check would refuse as many errors the human review accepted as it rejected (11 and 12).
 - Units (operator swaps). Subtracting where a division belongs, or adding where a product
   belongs, is a mistake a person makes only between quantities of one unit (60 minutes / 15
   minutes read as 60 - 15); between a price and a count (or a total and a rate) the swap
@@ -285,21 +286,20 @@ class PartAboveTheWhole(DirectionRule):
 # --- magnitude of conceptual errors -------------------------------------------------------------------------------
 class MagnitudeOutsideTheStory(RealismRule):
     name = "magnitude_outside_the_story"
-    explanation = ("A wrong step of reasoning gives a number of the story's size: the flawed answer and the "
-                   "erroneous step's value stay within a factor of ten of the correct ones, or within the range of "
-                   "the numbers the question states and the correct solution computes.")
+    explanation = ("A wrong step of reasoning gives an answer of the story's size: within a factor of ten of the "
+                   "correct answer, or within the range of the numbers the question states and the correct "
+                   "solution computes.")
     error_types = frozenset(CONCEPTUAL_TYPES)
     RATIO = 10
 
     def refused(self, flawed: Flawed) -> str | None:
-        for what, new, correct in (("answer", flawed.answer, flawed.correct_answer),
-                                   (flawed.site.target, flawed.new_value, flawed.site.value)):
-            if not (is_number(new) and is_number(correct)) or correct == 0 or new == 0:
-                continue
-            ratio = abs(float(new)) / abs(float(correct))
-            if (ratio >= self.RATIO or ratio <= 1 / self.RATIO) and not flawed.story.holds(new):
-                return (f"{what} {show(new)} against {show(correct)}, outside the story's numbers "
-                        f"{show(flawed.story.smallest)} to {show(flawed.story.largest)}")
+        new, correct = flawed.answer, flawed.correct_answer
+        if not (is_number(new) and is_number(correct)) or correct == 0 or new == 0:
+            return None
+        ratio = abs(float(new)) / abs(float(correct))
+        if (ratio >= self.RATIO or ratio <= 1 / self.RATIO) and not flawed.story.holds(new):
+            return (f"answer {show(new)} against {show(correct)}, outside the story's numbers "
+                    f"{show(flawed.story.smallest)} to {show(flawed.story.largest)}")
         return None
 
 
