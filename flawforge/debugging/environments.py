@@ -35,6 +35,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from flawforge.debugging.requirements import Declared, declared_requirements
+from flawforge.debugging.rewrites import plugins_rewritten, rewrite_plugins
 from flawforge.errors import Unavailable
 from flawforge.proto.debugging import Environment, Exclusion
 from flawforge.settings import Settings
@@ -266,18 +267,20 @@ class EnvironmentBuilder:
         """The environment's folder, installed now unless it already is (another process building it meanwhile
         is waited for)."""
         path = self.path_of(environment)
-        if os.path.isdir(path):
+        if os.path.isdir(path) and plugins_rewritten(path):
             return path
         os.makedirs(self.folder, exist_ok=True)
         with open(path + ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if os.path.isdir(path):
+                rewrite_plugins(path)  # an environment built before its plugins' modules were
                 return path
             building = path + ".tmp"
             shutil.rmtree(building, ignore_errors=True)  # what a builder that died left
             self.pip.install(environment.packages, building)
             with open(os.path.join(building, RECORD), "w", encoding="utf-8") as record:
                 record.write(environment.model_dump_json(indent=1))
+            rewrite_plugins(building)
             _readable_by_all(building)
             os.rename(building, path)
         return path
