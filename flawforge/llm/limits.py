@@ -170,19 +170,19 @@ class CallerBudget(Budget):
         self.caller = caller
         self.window_s = window_s
 
+    def _within(self, kind: str, amount: int, limit: int, spent: str) -> None:
+        """Adds `amount` to the window's count of `kind` unless `limit` is reached; `spent` says what is, {used}
+        the count."""
+        added, used, left = self.counters.window(f"budget:{self.caller}:{kind}", self.window_s, amount, limit)
+        if not added:
+            raise BudgetExceeded(f"{self.caller!r}'s budget of {limit} {spent.format(used=used)} for this window; it "
+                                 f"renews in {left:.0f} s", retry_after_s=left)
+
     def spend_request(self) -> None:
         if self.max_tokens is not None:
-            added, used, left = self.counters.window(f"budget:{self.caller}:tokens", self.window_s, 0,
-                                                     self.max_tokens)
-            if not added:
-                raise BudgetExceeded(f"{self.caller!r}'s budget of {self.max_tokens} tokens is spent ({used} used) "
-                                     f"for this window; it renews in {left:.0f} s", retry_after_s=left)
+            self._within("tokens", 0, self.max_tokens, "tokens is spent ({used} used)")
         if self.max_requests is not None:
-            added, _, left = self.counters.window(f"budget:{self.caller}:requests", self.window_s, 1,
-                                                  self.max_requests)
-            if not added:
-                raise BudgetExceeded(f"{self.caller!r}'s budget of {self.max_requests} model requests is spent for "
-                                     f"this window; it renews in {left:.0f} s", retry_after_s=left)
+            self._within("requests", 1, self.max_requests, "model requests is spent")
 
     def spend_tokens(self, count: int) -> None:
         if self.max_tokens is not None and count:
