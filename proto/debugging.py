@@ -83,12 +83,22 @@ class Instance(Model):
     fix_patch: str = Field(description="The fix: the reverse diff.")
     FAIL_TO_PASS: list[str]
     PASS_TO_PASS: list[str]
+    pytest_arguments: list[str] = Field(default_factory=list, description=(
+        "pytest's arguments that run exactly FAIL_TO_PASS and PASS_TO_PASS, in the order the final gate ran them: "
+        "a test file where every test of it is listed, else node ids (empty in records made before: the lists)."))
     failing_output: str = Field(description="The failing tests' output, at most 8 KiB.")
     source_roots: list[str] = Field(description="Project folders on sys.path when the tests run.")
     test_paths: list[str] = Field(description="The project's test folders and files.")
     environment: Environment = Field(description="The packages the tests ran against.")
     scenario: ScenarioBrief | None = Field(None, description="A catalog scenario's task and outline, as the model "
                                                              "wrote them.")
+    problem_statement: str = Field("", description="The bug as a user reports it (what was run, what came back, "
+                                                   "what was expected), naming neither the buggy line nor the fix.")
+
+    @property
+    def arguments(self) -> list[str]:
+        """What runs the instance's tests: pytest_arguments, or for a record without them, the lists."""
+        return self.pytest_arguments or self.FAIL_TO_PASS + self.PASS_TO_PASS
 
 
 class BugReject(Model):
@@ -147,6 +157,13 @@ class ConversationReply(Model):
 
     diagnosis: str = Field(min_length=1, max_length=4000, description="From the failing tests to the bug.")
     fix_explanation: str = Field(min_length=1, max_length=2000, description="What the fix changes and why.")
+
+
+class StatementReply(Model):
+    """What a model writes of a problem statement (the gateway's structured output schema): a user's bug report."""
+
+    title: str = Field(min_length=1, max_length=200, description="The issue's title, one line.")
+    body: str = Field(min_length=1, max_length=4000, description="What was run, what came back, what was expected.")
 
 
 # --- scenarios: a catalog entry, written up by a model ------------------------------------------

@@ -16,8 +16,10 @@ import re
 import tarfile
 from dataclasses import dataclass
 
+from flawforge.debugging.explain import evidence, fix_outcome, what_is_wrong
 from flawforge.debugging.failures import cut
-from flawforge.debugging.modifiers import REGISTRY
+from flawforge.debugging.phrasing import order, pick
+from flawforge.debugging.statements import Failure
 from flawforge.debugging.patches import apply_patch, changed_lines, fix_site, task_id
 from flawforge.inputs import plain_name
 from flawforge.proto.debugging import SUITE_HASH_SEED, ChatMessage, Conversation, ConversationReply, Instance
@@ -27,7 +29,7 @@ WRITER = "deterministic"
 SYSTEM = ("You are a careful Python developer. You debug by reading the failing tests' output, finding the code "
           "it points to, and making the smallest change that makes the tests pass without breaking others.")
 SHOWN_TESTS = 5
-LISTED_TESTS = 50  # in a task's problem file; tests.txt lists them all
+LISTED_TESTS = 50  # in a task's problem file; tests.txt runs them all
 OUTPUT_BYTES = 3000
 # The code a user turn shows: the function the fix goes in when it is this short, else this many lines either
 # side of where the fix goes.
@@ -43,10 +45,16 @@ def _tests(ids: list[str]) -> str:
     return shown + (f" and {len(ids) - SHOWN_TESTS} more" if len(ids) > SHOWN_TESTS else "")
 
 
-def problem_statement(instance: Instance) -> str:
+def failing_tests(instance: Instance) -> str:
     return (f"{len(instance.FAIL_TO_PASS)} test(s) of {instance.source} {instance.version} fail: "
             f"{_tests(instance.FAIL_TO_PASS)}. The other {len(instance.PASS_TO_PASS)} tests pass. "
             f"Find the bug and fix it so that every test passes.")
+
+
+def problem_statement(instance: Instance) -> str:
+    """The instance's bug report (statements.py), or where it has none (a record from before statements) the
+    failing tests."""
+    return instance.problem_statement.strip() or failing_tests(instance)
 
 
 def scenario_text(instance: Instance) -> str:
@@ -108,37 +116,88 @@ def buggy_excerpt(instance: Instance, buggy: str) -> Site:
     return Site(lines, not changed_lines(instance.fix_patch), near, region, _numbered(text, *region))
 
 
+FOLLOW_UPS = ("Please show the fix.", "How do I fix it?", "Can you write the patch?", "What should the code be?",
+              "Go ahead and fix it, please.", "Makes sense. What is the change?", "OK, show me the diff.",
+              "And the fix?")
+
+
+def _user_turn(instance: Instance, site: Site, key: str) -> str:
+    """The user's first turn: the report, the function around the bug and the test output, in an order and with
+    words chosen for the instance (a scenario's task always first)."""
+    where = instance.path
+    code = pick(key, "code-intro", [
+        f"The code is in `{where}`; lines {site.region[0]}-{site.region[1]}:",
+        f"Here is the relevant part of `{where}` (lines {site.region[0]}-{site.region[1]}):",
+        f"`{where}`, lines {site.region[0]}-{site.region[1]}:",
+        f"This is the code in `{where}` (lines {site.region[0]}-{site.region[1]}):"])
+    output = pick(key, "output-intro", ["Test output:", "The failing tests print:", "pytest says:",
+                                        "Output of the failing tests:"])
+    parts = [f"{code}\n```python\n{site.function}\n```",
+             f"{output}\n```\n{cut(instance.failing_output, OUTPUT_BYTES)}\n```"]
+    return "\n\n".join([f"{scenario_text(instance)}{problem_statement(instance)}",
+                        *order(key, "user-parts", parts)])
+
+
+def _diagnosis(instance: Instance, site: Site, failures: list[Failure], key: str) -> str:
+    """The assistant's reading of the failure: what the test shows, where the code goes wrong and what is wrong
+    there; the parts in an order chosen for the instance."""
+    shows = evidence(failures[0] if failures else None, key)
+    scope = pick(key, "scope", [
+        f"{len(instance.FAIL_TO_PASS)} test(s) fail ({_tests(instance.FAIL_TO_PASS)}); {len(instance.PASS_TO_PASS)} "
+        f"others pass, so the rest of `{instance.path}` works.",
+        f"The failures ({_tests(instance.FAIL_TO_PASS)}) all go through `{instance.qualname}`, while "
+        f"{len(instance.PASS_TO_PASS)} tests that pass show the rest is fine.",
+        f"{len(instance.FAIL_TO_PASS)} test(s) fail, among them {_tests(instance.FAIL_TO_PASS)}; the other "
+        f"{len(instance.PASS_TO_PASS)} pass."])
+    location = pick(key, "location", [
+        f"The problem is in `{instance.qualname}`, {site.where}:",
+        f"It comes from `{instance.qualname}` in `{instance.path}`, {site.where}:",
+        f"Following the failure into `{instance.qualname}` leads to {site.where}:",
+        f"The place to look is `{instance.qualname}`, {site.where} of `{instance.path}`:"])
+    located = f"{location}\n```python\n{site.near}\n```\n{what_is_wrong(instance.fix_patch, key)}"
+    return "\n\n".join(part for part in [*order(key, "diagnosis", [shows, scope]), located] if part)
+
+
+def _fix(instance: Instance, key: str) -> str:
+    intro = pick(key, "fix-intro", [f"The fix, in `{instance.path}`:", "Here is the change:",
+                                    f"This patch to `{instance.path}` fixes it:", "The corrected code:",
+                                    "Change it like this:"])
+    outcome = fix_outcome(len(instance.FAIL_TO_PASS), len(instance.PASS_TO_PASS), key)
+    return f"{intro}\n```diff\n{instance.fix_patch}```\n{outcome}"
+
+
 def write_conversation(instance: Instance, clean: str, *, reply: ConversationReply | None = None,
-                       model: str | None = None) -> Conversation:
+                       model: str | None = None, failures: list[Failure] = ()) -> Conversation:
     """The conversation, its assistant prose from `reply` (written by `model`, checked by the caller with
-    `contradictions`) or, without one, the deterministic writer's. The user shows the function around the bug,
-    never the whole module; the task's files hold the rest."""
+    `contradictions`) or, without one, the deterministic writer's, from the facts (`failures`: what the failing
+    tests show, statements.failures_of). The user shows the function around the bug, never the whole module; the
+    task's files hold the rest. The deterministic writer varies its words, the order of its parts and the
+    conversation's shape (a follow-up question, or the diagnosis and fix in one turn) per instance."""
     buggy = apply_patch(clean, instance.patch)
     site = buggy_excerpt(instance, buggy)
-    modifier = REGISTRY.get(instance.modifier)
-    kind = modifier.explanation if modifier is not None else instance.description
-    where = instance.path
-    user = (f"{scenario_text(instance)}{problem_statement(instance)}\n\nThe code is in `{where}`; lines "
-            f"{site.region[0]}-{site.region[1]}:\n```python\n{site.function}\n```"
-            f"\n\nTest output:\n```\n{cut(instance.failing_output, OUTPUT_BYTES)}\n```")
+    key = instance.instance_id
+    system = ChatMessage(role="system", content=SYSTEM)
     if reply is None:
-        diagnosis = (f"The failing tests are {_tests(instance.FAIL_TO_PASS)}. They all run `{instance.qualname}` in "
-                     f"`{where}`, and {len(instance.PASS_TO_PASS)} tests that pass show the rest of the module "
-                     f"works. The fix goes in `{instance.qualname}`, {site.where}:\n```python\n{site.near}\n```\n"
-                     f"This is the bug: {kind[0].lower() + kind[1:]}")
-        fix = (f"The fix changes `{where}` back to what the code must do:\n```diff\n{instance.fix_patch}```\n"
-               f"With it, the {len(instance.FAIL_TO_PASS)} failing test(s) pass and the other "
-               f"{len(instance.PASS_TO_PASS)} still pass.")
+        user = ChatMessage(role="user", content=_user_turn(instance, site, key))
+        diagnosis, fix = _diagnosis(instance, site, list(failures), key), _fix(instance, key)
+        if pick(key, "shape", ("two turns", "two turns", "one turn")) == "one turn":
+            messages = [system, user, ChatMessage(role="assistant", content=f"{diagnosis}\n\n{fix}")]
+        else:
+            messages = [system, user, ChatMessage(role="assistant", content=diagnosis),
+                        ChatMessage(role="user", content=pick(key, "follow-up", FOLLOW_UPS)),
+                        ChatMessage(role="assistant", content=fix)]
     else:
-        diagnosis = (f"{reply.diagnosis.strip()}\n\nThe fix goes {site.where} of `{where}`:\n```python\n"
+        user = (f"{scenario_text(instance)}{problem_statement(instance)}\n\nThe code is in `{instance.path}`; lines "
+                f"{site.region[0]}-{site.region[1]}:\n```python\n{site.function}\n```"
+                f"\n\nTest output:\n```\n{cut(instance.failing_output, OUTPUT_BYTES)}\n```")
+        diagnosis = (f"{reply.diagnosis.strip()}\n\nThe fix goes {site.where} of `{instance.path}`:\n```python\n"
                      f"{site.near}\n```")
         fix = f"{reply.fix_explanation.strip()}\n```diff\n{instance.fix_patch}```"
-    messages = [ChatMessage(role="system", content=SYSTEM), ChatMessage(role="user", content=user),
-                ChatMessage(role="assistant", content=diagnosis),
-                ChatMessage(role="user", content="Please show the fix."),
-                ChatMessage(role="assistant", content=fix)]
+        messages = [system, ChatMessage(role="user", content=user), ChatMessage(role="assistant", content=diagnosis),
+                    ChatMessage(role="user", content="Please show the fix."),
+                    ChatMessage(role="assistant", content=fix)]
     return Conversation(instance_id=instance.instance_id, problem_statement=problem_statement(instance),
-                        code_path=where, fix_lines=site.lines, failing_output=instance.failing_output,
+                        code_path=instance.path, fix_lines=site.lines, failing_output=instance.failing_output,
                         fix_patch=instance.fix_patch, messages=messages,
                         writer=WRITER if reply is None else model or "model")
 
@@ -247,10 +306,13 @@ def task_problem(instance: Instance) -> str:
     more = len(instance.FAIL_TO_PASS) - LISTED_TESTS
     roots = ", ".join(f"`{r}/`" if r else "the task folder's top" for r in instance.source_roots)
     tests = ", ".join(f"`{t}`" for t in instance.test_paths)
-    return (f"# {instance.source} {instance.version}: failing tests\n\n{scenario_text(instance)}"
-            f"{problem_statement(instance)} Change the library's code, not its tests.\n\n"
+    report = instance.problem_statement.strip()
+    head = (f"{report}\n\n## The task\n\n{scenario_text(instance)}" if report
+            else f"# {instance.source} {instance.version}: failing tests\n\n{scenario_text(instance)}")
+    return (f"{head}{failing_tests(instance)} Change the library's code, not its tests.\n\n"
             f"The library's code is under {roots}; its tests are in {tests}. `python {RUN_TESTS_FILE}` runs the "
-            f"tests listed in `{TESTS_FILE}` and exits 0 when all pass; it needs Python "
+            f"tests `{TESTS_FILE}` names (a test file there stands for every test in it) and exits 0 when all "
+            f"pass; it needs Python "
             f"{instance.environment.python} with the packages of `{ENVIRONMENT_FILE}` "
             f"(`pip install -r {ENVIRONMENT_FILE}`).\n\n"
             f"## Failing tests\n\n{listed}{f'- ... and {more} more (see {TESTS_FILE})' + chr(10) if more > 0 else ''}"
@@ -271,12 +333,12 @@ def is_test_file(instance: Instance, path: str) -> bool:
 
 def task_files(instance: Instance, project: dict[str, bytes]) -> dict[str, bytes]:
     """A file-edit task, every path relative to the task folder: the project with the bug in it, tests.txt
-    (FAIL_TO_PASS, then PASS_TO_PASS), run_tests.py, the problem file and environment.txt. Nothing of the answer
+    (pytest's arguments for FAIL_TO_PASS and PASS_TO_PASS, as the final gate ran them), run_tests.py, the problem file and environment.txt. Nothing of the answer
     (patch, fix, description, modifier, conversation). A name that is not a plain relative one is UnsafeName."""
     files = {plain_name(path, "project file"): data for path, data in project.items()}
     path = plain_name(instance.path, "the instance's path")
     files[path] = apply_patch(project[path].decode("utf-8"), instance.patch).encode("utf-8")
-    files[TESTS_FILE] = "".join(t + "\n" for t in instance.FAIL_TO_PASS + instance.PASS_TO_PASS).encode()
+    files[TESTS_FILE] = "".join(t + "\n" for t in instance.arguments).encode()
     files[RUN_TESTS_FILE] = RUN_TESTS.format(roots=[r or "." for r in instance.source_roots],
                                              hash_seed=SUITE_HASH_SEED).encode()
     files[PROBLEM_FILE] = task_problem(instance).encode()

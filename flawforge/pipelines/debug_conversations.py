@@ -361,6 +361,53 @@ def model_replies(ctx: JobContext, instances: list, projects: dict, model: str) 
     return replies, fallbacks
 
 
+def failures_by_instance(results: list[LibraryResult], projects: dict) -> dict:
+    """What each instance's failing tests show (statements.failures_of), read with its project's test files."""
+    from flawforge.debugging.statements import failures_of
+
+    found = {}
+    for instance in (i for r in results for i in r.instances):
+        files = projects[instance.source, instance.version]
+        paths = {t.split("::", 1)[0] for t in instance.FAIL_TO_PASS}
+        found[instance.instance_id] = failures_of(instance, {p: files[p].decode("utf-8", "replace") for p in paths
+                                                             if p in files})
+    return found
+
+
+def problem_statements(store, settings, results: list[LibraryResult], failures: dict, model: str | None) -> dict:
+    """Gives every instance its problem statement: the model's (through the gateway) where a model is named and its
+    reply neither leaks the bug nor misses the facts, else the deterministic writer's. Returns the counts and the
+    reasons a model's statement was not used."""
+    from flawforge.debugging.statements import (deterministic_statement, model_statement, reply_problems,
+                                                statement_request)
+    from flawforge.proto.debugging import StatementReply
+
+    instances = [i for r in results for i in r.instances]
+    asked = [i for i in instances if model and failures[i.instance_id]]
+    written, fallbacks = {}, []
+    if asked:
+        from flawforge.llm.gateway import Gateway
+
+        gateway = Gateway.from_settings(store, settings)
+        try:
+            outcomes = gateway.structured_many([statement_request(i, failures[i.instance_id], model) for i in asked],
+                                               StatementReply)
+        finally:
+            gateway.close()
+        for instance, outcome in zip(asked, outcomes):
+            problems = (reply_problems(outcome.value, instance, failures[instance.instance_id])
+                        if outcome.value is not None else [str(outcome.error)])
+            if problems:
+                fallbacks.append({"instance_id": instance.instance_id, "reason": "; ".join(problems)[:500]})
+            else:
+                written[instance.instance_id] = model_statement(outcome.value)
+    for result in results:
+        result.instances = [i.model_copy(update={"problem_statement": written.get(i.instance_id) or
+                                                 deterministic_statement(i, failures[i.instance_id])})
+                            for i in result.instances]
+    return {"by_model": len(written), "deterministic": len(instances) - len(written), "fallbacks": fallbacks}
+
+
 def task_entries(results: list[LibraryResult], projects: dict) -> dict[str, dict[str, bytes]]:
     """Each instance's task folder (task_files); an instance whose names are not plain relative ones (its path, a
     file of its project) moves from its result's instances to its rejects (unsafe_name)."""
@@ -392,7 +439,10 @@ def write_outputs(ctx: JobContext, results: list[LibraryResult], projects: dict,
     from flawforge.debugging.conversation import deterministic_tar, is_test_file, solution_record, write_conversation
     from flawforge.debugging.failures import without_host_paths
     from flawforge.debugging.patches import task_id
+    from flawforge.debugging.phrasing import distinct_bigram_ratio
 
+    failures = failures_by_instance(results, projects)
+    statements = problem_statements(ctx.platform.store, ctx.platform.settings, results, failures, model)
     folders = task_entries(results, projects)
     instances = sorted((i for r in results for i in r.instances), key=lambda i: i.instance_id)
     rejects = sorted((j.model_copy(update={"detail": without_host_paths(j.detail)})
@@ -401,7 +451,8 @@ def write_outputs(ctx: JobContext, results: list[LibraryResult], projects: dict,
     conversations, tasks, read_only, solutions = [], {}, set(), {}
     for instance in instances:
         clean = projects[instance.source, instance.version][instance.path].decode("utf-8")
-        conversation = write_conversation(instance, clean, reply=replies.get(instance.instance_id), model=model)
+        conversation = write_conversation(instance, clean, reply=replies.get(instance.instance_id), model=model,
+                                          failures=failures[instance.instance_id])
         conversations.append(conversation)
         folder = f"tasks/{task_id(instance.instance_id)}"
         for path, data in folders[instance.instance_id].items():
@@ -415,8 +466,15 @@ def write_outputs(ctx: JobContext, results: list[LibraryResult], projects: dict,
     ctx.put_artifact(SOLUTIONS_ARTIFACT, deterministic_tar(solutions))
     ctx.put_artifact("rejects.jsonl", jsonl(rejects))
     summary = summary_of(results, time.monotonic() - started)
+    assistant = [m.content for c in conversations for m in c.messages if m.role == "assistant"]
     summary["conversations"] = {"by_model": len(replies), "deterministic": len(instances) - len(replies),
-                                "fallbacks": [{**f, "reason": without_host_paths(f["reason"])} for f in fallbacks]}
+                                "fallbacks": [{**f, "reason": without_host_paths(f["reason"])} for f in fallbacks],
+                                # How varied the assistant's words are: distinct word pairs over all, and turns that
+                                # another conversation has word for word.
+                                "distinct_bigram_ratio": distinct_bigram_ratio(assistant),
+                                "repeated_assistant_turns": len(assistant) - len(set(assistant))}
+    summary["statements"] = {**statements, "fallbacks": [{**f, "reason": without_host_paths(f["reason"])}
+                                                          for f in statements["fallbacks"]]}
     # Exclusions' reasons quote installers and tracebacks: the summary, too, names no path of this machine.
     ctx.put_artifact("summary.json", (without_host_paths(json.dumps(summary, indent=1)) + "\n").encode())
 

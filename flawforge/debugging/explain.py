@@ -1,0 +1,150 @@
+"""The deterministic writer's sentences about an instance, from its facts: what the failing test shows (the values
+compared, the exception), what is wrong in the code (read off the fix's diff, token by token) and what the fix
+does. Every sentence comes in several phrasings, chosen per instance (phrasing.pick), so that conversations and
+trajectories do not all say the same thing in the same words; none states anything the facts do not."""
+from __future__ import annotations
+
+import difflib
+import io
+import tokenize
+
+from flawforge.debugging.phrasing import pick
+from flawforge.debugging.statements import Failure
+
+TOKEN_CHARS = 120
+
+
+def evidence(failure: Failure | None, key: str, slot: str = "evidence") -> str:
+    """What the first failing test shows, in one or two sentences."""
+    if failure is None:
+        return ""
+    test = f"`{failure.test}`"
+    subject = f"`{failure.subject}`" if failure.subject else "the code under test"
+    if failure.actual is not None and failure.expected is not None:
+        return pick(key, slot, [
+            f"{test} expects {subject} to give `{failure.expected}`, but it gives `{failure.actual}`.",
+            f"In {test}, {subject} returns `{failure.actual}` instead of `{failure.expected}`.",
+            f"The first failure, {test}, compares {subject} with `{failure.expected}` and gets `{failure.actual}`.",
+            f"{subject} comes back as `{failure.actual}` in {test}; the test wants `{failure.expected}`.",
+            f"Look at the values in {test}: expected `{failure.expected}`, got `{failure.actual}` from {subject}."])
+    if failure.exception == "Failed" and "DID NOT RAISE" in failure.message:
+        error = failure.message.split("DID NOT RAISE", 1)[1].strip()
+        return pick(key, slot, [
+            f"{test} expects {subject} to raise {error}, and nothing is raised.",
+            f"In {test}, {subject} should be refused with {error} but goes through.",
+            f"{test} fails because {subject} no longer raises {error}."])
+    if failure.exception and failure.exception != "AssertionError":
+        said = f"{failure.exception}: {failure.message}" if failure.message else failure.exception
+        return pick(key, slot, [
+            f"{test} does not get as far as its check: {subject} raises `{said}`.",
+            f"In {test}, {subject} crashes with `{said}`.",
+            f"The first failure, {test}, is an exception, not a wrong value: `{said}` from {subject}.",
+            f"{subject} raises `{said}` in {test}."])
+    return pick(key, slot, [
+        f"{test} fails its check on {subject}: `{failure.message}`.",
+        f"In {test} the assertion on {subject} does not hold (`{failure.message}`)."])
+
+
+def _tokens(line: str) -> list[str]:
+    try:
+        return [t.string for t in tokenize.generate_tokens(io.StringIO(line.strip() + "\n").readline)
+                if t.string.strip()]
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return line.split()
+
+
+def _hunks(patch: str) -> list[tuple[list[str], list[str]]]:
+    """(lines the patch removes, lines it adds) of each run of changes, without their markers."""
+    found, removed, added = [], [], []
+    for line in patch.splitlines():
+        if line.startswith(("---", "+++")):
+            continue
+        if line.startswith("-"):
+            removed.append(line[1:])
+        elif line.startswith("+"):
+            added.append(line[1:])
+        elif removed or added:
+            found.append((removed, added))
+            removed, added = [], []
+    if removed or added:
+        found.append((removed, added))
+    return found
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= TOKEN_CHARS else text[:TOKEN_CHARS - 3] + "..."
+
+
+def what_is_wrong(fix_patch: str, key: str) -> str:
+    """What the code does wrong, read off the fix's diff (from the buggy code to the clean): a fragment of a line
+    that should be another, lines that are missing, lines in the wrong order, lines that should not be there."""
+    hunks = _hunks(fix_patch)
+    removed = sorted(line.strip() for buggy, _ in hunks for line in buggy)
+    if removed and removed == sorted(line.strip() for _, fixed in hunks for line in fixed) and len(hunks) > 1:
+        moved = _short(next(line for _, fixed in hunks for line in fixed))
+        return pick(key, "moved", [
+            f"`{moved}` is in the wrong place: every statement is right, but they run in the wrong order.",
+            f"Nothing is missing; `{moved}` simply runs at the wrong point.",
+            f"The order is the problem: `{moved}` has to run elsewhere than where it is."])
+    sentences = []
+    for number, (buggy, fixed) in enumerate(hunks):
+        slot = f"wrong{number}"
+        if buggy and fixed and sorted(buggy) == sorted(fixed):
+            sentences.append(pick(key, slot, [
+                "The right statements are there, but in the wrong order.",
+                "Nothing is missing; two statements simply run in the wrong order.",
+                "The statements are correct one by one, but their order is not."]))
+        elif len(buggy) == 1 and len(fixed) == 1:
+            old, new = _tokens(buggy[0]), _tokens(fixed[0])
+            parts = [(" ".join(old[a:b]), " ".join(new[c:d]))
+                     for tag, a, b, c, d in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes()
+                     if tag != "equal"]
+            if len(parts) == 1 and parts[0][0] and parts[0][1]:
+                was, should = (_short(p) for p in parts[0])
+                sentences.append(pick(key, slot, [
+                    f"`{_short(buggy[0])}` uses `{was}` where it needs `{should}`.",
+                    f"In `{_short(buggy[0])}`, `{was}` should be `{should}`.",
+                    f"The line `{_short(buggy[0])}` has `{was}`; the correct code has `{should}` there.",
+                    f"`{was}` in `{_short(buggy[0])}` is the mistake: it should be `{should}`."]))
+            elif len(parts) == 1 and parts[0][1]:
+                sentences.append(pick(key, slot, [
+                    f"`{_short(buggy[0])}` leaves out `{_short(parts[0][1])}`.",
+                    f"Something is missing from `{_short(buggy[0])}`: `{_short(parts[0][1])}`."]))
+            elif len(parts) == 1:
+                sentences.append(pick(key, slot, [
+                    f"`{_short(buggy[0])}` has `{_short(parts[0][0])}`, which should not be there.",
+                    f"The `{_short(parts[0][0])}` in `{_short(buggy[0])}` does not belong there."]))
+            else:
+                sentences.append(pick(key, slot, [
+                    f"`{_short(buggy[0])}` should read `{_short(fixed[0])}`.",
+                    f"The line `{_short(buggy[0])}` is wrong; it should be `{_short(fixed[0])}`."]))
+        elif not buggy or (len(fixed) > len(buggy) and all(line.strip() in ("pass", "") for line in buggy)):
+            first = _short(fixed[0])
+            sentences.append(pick(key, slot, [
+                f"A line is missing: `{first}`.", f"The function never runs `{first}`; that line is missing.",
+                f"There is no `{first}` here, and the function needs it.",
+                f"What is wrong is something absent: `{first}`."] if len(fixed) == 1 else [
+                f"A piece of the logic is missing: the {len(fixed)} lines that start with `{first}`.",
+                f"The function never does what `{first}` and the {len(fixed) - 1} line(s) after it do.",
+                f"There is no `{first}` block here, and the function needs it.",
+                f"What is wrong is something absent: `{first}` and the {len(fixed) - 1} line(s) under it."]))
+        elif not fixed:
+            sentences.append(pick(key, slot, [
+                f"`{_short(buggy[0])}` should not be there.",
+                f"The code has {len(buggy)} line(s) too many, starting with `{_short(buggy[0])}`."]))
+        else:
+            sentences.append(pick(key, slot, [
+                f"The {len(buggy)} line(s) starting with `{_short(buggy[0])}` do not do what they should.",
+                f"This part, starting with `{_short(buggy[0])}`, is written wrongly."]))
+    return " ".join(sentences)
+
+
+def fix_outcome(fail_to_pass: int, pass_to_pass: int, key: str) -> str:
+    """What running the tests with the fix shows (the final gate ran exactly these, clean: all passed)."""
+    return pick(key, "outcome", [
+        f"With this change the {fail_to_pass} failing test(s) pass, and the other {pass_to_pass} still pass.",
+        f"After the fix, all {fail_to_pass + pass_to_pass} listed tests pass: the {fail_to_pass} that failed and "
+        f"the {pass_to_pass} that already passed.",
+        f"The {fail_to_pass} test(s) that failed pass with it; none of the {pass_to_pass} passing tests breaks.",
+        f"Running the tests again with the change: {fail_to_pass} fixed, {pass_to_pass} still green."])

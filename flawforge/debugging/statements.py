@@ -1,0 +1,359 @@
+"""Issue-style problem statements: a bug report as a library's user would write it, from the facts alone.
+
+The facts are the failing test's own code (the user's reproduction: the test function up to the
+line that failed, read from the project's test file), its parameters, and what the run reported
+there: the values an assertion compared, the exception raised, or the exception that was not.
+Nothing of the library's side goes in (no traceback frame of it, no line of the patch, no word
+of the modifier), so a statement never names the buggy line or the fix; `leaks` checks that of
+any statement, the deterministic writer's and a model's alike. The deterministic writer draws
+its title, opening and wording from several phrasings, chosen per instance (phrasing.pick). A
+model writes one through the gateway (StatementReply) where the run names a model; a reply that
+leaks, or states none of the facts, is not used.
+"""
+from __future__ import annotations
+
+import ast
+import re
+import textwrap
+from dataclasses import dataclass
+
+from flawforge.debugging.failures import FRAME
+from flawforge.debugging.phrasing import pick
+from flawforge.proto.debugging import Instance, StatementReply
+from flawforge.proto.llm import ChatMessage, ChatRequest
+
+SECTION = re.compile(r"^(?P<test>\S+::\S+?): (?P<outcome>failed|error)$", re.MULTILINE)
+EXCEPTION = re.compile(r"^(?P<name>[A-Za-z_][\w.]*(?:Error|Exception|Warning|Exit|Interrupt)|Failed|AssertionError)"
+                       r"(?::\s?(?P<message>.*))?$")
+COMPARISONS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
+               ast.In: "in", ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not"}
+# The test's code shown: at most this many lines up to the one that failed.
+CODE_LINES = 12
+VALUE_CHARS = 300
+OTHER_TESTS = 3
+# A changed line of the fix shorter than this ('else:', 'pass') is no evidence of a leak.
+LEAK_MIN_CHARS = 6
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What one failing test shows a user."""
+
+    test: str                   # the test id
+    parameters: str | None      # the id's [...] part
+    code: str                   # the test's lines up to the one that failed, dedented
+    line: str                   # the failing line of the test, stripped
+    exception: str              # the exception's name (AssertionError, Failed, TypeError, ...)
+    message: str                # its message's first line
+    actual: str | None = None   # what came back, where the assertion compared a call's result with a value
+    expected: str | None = None
+    subject: str | None = None  # the expression whose value was wrong, or that raised
+
+
+def sections(failing_output: str) -> dict[str, str]:
+    """Each failing test's part of an instance's failing output, by test id."""
+    found = list(SECTION.finditer(failing_output))
+    return {m.group("test"): failing_output[m.end():found[n + 1].start() if n + 1 < len(found) else None].strip("\n")
+            for n, m in enumerate(found)}
+
+
+def _frames(text: str) -> list[tuple[str, int, str, str]]:
+    """(path, line, function, code line) of each frame of a readable failure, outermost first."""
+    lines = text.splitlines()
+    frames = []
+    for n, line in enumerate(lines):
+        match = FRAME.match(line)
+        if match:
+            code = lines[n + 1].strip() if n + 1 < len(lines) and not FRAME.match(lines[n + 1]) else ""
+            frames.append((match.group("path"), int(match.group("line")), match.group("name"), code))
+    return frames
+
+
+def _test_code(source: str | None, function: str, line: int) -> tuple[str, ast.stmt | None, ast.AST | None]:
+    """The test function's statements up to the one holding `line` (a `with` or `for` that line opens, whole),
+    dedented (at most CODE_LINES lines), that statement and the function; ('', None, None) where the file does not
+    parse or has no such function."""
+    try:
+        tree = ast.parse(source or "")
+    except (SyntaxError, ValueError):
+        return "", None, None
+    lines = (source or "").splitlines()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function \
+                and node.lineno <= line <= node.end_lineno:
+            body = [s for s in node.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)
+                                                 and isinstance(s.value.value, str))]
+            holding = [s for s in ast.walk(node) if isinstance(s, ast.stmt) and s is not node
+                       and s.lineno <= line <= s.end_lineno]
+            # The statement the frame points at: one that starts on the line (a `with pytest.raises` that did not
+            # see its exception), else the innermost simple statement around it.
+            failing = next((s for s in holding if s.lineno == line), None) or next(
+                (s for s in reversed(holding) if not isinstance(s, COMPOUND)), None)
+            if not body:
+                return "", failing, node
+            last = failing.end_lineno if failing is not None else line
+            first = max(body[0].lineno, last - CODE_LINES + 1)
+            return textwrap.dedent("\n".join(lines[first - 1:last])), failing, node
+    return "", None, None
+
+
+COMPOUND = (ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.If, ast.While, ast.Try)
+
+
+def _calls(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Call) for n in ast.walk(node))
+
+
+def _compared(statement: ast.stmt | None) -> tuple[ast.expr, ast.expr, str] | None:
+    """The two sides of the statement's comparison (`assert a == b`, `self.assertEqual(a, b)`), with the operator."""
+    if isinstance(statement, ast.Assert) and isinstance(statement.test, ast.Compare) \
+            and len(statement.test.ops) == 1:
+        return statement.test.left, statement.test.comparators[0], COMPARISONS[type(statement.test.ops[0])]
+    if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call) \
+            and isinstance(statement.value.func, ast.Attribute) and len(statement.value.args) >= 2 \
+            and statement.value.func.attr in ("assertEqual", "assertEquals", "assertListEqual", "assertDictEqual",
+                                              "assertTupleEqual", "assertSetEqual", "assertMultiLineEqual"):
+        return statement.value.args[0], statement.value.args[1], "=="
+    return None
+
+
+def _values(message: str, operator: str) -> tuple[str | None, str | None] | None:
+    """The two values an assertion message compares (`assert 'a' == 'b'`, unittest's `'a' != 'b'`); a side that
+    pytest shows as an expression of values (`(a + b)`) rather than one value is None."""
+    text = message[len("assert "):] if message.startswith("assert ") else message
+    try:
+        tree = ast.parse(text, mode="eval").body
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    if not (isinstance(tree, ast.Compare) and len(tree.ops) == 1
+            and COMPARISONS[type(tree.ops[0])] in (operator, "!=" if operator == "==" else operator)):
+        return None
+    return tuple(None if isinstance(side, (ast.BinOp, ast.BoolOp, ast.Compare, ast.IfExp, ast.Lambda))
+                 else ast.get_source_segment(text, side) for side in (tree.left, tree.comparators[0]))
+
+
+def _origin(name: ast.expr, function: ast.AST | None, line: int) -> ast.expr:
+    """Where a name compared in the failing line got its value: the call assigned to it earlier in the test
+    (`result = parse(text)`), else the name itself."""
+    if not isinstance(name, ast.Name) or function is None:
+        return name
+    assigned = [s.value for s in ast.walk(function) if isinstance(s, ast.Assign) and s.lineno < line
+                and any(isinstance(t, ast.Name) and t.id == name.id for t in s.targets) and _calls(s.value)]
+    return max(assigned, key=lambda value: value.lineno) if assigned else name
+
+
+def _is_expected(node: ast.expr) -> bool:
+    """A side of a comparison that states what is expected: a literal, or a name that says so."""
+    if isinstance(node, (ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set)) and not _calls(node):
+        return True
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    return bool(re.search(r"expect|want|correct|result_should|^exp$", name, re.IGNORECASE))
+
+
+def _actual_is_left(left: ast.expr, right: ast.expr) -> bool:
+    """Which side of a comparison holds what the library returned: the one that calls something, else the one that
+    does not state an expectation, else the left (pytest's `assert actual == expected`)."""
+    if _calls(left) != _calls(right):
+        return _calls(left)
+    if _is_expected(left) != _is_expected(right):
+        return _is_expected(right)
+    return True
+
+
+def failure_of(test: str, text: str, test_source: str | None) -> Failure:
+    """A failing test's facts, from its part of the failing output and its test file's text."""
+    first = next((line for line in text.splitlines() if EXCEPTION.match(line.strip())), "")
+    match = EXCEPTION.match(first.strip())
+    exception, message = (match.group("name"), (match.group("message") or "").strip()) if match else ("", first)
+    test_file = test.split("::", 1)[0]
+    function = test.split("::")[-1].split("[", 1)[0]
+    frames = [f for f in _frames(text) if f[0] == test_file or f[0].endswith("/" + test_file)]
+    frame = next((f for f in frames if f[2] == function), frames[0] if frames else None)
+    code, statement, test_function = _test_code(test_source, frame[2], frame[1]) if frame else ("", None, None)
+    line = frame[3] if frame else ""
+    facts = {"test": test, "parameters": test.split("[", 1)[1][:-1] if "[" in test else None, "code": code or line,
+             "line": line, "exception": exception, "message": message.splitlines()[0] if message else ""}
+    sides = _compared(statement)
+    if exception == "AssertionError" and sides is not None:
+        left, right, operator = sides
+        left_actual = _actual_is_left(left, right)
+        actual_node, expected_node = (left, right) if left_actual else (right, left)
+        values = _values(facts["message"], operator) or (None, None)
+        actual, expected = values if left_actual else values[::-1]
+        return Failure(**facts, actual=actual and actual[:VALUE_CHARS], expected=expected and expected[:VALUE_CHARS],
+                       subject=ast.unparse(_origin(actual_node, test_function, statement.lineno)))
+    if isinstance(statement, (ast.With, ast.AsyncWith)) and statement.body:
+        statement = statement.body[0]  # `with pytest.raises(...)`: what ran inside it
+    if statement is not None:
+        calls = [n for n in ast.walk(statement) if isinstance(n, ast.Call)]
+        shown = statement.test if isinstance(statement, ast.Assert) else statement
+        return Failure(**facts, subject=ast.unparse(calls[0] if calls else shown).splitlines()[0])
+    return Failure(**facts)
+
+
+def failures_of(instance: Instance, test_sources: dict[str, str]) -> list[Failure]:
+    """The facts of each failing test the output shows, in its order (test_sources: test file path -> text)."""
+    return [failure_of(test, text, test_sources.get(test.split("::", 1)[0]))
+            for test, text in sections(instance.failing_output).items()]
+
+
+def _short(text: str, limit: int = 80) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _outcome(failure: Failure, key: str) -> str:
+    """What happened, in one of several phrasings."""
+    subject = f"`{_short(failure.subject)}`" if failure.subject else "the call"
+    said = f"`{_short(failure.message, 300)}`" if failure.message else "an AssertionError"
+    if failure.actual is None and failure.expected is not None:
+        return pick(key, "outcome", [
+            f"{subject} should give `{failure.expected}`, but the check fails: {said}.",
+            f"Expected: `{failure.expected}`\nActual: the assertion fails with {said}",
+            f"I expected `{failure.expected}`; instead the assertion fails: {said}."])
+    if failure.expected is None and failure.actual is not None:
+        return pick(key, "outcome", [
+            f"{subject} gives `{failure.actual}`, which the check rejects: {said}.",
+            f"I get `{failure.actual}`, and the assertion fails: {said}."])
+    if failure.actual is not None:
+        return pick(key, "outcome", [
+            f"It returns `{failure.actual}`, but I expected `{failure.expected}`.",
+            f"Expected: `{failure.expected}`\nActual: `{failure.actual}`",
+            f"{subject} gives `{failure.actual}` where it should give `{failure.expected}`.",
+            f"I get `{failure.actual}` back instead of `{failure.expected}`.",
+            f"The result is `{failure.actual}`; the correct result would be `{failure.expected}`."])
+    if failure.exception == "Failed" and "DID NOT RAISE" in failure.message:
+        error = failure.message.split("DID NOT RAISE", 1)[1].strip()
+        return pick(key, "outcome", [
+            f"This should raise {error}, but nothing is raised.",
+            f"No {error} is raised here, although the input is invalid.",
+            f"I expected {error}; the call just returns.",
+            f"Expected: {error} is raised\nActual: no exception"])
+    if failure.exception and failure.exception != "AssertionError":
+        said = f"{failure.exception}: {failure.message}" if failure.message else failure.exception
+        return pick(key, "outcome", [
+            f"{subject} raises an exception instead of working:\n\n```\n{_short(said, 300)}\n```",
+            f"It fails with `{_short(said, 300)}`.",
+            f"Instead of a result I get\n\n```\n{_short(said, 300)}\n```",
+            f"Running it raises `{_short(said, 300)}`; I expected it to succeed."])
+    return pick(key, "outcome", [
+        f"The check fails: {said}.",
+        f"The assertion does not hold: {said}.",
+        f"This assertion fails with {said}."])
+
+
+def _title(failure: Failure, source: str, key: str) -> str:
+    subject = f"`{_short(failure.subject, 60)}`" if failure.subject else f"{source}"
+    exception = failure.exception.rsplit(".", 1)[-1]
+    if failure.actual is not None and failure.expected is not None:
+        return pick(key, "title", [
+            f"{subject} returns {_short(failure.actual, 40)} instead of {_short(failure.expected, 40)}",
+            f"Wrong result from {subject}",
+            f"{subject} gives an incorrect value",
+            f"Unexpected value {_short(failure.actual, 40)} from {subject}"])
+    if failure.exception == "Failed" and "DID NOT RAISE" in failure.message:
+        error = failure.message.split("DID NOT RAISE", 1)[1].strip()
+        return pick(key, "title", [f"{subject} no longer raises {error}", f"Missing {error} from {subject}",
+                                   f"Invalid input accepted by {subject}"])
+    if failure.exception and failure.exception != "AssertionError":
+        return pick(key, "title", [f"{exception} from {subject}", f"{subject} raises {exception}",
+                                   f"Crash ({exception}) in {subject}"])
+    return pick(key, "title", [f"Assertion fails for {subject}", f"{subject} does not behave as documented",
+                               f"Wrong behaviour of {subject}"])
+
+
+def deterministic_statement(instance: Instance, failures: list[Failure]) -> str:
+    """The bug report, from the first failing test's facts, worded by phrasings chosen for this instance."""
+    key = instance.instance_id
+    first = failures[0] if failures else None
+    version = f"{instance.source} {instance.version}"
+    if first is None:
+        return (f"# Tests of {version} fail\n\n{len(instance.FAIL_TO_PASS)} tests fail, e.g. "
+                f"`{instance.FAIL_TO_PASS[0]}`.\n")
+    opening = pick(key, "opening", [
+        f"With {version} (Python {instance.environment.python}), this does not work:",
+        f"I ran into this with {version}:",
+        f"Steps to reproduce, on {version}:",
+        f"Here is a small reproduction on {version}:",
+        f"Using {version}, the following fails:"])
+    parameters = "" if first.parameters is None else pick(key, "parameters", [
+        f"\n\n(This is `{first.test.split('::')[-1].split('[')[0]}` with the parameters `{first.parameters}`.)",
+        f"\n\nThe parameters were `{first.parameters}`.",
+        f"\n\nParameters of this case: `{first.parameters}`."])
+    others = [t for t in instance.FAIL_TO_PASS if t != first.test]
+    more = "" if not others else pick(key, "others", [
+        f"\n\n{len(others)} other test(s) fail too, for example "
+        + ", ".join(f"`{t}`" for t in others[:OTHER_TESTS]) + ".",
+        f"\n\nThis is not the only case: {len(others)} more failing test(s), including "
+        + ", ".join(f"`{t}`" for t in others[:OTHER_TESTS]) + ".",
+        f"\n\nAlso failing ({len(others)}): " + ", ".join(f"`{t}`" for t in others[:OTHER_TESTS])
+        + (" and more." if len(others) > OTHER_TESTS else ".")])
+    return (f"# {_title(first, instance.source, key)}\n\n{opening}\n\n```python\n{first.code}\n```{parameters}\n\n"
+            f"{_outcome(first, key)}{more}\n")
+
+
+def changed_lines_of(patch: str) -> list[str]:
+    """The text of every line a patch removes or adds, stripped."""
+    return [line[1:].strip() for line in patch.splitlines()
+            if line[:1] in "+-" and not line.startswith(("+++", "---")) and line[1:].strip()]
+
+
+def leaks(statement: str, instance: Instance) -> list[str]:
+    """What of the bug or its fix the statement gives away: a line the patch changes (either side), the
+    modifier's description of the change, or the modifier's name."""
+    found = [f"quotes the changed line `{line}`" for line in sorted(set(changed_lines_of(instance.patch)))
+             if len(line) >= LEAK_MIN_CHARS and line in statement]
+    if instance.description and instance.description in statement:
+        found.append("repeats the bug's description")
+    if re.search(rf"\b{re.escape(instance.modifier)}\b", statement):
+        found.append(f"names the modifier {instance.modifier}")
+    return found
+
+
+def facts_text(instance: Instance, failures: list[Failure]) -> str:
+    """The facts a model may state, as text (no line of the library, no patch)."""
+    first = failures[0]
+    lines = [f"Library: {instance.source} {instance.version}, Python {instance.environment.python}.",
+             f"The user's code (a test of the library):\n```python\n{first.code}\n```"]
+    if first.parameters:
+        lines.append(f"Parameters: {first.parameters}")
+    if first.actual is not None or first.expected is not None:
+        lines.append(f"Actual value: {first.actual or '(not shown)'}\n"
+                     f"Expected value: {first.expected or '(not shown)'}")
+        lines.append(f"The failed check: {first.message}")
+    else:
+        lines.append(f"What happened: {first.exception}: {first.message}".rstrip(": "))
+    lines.append(f"Failing tests: {len(instance.FAIL_TO_PASS)}; passing tests: {len(instance.PASS_TO_PASS)}.")
+    return "\n".join(lines)
+
+
+STATEMENT_SYSTEM = ("You write bug reports the way a user of a Python library files them: what they ran, what came "
+                    "back, what they expected. You have not read the library's code.")
+
+
+def statement_request(instance: Instance, failures: list[Failure], model: str) -> ChatRequest:
+    """Asks a model for the bug report, giving it only what a user sees."""
+    task = ("Write a GitHub issue for this problem as JSON with two fields. title: one line. body: the code that "
+            "was run (in a python block), what came back and what was expected, in the user's words. Do not "
+            "guess at the cause or a fix, and do not mention the library's internals.")
+    return ChatRequest(model=model, messages=[ChatMessage(role="system", content=STATEMENT_SYSTEM),
+                                              ChatMessage(role="user", content=f"{task}\n\n"
+                                                                               f"{facts_text(instance, failures)}")],
+                       max_tokens=768, temperature=0.0)
+
+
+def reply_problems(reply: StatementReply, instance: Instance, failures: list[Failure]) -> list[str]:
+    """Why a model's statement is not used: it leaks the bug or fix, or states none of the facts (the value that
+    came back or was expected, the exception, the code that was run)."""
+    text = f"# {reply.title}\n\n{reply.body}"
+    problems = leaks(text, instance)
+    first = failures[0]
+    facts = [v for v in (first.actual, first.expected, first.exception if first.exception != "AssertionError" else None,
+                         first.line) if v]
+    if facts and not any(fact in text for fact in facts):
+        problems.append("states none of the facts (the values, the exception or the code run)")
+    return problems
+
+
+def model_statement(reply: StatementReply) -> str:
+    return f"# {reply.title.strip()}\n\n{reply.body.strip()}\n"

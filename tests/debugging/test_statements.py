@@ -1,0 +1,113 @@
+"""Issue-style problem statements from a failing test's facts: which side of an assertion came back and which was
+expected, where a compared name got its value, unittest's assertEqual, an exception not raised, one raised; the
+statement never quotes a line the patch changes, its description or its modifier."""
+from __future__ import annotations
+
+import pytest
+
+from flawforge.debugging.statements import deterministic_statement, failure_of, failures_of, leaks
+from flawforge.proto.debugging import Environment, Instance
+
+TESTS = '''import pytest
+
+from pkg.calc import ordinal, parse, Total
+
+
+def test_ordinal_literal_first():
+    """Docstrings are not code to run."""
+    assert "1st" == ordinal(1)
+
+
+@pytest.mark.parametrize("text, expected", [("1,2", [1, 2])])
+def test_parse(text, expected):
+    values = text.strip()
+    result = parse(values)
+    assert result == expected
+
+
+def test_parse_refuses():
+    with pytest.raises(ValueError):
+        parse("x")
+
+
+class TotalTest:
+    def test_total(self):
+        self.assertEqual(Total([1, 2]).value(), 3)
+'''
+
+
+def output(test: str, exception: str, line: int, code: str, library: bool = True) -> str:
+    frames = [f'  File "tests/test_calc.py", line {line}, in {test.split("::")[-1].split("[")[0]}', f"    {code}"]
+    if library:
+        frames += ['  File "pkg/calc.py", line 12, in ordinal', "    return str(n) + SUFFIXES[n % 10 - 1]"]
+    return "\n".join([f"{test}: failed", exception, "Traceback, most recent call last (pytest's own frames left out):",
+                      *frames])
+
+
+def test_the_side_that_calls_the_library_is_what_came_back():
+    test = "tests/test_calc.py::test_ordinal_literal_first"
+    failure = failure_of(test, output(test, "AssertionError: assert '1st' == '1th'\n  - 1th\n  + 1st", 8,
+                                      'assert "1st" == ordinal(1)'), TESTS)
+    assert (failure.actual, failure.expected, failure.subject) == ("'1th'", "'1st'", "ordinal(1)")
+    assert failure.code == 'assert "1st" == ordinal(1)'  # the docstring left out
+
+
+def test_a_compared_name_is_traced_to_the_call_that_gave_it():
+    test = "tests/test_calc.py::test_parse[1,2-expected0]"
+    failure = failure_of(test, output(test, "AssertionError: assert [2, 1] == [1, 2]", 15, "assert result == expected"),
+                         TESTS)
+    assert (failure.actual, failure.expected, failure.subject) == ("[2, 1]", "[1, 2]", "parse(values)")
+    assert failure.parameters == "1,2-expected0"
+    assert failure.code == "values = text.strip()\nresult = parse(values)\nassert result == expected"
+
+
+def test_an_exception_that_was_not_raised_and_one_that_was():
+    test = "tests/test_calc.py::test_parse_refuses"
+    failure = failure_of(test, output(test, "Failed: DID NOT RAISE <class 'ValueError'>", 19,
+                                      "with pytest.raises(ValueError):", library=False), TESTS)
+    assert failure.exception == "Failed" and failure.subject == "parse('x')"
+    assert failure.code == 'with pytest.raises(ValueError):\n    parse("x")'
+    test = "tests/test_calc.py::TotalTest::test_total"
+    failure = failure_of(test, output(test, "TypeError: unsupported operand type(s) for +: 'int' and 'str'", 25,
+                                      "self.assertEqual(Total([1, 2]).value(), 3)"), TESTS)
+    assert failure.exception == "TypeError" and failure.subject == "self.assertEqual(Total([1, 2]).value(), 3)"
+    failure = failure_of(test, output(test, "AssertionError: 4 != 3", 25, "self.assertEqual(Total([1, 2]).value(), 3)"),
+                         TESTS)
+    assert (failure.actual, failure.expected) == ("4", "3")
+
+
+def instance(failing_output: str, patch: str, **fields) -> Instance:
+    return Instance(instance_id="calc.1.0.op_change__0123abcd", source="calc", version="1.0", modifier="op_change",
+                    path="pkg/calc.py", qualname="ordinal", description="in ordinal, '-' became '+' on line 12",
+                    patch=patch, fix_patch="", FAIL_TO_PASS=["tests/test_calc.py::test_ordinal_literal_first"],
+                    PASS_TO_PASS=["tests/test_calc.py::test_parse_refuses"], failing_output=failing_output,
+                    source_roots=[""], test_paths=["tests"], environment=Environment(python="3.11.7", packages=[]),
+                    **fields)
+
+
+PATCH = ("--- a/pkg/calc.py\n+++ b/pkg/calc.py\n@@ -12 +12 @@\n-    return str(n) + SUFFIXES[n % 10 - 1]\n"
+         "+    return str(n) + SUFFIXES[n % 10 + 1]\n")
+
+
+def test_the_statement_says_what_was_run_what_came_back_and_what_was_expected_and_nothing_of_the_bug():
+    test = "tests/test_calc.py::test_ordinal_literal_first"
+    bug = instance(output(test, "AssertionError: assert '1st' == '1th'", 8, 'assert "1st" == ordinal(1)'), PATCH)
+    statement = deterministic_statement(bug, failures_of(bug, {"tests/test_calc.py": TESTS}))
+    assert statement.startswith("# ") and 'assert "1st" == ordinal(1)' in statement
+    assert "'1th'" in statement and "'1st'" in statement and "calc 1.0" in statement
+    assert leaks(statement, bug) == []
+    assert "SUFFIXES" not in statement and "line 12" not in statement and "op_change" not in statement
+    # The same instance is worded the same way every time; another instance may be worded otherwise.
+    assert statement == deterministic_statement(bug, failures_of(bug, {"tests/test_calc.py": TESTS}))
+    wordings = {deterministic_statement(b, failures_of(b, {"tests/test_calc.py": TESTS})).split("\n\n")[1]
+                for b in (bug.model_copy(update={"instance_id": f"calc.1.0.op_change__{n:08x}"}) for n in range(12))}
+    assert len(wordings) >= 3
+
+
+@pytest.mark.parametrize("text, found", [
+    ("the code says `return str(n) + SUFFIXES[n % 10 + 1]`", "quotes the changed line"),
+    ("in ordinal, '-' became '+' on line 12", "repeats the bug's description"),
+    ("an op_change bug", "names the modifier op_change"),
+])
+def test_leaks_are_found(text, found):
+    assert any(found in problem for problem in leaks(text, instance("", PATCH)))
