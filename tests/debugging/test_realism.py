@@ -130,7 +130,7 @@ def test_each_filter_drops_its_form(clean, buggy, form):
     ("def f(x):\n    return (x + 1) * 2\n", "def f(x):\n    return (x - 1) * 2\n"),
     ("def f(x):\n    return x & 0xD800\n", "def f(x):\n    return x & 0xD801\n"),
     ("def f(x, y):\n    return g(x, y)\n", "def f(x, y):\n    return g(y, x)\n"),
-    ("def f(x):\n    if x < 3:\n        return 1\n    return 2\n", "def f(x):\n    if x <= 3:\n        return 1\n    return 2\n"),
+    ("def f(x):\n    if x < 3:\n        return 1\n", "def f(x):\n    if x <= 3:\n        return 1\n"),
     ("class A(Base):\n    pass\n", "class A:\n    pass\n"),
 ])
 def test_changes_a_person_makes_pass(clean, buggy):

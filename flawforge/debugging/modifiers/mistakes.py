@@ -77,6 +77,9 @@ class BoundOffByOne(BugModifier):
                           f"in {site.qualname}, {what} on line {bound.lineno} became {became}")
 
 
+VALUES = (ast.Name, ast.Attribute, ast.Subscript, ast.Constant)
+
+
 class SwapArguments(BugModifier):
     name = "swap_args"
     explanation = "Two arguments of a call are passed in the wrong order."
@@ -86,7 +89,7 @@ class SwapArguments(BugModifier):
             if not isinstance(node, ast.Call) or _callee(node) in ORDER_IS_THE_MEANING:
                 continue
             for first, second in zip(node.args, node.args[1:]):
-                if not all(isinstance(a, (ast.Name, ast.Attribute, ast.Subscript, ast.Constant)) for a in (first, second)) \
+                if not all(isinstance(a, VALUES) for a in (first, second)) \
                         or all(isinstance(a, ast.Constant) for a in (first, second)) \
                         or site.segment(first) == site.segment(second) or first.end_lineno != second.lineno:
                     continue
