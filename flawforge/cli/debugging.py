@@ -149,7 +149,7 @@ def validate_conversation(file: Path, task: Optional[Path], dump_dir: Optional[P
         raise FlawforgeError(f"{file}: the fix does not apply to {instance.path}: {exc}") from None
     target = path_within(dump_dir, instance.instance_id, f"{file}: instance id", single=True) if dump_dir else None
     archive = _task_archive(task)
-    tests = instance.FAIL_TO_PASS + instance.PASS_TO_PASS
+    tests = instance.arguments
     sandbox = suite_sandbox()
     environment = EnvironmentBuilder.from_settings().install(instance.environment)  # the recorded one, as built
     buggy_run = sandbox.run_suite(archive, source_roots=instance.source_roots, args=tests, limits=SUITE_LIMITS,

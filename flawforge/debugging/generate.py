@@ -26,8 +26,8 @@ from flawforge.debugging.patches import instance_id, unified_diff
 from flawforge.debugging.realism import worth_trying
 from flawforge.debugging.revalidate import revalidate
 from flawforge.debugging.rewrites import with_rewritten_tests
-from flawforge.debugging.verdict import (covered, judge, normalized, runs_at_import, standing_refusal, test_file,
-                                         tests_to_run, untrusted)
+from flawforge.debugging.verdict import (IMPORT_TIME, Collected, covered, judge, normalized, runs_at_import,
+                                         standing_refusal, test_file, tests_to_run, untrusted)
 from flawforge.proto.debugging import Baseline, BugReject, Environment, Exclusion, Instance, LibraryResult
 from flawforge.proto.sandbox import SandboxLimits, SuiteChange, SuiteRunResult
 
@@ -71,7 +71,12 @@ class Workspace:
         return {"environment": self.environment_path} if self.environment_path else {}
 
     def args(self, tests) -> list[str]:
-        return [*tests, *(part for test in self.deselected for part in ("--deselect", test))]
+        """`tests` (files, folders or node ids) and a --deselect for each test left out that one of them would run
+        (pytest deselects by prefix: only where needed, so that a listed test_x2 never goes with test_x)."""
+        wide = [test.rstrip("/") for test in tests if "::" not in test]
+        needed = [test for test in self.deselected
+                  if any(test == folder or test.startswith((folder + "/", folder + "::")) for folder in wide)]
+        return [*tests, *(part for test in needed for part in ("--deselect", test))]
 
     def run(self, tests, overlay: dict[str, str] | None = None, *, coverage_files=None,
             limits: SandboxLimits = SUITE_LIMITS) -> SuiteRunResult:
@@ -157,30 +162,39 @@ def first_line(message: str) -> str:
     return normalized((named or lines or ["failed to collect"])[-1])[:300]
 
 
-def instance_of(space: Workspace, candidate: Candidate, clean: str, verdict) -> Instance:
+def instance_of(space: Workspace, candidate: Candidate, clean: str, verdict, collected: Collected) -> Instance:
     layout = space.layout
     return Instance(
         instance_id=instance_id(layout.name, layout.version, candidate.modifier, candidate.hash8),
         source=layout.name, version=layout.version, modifier=candidate.modifier, path=candidate.path,
         qualname=candidate.qualname, description=candidate.description, patch=candidate.patch(clean),
         fix_patch=unified_diff(candidate.path, candidate.buggy_source, clean),
-        FAIL_TO_PASS=verdict.fail_to_pass, PASS_TO_PASS=verdict.pass_to_pass, failing_output=verdict.failing_output,
-        source_roots=list(layout.source_roots), test_paths=list(layout.test_paths), environment=space.environment)
+        FAIL_TO_PASS=verdict.fail_to_pass, PASS_TO_PASS=verdict.pass_to_pass,
+        pytest_arguments=collected.arguments(verdict.fail_to_pass + verdict.pass_to_pass),
+        failing_output=verdict.failing_output, source_roots=list(layout.source_roots),
+        test_paths=list(layout.test_paths), environment=space.environment)
 
 
-def final_gate(space: Workspace, instances: list[tuple[Instance, str]], limits: SandboxLimits,
+def proven_run(run: SuiteRunResult, instance: Instance, collected: Collected) -> SuiteRunResult | None:
+    """The candidate's own run (from a unit of its own, with the buggy file written) where it is the gate's run with
+    the bug: it ran exactly the instance's tests, in their order. None otherwise."""
+    ran = [test.name for test in run.tests]
+    return run if ran == collected.ordered(instance.FAIL_TO_PASS + instance.PASS_TO_PASS) else None
+
+
+def final_gate(space: Workspace, instances: list[tuple[Instance, str, SuiteRunResult | None]], limits: SandboxLimits,
                concurrency: int) -> tuple[list[Instance], list[BugReject]]:
-    """Each instance as a user would check it: its FAIL_TO_PASS and PASS_TO_PASS, by node id, in fresh units,
-    clean (one run for all instances that list the same tests) and with the bug; only those that reproduce are
-    kept. `instances`: (instance, its buggy module)."""
-    listed = {tuple(i.FAIL_TO_PASS + i.PASS_TO_PASS) for i, _ in instances}
+    """Each instance as a user would check it: its tests (Instance.arguments), in fresh units, clean (one run for
+    all instances with the same tests) and with the bug; only those that reproduce are kept. `instances`:
+    (instance, its buggy module, the run with the bug that already was this check, or None: proven_run)."""
+    listed = {tuple(i.arguments) for i, _, _ in instances}
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         clean = dict(zip(listed, pool.map(lambda tests: space.run(list(tests), limits=limits), listed)))
-        buggy = list(pool.map(lambda pair: space.run(pair[0].FAIL_TO_PASS + pair[0].PASS_TO_PASS,
-                                                     {pair[0].path: pair[1]}, limits=limits), instances))
+        buggy = list(pool.map(lambda item: item[2] or space.run(item[0].arguments, {item[0].path: item[1]},
+                                                                 limits=limits), instances))
     kept, dropped = [], []
-    for (instance, _), buggy_run in zip(instances, buggy):
-        check = revalidate(instance, buggy_run, clean[tuple(instance.FAIL_TO_PASS + instance.PASS_TO_PASS)])
+    for (instance, _, _), buggy_run in zip(instances, buggy):
+        check = revalidate(instance, buggy_run, clean[tuple(instance.arguments)])
         if check.reproduced:
             kept.append(instance)
         else:
@@ -227,7 +241,11 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
     modules = {path: files[path].decode("utf-8", "replace") for path in layout.modules}
     candidates = candidates_of(modules, modifiers)
     result.candidates_total = len(candidates)
-    coverage = first.coverage
+    collected = Collected([test.name for test in first.tests], space.deselected)
+    passing = collected.ordered(baseline.passing)
+    # What the baseline tests (and the import) executed: only they can show a change.
+    in_baseline = set(passing)
+    coverage = {test: keys for test, keys in first.coverage.items() if test == IMPORT_TIME or test in in_baseline}
     chosen = choose(candidates, per_library, seed, f"{name}-{version}",
                     lambda c: covered(coverage, c.path, c.qualname) and worth_trying(c, modules[c.path]))
     if not chosen:
@@ -237,10 +255,13 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
     limits = SUITE_LIMITS.model_copy(update={"timeout_s": min(SUITE_LIMITS.timeout_s, max(
         MIN_TIMEOUT_S, TIMEOUT_FACTOR * max(first.usage.wall_s, second.usage.wall_s)))})
     class_names = {path: _class_names(source) for path, source in modules.items()}
-    args = {c: tests_to_run(coverage, list(layout.test_paths), c.path, c.qualname, c.qualname in class_names[c.path])
-            for c in chosen}
+    selected = {c: tests_to_run(coverage, passing, c.path, c.qualname, c.qualname in class_names[c.path])
+                for c in chosen}
+    args = {c: collected.arguments(selected[c]) for c in chosen}
+    alone_runs: set[Candidate] = set()  # whose run was a unit of its own, with the buggy file written
 
     def alone(candidate: Candidate) -> SuiteRunResult:
+        alone_runs.add(candidate)
         return space.run(args[candidate], {candidate.path: candidate.buggy_source}, limits=limits)
 
     def batch(group: list[Candidate]) -> dict[Candidate, SuiteRunResult]:
@@ -270,14 +291,16 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
         batches = [pool.submit(batch, batchable[start::concurrency]) for start in range(concurrency)]
         single = dict(zip(others, pool.map(alone, others)))
         runs = {**single, **{c: run for done in batches for c, run in done.result().items()}}
-    verdicts = [judge(baseline.passing, runs[c], args[c], list(layout.test_paths), baseline.collection_errors,
-                      baseline.standing_refusal) for c in chosen]
+    verdicts = [judge(selected[c], runs[c], passing, baseline.collection_errors, baseline.standing_refusal)
+                for c in chosen]
     valid = []
     for candidate, verdict in zip(chosen, verdicts):
         result.tried += 1
         result.tried_by_modifier[candidate.modifier] = result.tried_by_modifier.get(candidate.modifier, 0) + 1
         if verdict.valid:
-            valid.append((instance_of(space, candidate, modules[candidate.path], verdict), candidate.buggy_source))
+            instance = instance_of(space, candidate, modules[candidate.path], verdict, collected)
+            proven = proven_run(runs[candidate], instance, collected) if candidate in alone_runs else None
+            valid.append((instance, candidate.buggy_source, proven))
         else:
             result.rejects.append(BugReject(source=name, version=version, modifier=candidate.modifier,
                                             path=candidate.path, qualname=candidate.qualname,
@@ -299,8 +322,8 @@ def _class_names(source: str) -> set[str]:
 def validate_scenario(runner: SuiteRunner, archive: bytes, source: str, module_path: str,
                       candidates: list[Candidate], *, environment: Environment,
                       environment_path: str | None = None) -> tuple[Instance | None, list[BugReject], dict[str, int]]:
-    """A scenario's clean suite twice, then its candidates in order until the first valid one that also passes
-    the final gate."""
+    """A scenario's clean suite twice, then its candidates in order (each on every baseline test) until the first
+    valid one that also passes the final gate."""
     layout = ProjectLayout(source, "1", ("",), ("tests",), (module_path,))
     space = Workspace(runner, archive, layout, environment, environment_path)
     first, second = space.run(layout.test_paths), space.run(layout.test_paths)
@@ -315,14 +338,16 @@ def validate_scenario(runner: SuiteRunner, archive: bytes, source: str, module_p
         return None, [BugReject(source=source, version=layout.version, reason="clean_code_fails", detail=detail)], tried
     clean = read_archive(archive)[module_path].decode("utf-8")
     limits = SUITE_LIMITS.model_copy(update={"timeout_s": max(MIN_TIMEOUT_S, TIMEOUT_FACTOR * first.usage.wall_s)})
+    collected = Collected([test.name for test in first.tests])
+    passing = collected.ordered(baseline.passing)
     for candidate in candidates:
         tried[candidate.modifier] = tried.get(candidate.modifier, 0) + 1
-        run = space.run(layout.test_paths, {candidate.path: candidate.buggy_source}, limits=limits)
-        verdict = judge(baseline.passing, run, list(layout.test_paths), list(layout.test_paths),
-                        baseline.collection_errors)
+        run = space.run(collected.arguments(passing), {candidate.path: candidate.buggy_source}, limits=limits)
+        verdict = judge(passing, run, passing, baseline.collection_errors)
         if verdict.valid:
-            kept, dropped = final_gate(space, [(instance_of(space, candidate, clean, verdict),
-                                                candidate.buggy_source)], limits, 1)
+            instance = instance_of(space, candidate, clean, verdict, collected)
+            kept, dropped = final_gate(space, [(instance, candidate.buggy_source,
+                                                proven_run(run, instance, collected))], limits, 1)
             if kept:
                 return kept[0], rejects, tried
             rejects += dropped

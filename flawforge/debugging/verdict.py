@@ -3,13 +3,15 @@
 A bug is valid when at least one selected baseline test reports a failure with it
 (FAIL_TO_PASS), at least one reports a pass (PASS_TO_PASS), and the run itself is whole: pytest
 ended its session normally, every selected baseline test reported, no limit was hit, nothing
-was forbidden. Only the tests that can notice the change are selected: those that executed the
-changed function in the clean run (the whole file of one that uses a module-, class- or
-session-wide fixture), or the whole suite when the function runs at import or the change is to
-a class. Both lists hold tests this run reported, except where every selected test failed: then
-the failing tests' files' other baseline tests (which did not run the changed code) are listed
-as PASS_TO_PASS. The final gate (generate.final_gate) re-runs exactly the listed tests, clean and
-with the bug, in fresh units, before anything is written.
+was forbidden. Only baseline tests that can notice the change are selected: those that executed
+the changed function in the clean run (every baseline test of the file of one that uses a module-,
+class- or session-wide fixture), or every baseline test when the function runs at import or the
+change is to a class. Both lists hold tests this run reported, except where every selected test
+failed: then the failing tests' files' other baseline tests (which did not run the changed code)
+are listed as PASS_TO_PASS. Lists are in the order the clean run collected the tests, and a
+selection goes to pytest as Collected.arguments writes it (a file where every test of it is
+selected, else node ids), the same in the candidate's run, the final gate (generate.final_gate)
+and the task's run_tests.py.
 """
 from __future__ import annotations
 
@@ -49,17 +51,48 @@ def runs_at_import(coverage: dict[str, list[str]], path: str, qualname: str) -> 
     return any(_covers(key, path, qualname) for key in coverage.get(IMPORT_TIME, []))
 
 
-def tests_to_run(coverage: dict[str, list[str]], test_paths: list[str], path: str, qualname: str,
+def tests_to_run(coverage: dict[str, list[str]], baseline: list[str], path: str, qualname: str,
                  is_class: bool) -> list[str]:
-    """pytest arguments for a candidate (sorted): the tests that executed the changed function; the whole file
-    of one that uses a fixture wider than itself (an earlier test's run of the function reaches it)."""
+    """The baseline tests (`baseline`, in collection order) a candidate runs, in that order: those that executed the
+    changed function, and every baseline test of the file of one that uses a fixture wider than itself (an earlier
+    test's run of the function reaches it); all of them for a class or a function that runs at import."""
     if is_class or runs_at_import(coverage, path, qualname):
-        return list(test_paths)
-    covering = [test for test, keys in coverage.items()
-                if test != IMPORT_TIME and any(_covers(key, path, qualname) for key in keys)]
+        return list(baseline)
+    covering = {test for test, keys in coverage.items()
+                if test != IMPORT_TIME and any(_covers(key, path, qualname) for key in keys)}
     shared = {test_file(test) for test in covering if SHARED_FIXTURES in coverage[test]}
-    chosen = shared | {test for test in covering if test_file(test) not in shared}
-    return sorted(chosen) or list(test_paths)
+    return [test for test in baseline if test in covering or test_file(test) in shared]
+
+
+class Collected:
+    """The tests a clean run collected, in its order, with each file's tests (`deselected`, left out of every run,
+    among them), so that a list of them becomes pytest arguments running exactly them in that order."""
+
+    def __init__(self, names: list[str], deselected: tuple[str, ...] = ()):
+        self.position = {name: index for index, name in enumerate(names)}
+        self.of_file: dict[str, set[str]] = {}
+        for name in [*names, *deselected]:
+            self.of_file.setdefault(test_file(name), set()).add(name)
+
+    def ordered(self, tests) -> list[str]:
+        """`tests` in collection order (one the run did not collect, last)."""
+        return sorted(set(tests), key=lambda test: (self.position.get(test, len(self.position)), test))
+
+    def arguments(self, tests) -> list[str]:
+        """pytest's arguments for `tests`, in collection order: a file where all its tests are among them (pytest
+        takes a file at once, and thousands of node ids in time that grows faster than their number), else node
+        ids. A file's tests are contiguous in a collection, so the order is kept."""
+        ordered = self.ordered(tests)
+        chosen, arguments, taken = set(ordered), [], set()
+        for test in ordered:
+            file = test_file(test)
+            if self.of_file.get(file, set()) <= chosen and "::" in test:
+                if file not in taken:
+                    taken.add(file)
+                    arguments.append(file)
+            else:
+                arguments.append(test)
+        return arguments
 
 
 def normalized(text: str) -> str:
@@ -84,10 +117,6 @@ def bounded(text: str, limit: int = FAILING_OUTPUT_BYTES) -> str:
     return data[:limit - 20].decode("utf-8", "ignore") + "\n... (output cut)\n"
 
 
-def _selected(test: str, args: set[str]) -> bool:
-    return test in args or test_file(test) in args
-
-
 def standing_refusal(*runs: SuiteRunResult) -> str | None:
     """The refusal outside any test that all the runs met alike (a module probing git or the host name at import,
     which carries on without it: the project's environment, not a change's doing), or None."""
@@ -107,15 +136,13 @@ def untrusted(run: SuiteRunResult, standing: str | None = None) -> str | None:
         f" during {run.unfinished}" if run.unfinished else "")
 
 
-def judge(baseline_passing: list[str], run: SuiteRunResult, args: list[str], test_paths: list[str],
-          baseline_collection_errors: list[str], standing: str | None = None) -> Verdict:
-    """The verdict on a candidate's run of `args` (tests, test files, or the whole suite), from the outcomes the
-    run reported alone: a run that stopped early, broke a limit, was forbidden or left a selected baseline test
-    without a result is no verdict at all (the reject names why); FAIL_TO_PASS are the selected baseline tests
-    that reported failed or error, PASS_TO_PASS those that reported passed."""
-    whole = sorted(args) == sorted(test_paths)
-    selected = set(args)
-    in_run = [t for t in baseline_passing if whole or _selected(t, selected)]
+def judge(selected: list[str], run: SuiteRunResult, baseline_passing: list[str], baseline_collection_errors: list[str],
+          standing: str | None = None) -> Verdict:
+    """The verdict on a candidate's run of the baseline tests `selected` (in collection order), from the outcomes
+    the run reported alone: a run that stopped early, broke a limit, was forbidden or left a selected test without a
+    result is no verdict at all (the reject names why); FAIL_TO_PASS are the selected tests that reported failed or
+    error, PASS_TO_PASS those that reported passed, both in `selected`'s order. `baseline_passing`: every baseline
+    test, in collection order."""
     outcomes = {t.name: t for t in run.tests}
     if run.outcome != "ok" and not (standing and run.refused_outside_tests == standing):
         # a limit, a crash or a forbidden operation (but one outside any test the clean runs met too)
@@ -128,21 +155,21 @@ def judge(baseline_passing: list[str], run: SuiteRunResult, args: list[str], tes
     why = untrusted(run, standing)  # the unit ended well: only pytest's own stop is left
     if why is not None:
         return Verdict(False, "interrupted", why, [], [], "")
-    silent = [t for t in in_run if t not in outcomes]
+    silent = [t for t in selected if t not in outcomes]
     if silent:
         return Verdict(False, "incomplete", f"{len(silent)} selected baseline test(s) reported nothing, e.g. "
                                             f"{silent[0]}", [], [], "")
-    fail_to_pass = sorted(t for t in in_run if outcomes[t].outcome in ("failed", "error"))
-    pass_to_pass = sorted(t for t in in_run if outcomes[t].outcome == "passed")
+    fail_to_pass = [t for t in selected if outcomes[t].outcome in ("failed", "error")]
+    pass_to_pass = [t for t in selected if outcomes[t].outcome == "passed"]
     output = "\n\n".join(f"{t}: {outcomes[t].outcome}\n{readable_failure(normalized(outcomes[t].message))}"
                          for t in fail_to_pass)
     if not fail_to_pass:
-        return Verdict(False, "survived", f"all {len(in_run)} baseline tests run still pass", [], pass_to_pass, "")
+        return Verdict(False, "survived", f"all {len(selected)} baseline tests run still pass", [], pass_to_pass, "")
     if not pass_to_pass:  # the failing tests' files' other baseline tests, which did not run the changed code:
         # listed, they are proven to pass with the bug by the final gate before anything is written
-        files = {test_file(t) for t in fail_to_pass}
-        pass_to_pass = sorted(t for t in baseline_passing if t not in in_run and test_file(t) in files)[:UNRUN_PASSING]
+        files, ran = {test_file(t) for t in fail_to_pass}, set(selected)
+        pass_to_pass = [t for t in baseline_passing if t not in ran and test_file(t) in files][:UNRUN_PASSING]
     if not pass_to_pass:
-        return Verdict(False, "no_pass_to_pass", f"all {len(in_run)} baseline tests run fail or skip",
+        return Verdict(False, "no_pass_to_pass", f"all {len(selected)} baseline tests run fail or skip",
                        fail_to_pass, [], bounded(output))
     return Verdict(True, None, "", fail_to_pass, pass_to_pass, bounded(output))

@@ -9,7 +9,7 @@ import pytest
 from flawforge.debugging.generate import SUITE_LIMITS, Workspace, final_gate, generate_for_library
 from flawforge.debugging.layout import ProjectLayout
 from flawforge.debugging.patches import apply_patch
-from flawforge.debugging.verdict import judge
+from flawforge.debugging.verdict import Collected, judge
 from flawforge.proto.debugging import Environment
 from flawforge.proto.sandbox import ResourceUsage, SuiteRunResult, TestCaseResult
 from tests.debugging.test_suite_unit import archive as tar_of
@@ -110,17 +110,29 @@ def _run(outcome="ok", status=1, tests=(), unfinished=None) -> SuiteRunResult:
 
 def test_a_test_that_did_not_report_is_never_fail_to_pass():
     baseline = ["t.py::a", "t.py::b", "t.py::c"]
-    whole = ["t.py"]
     interrupted = _run(status=2, tests=[("t.py::a", "failed"), ("t.py::b", "error")], unfinished="t.py::b")
-    assert judge(baseline, interrupted, whole, whole, []).reason == "interrupted"
+    assert judge(baseline, interrupted, baseline, []).reason == "interrupted"
     silent = _run(tests=[("t.py::a", "failed"), ("t.py::b", "passed")])
-    verdict = judge(baseline, silent, whole, whole, [])
+    verdict = judge(baseline, silent, baseline, [])
     assert (verdict.valid, verdict.reason) == (False, "incomplete") and "t.py::c" in verdict.detail
     forbidden = _run(outcome="forbidden", tests=[("t.py::a", "failed"), ("t.py::b", "passed"), ("t.py::c", "passed")])
-    assert judge(baseline, forbidden, whole, whole, []).reason == "forbidden"
+    assert judge(baseline, forbidden, baseline, []).reason == "forbidden"
     whole_run = _run(tests=[("t.py::a", "failed"), ("t.py::b", "passed"), ("t.py::c", "skipped")])
-    verdict = judge(baseline, whole_run, whole, whole, [])
+    verdict = judge(baseline, whole_run, baseline, [])
     assert verdict.valid and verdict.fail_to_pass == ["t.py::a"] and verdict.pass_to_pass == ["t.py::b"]
+
+
+def test_a_selection_goes_to_pytest_as_whole_files_where_it_can_in_collection_order():
+    collected = Collected(["a.py::t1", "a.py::t2", "b.py::t1", "b.py::t10", "c.py::x[1]"], ("c.py::x[2]",))
+    assert collected.arguments(["c.py::x[1]", "b.py::t1", "a.py::t2", "a.py::t1"]) == ["a.py", "b.py::t1", "c.py::x[1]"]
+    assert collected.arguments(["b.py::t10", "b.py::t1"]) == ["b.py"]
+    # a test left out of every run is deselected only where a file or folder argument would run it: pytest
+    # deselects by prefix, and b.py::t1 would take b.py::t10 with it
+    space = Workspace(None, b"", ProjectLayout("p", "1", ("",), ("tests",), ("p.py",)), ENVIRONMENT,
+                      deselected=("tests/b.py::t1",))
+    assert space.args(["tests/b.py::t10"]) == ["tests/b.py::t10"]
+    assert space.args(["tests"]) == ["tests", "--deselect", "tests/b.py::t1"]
+    assert space.args(["tests/b.py"]) == ["tests/b.py", "--deselect", "tests/b.py::t1"]
 
 
 ORDER_DEPENDENT = """STATE = []
@@ -147,9 +159,10 @@ def test_the_final_gate_drops_an_instance_that_does_not_reproduce_by_node_id(sui
     (instance, *_) = result.instances
     buggy = apply_patch(MODULE, instance.patch)
     order = ["tests/test_order.py::test_1_setup", "tests/test_order.py::test_2_needs_setup"]
-    together = instance.model_copy(update={"PASS_TO_PASS": sorted(instance.PASS_TO_PASS + order)})
-    without_setup = instance.model_copy(update={"PASS_TO_PASS": sorted(instance.PASS_TO_PASS + order[1:])})
-    kept, dropped = final_gate(space, [(together, buggy), (without_setup, buggy)], FAST, 2)
+    together, without_setup = (instance.model_copy(update={
+        "PASS_TO_PASS": instance.PASS_TO_PASS + listed,
+        "pytest_arguments": instance.FAIL_TO_PASS + instance.PASS_TO_PASS + listed}) for listed in (order, order[1:]))
+    kept, dropped = final_gate(space, [(together, buggy, None), (without_setup, buggy, None)], FAST, 2)
     assert kept == [together]
     (reject,) = dropped
     assert reject.reason == "gate_fails_clean" and "test_2_needs_setup" in reject.detail
