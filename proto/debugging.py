@@ -94,6 +94,8 @@ class Instance(Model):
                                                              "wrote them.")
     problem_statement: str = Field("", description="The bug as a user reports it (what was run, what came back, "
                                                    "what was expected), naming neither the buggy line nor the fix.")
+    parts: list[str] = Field(default_factory=list, description="A combined bug's parts: the instance ids of the "
+                                                                "single bugs it puts together.")
 
     @property
     def arguments(self) -> list[str]:

@@ -20,7 +20,7 @@ from flawforge.debugging.explain import evidence, fix_outcome, what_is_wrong
 from flawforge.debugging.failures import cut
 from flawforge.debugging.phrasing import order, pick
 from flawforge.debugging.statements import Failure
-from flawforge.debugging.patches import apply_patch, changed_lines, fix_site, task_id
+from flawforge.debugging.patches import apply_patch, changed_lines, fix_site, split_hunks, task_id
 from flawforge.inputs import plain_name
 from flawforge.proto.debugging import SUITE_HASH_SEED, ChatMessage, Conversation, ConversationReply, Instance
 from flawforge.proto.llm import ChatMessage as RequestMessage, ChatRequest
@@ -104,16 +104,26 @@ def _enclosing(buggy: str, first: int, last: int) -> tuple[int, int] | None:
     return best
 
 
-def buggy_excerpt(instance: Instance, buggy: str) -> Site:
-    """Where the fix goes in the buggy file (`fix_site`, within the file) and the code around it."""
+def buggy_excerpt(instance: Instance, buggy: str, fix_patch: str | None = None) -> Site:
+    """Where the fix (`fix_patch`, by default the instance's) goes in the buggy file (`fix_site`, within the file)
+    and the code around it."""
+    fix_patch = instance.fix_patch if fix_patch is None else fix_patch
     text = buggy.splitlines()
-    lines = [n for n in fix_site(instance.fix_patch) if 1 <= n <= len(text)] or [len(text) or 1]
+    lines = [n for n in fix_site(fix_patch) if 1 <= n <= len(text)] or [len(text) or 1]
     first, last = lines[0], lines[-1]
     region = _enclosing(buggy, first, last) or (1, len(text))
     if region[1] - region[0] + 1 > FUNCTION_LINES:
         region = (max(region[0], first - AROUND_LINES), min(region[1], last + AROUND_LINES))
     near = _numbered(text, max(1, first - 2), min(len(text), last + 2))
-    return Site(lines, not changed_lines(instance.fix_patch), near, region, _numbered(text, *region))
+    return Site(lines, not changed_lines(fix_patch), near, region, _numbered(text, *region))
+
+
+def excerpts(instance: Instance, buggy: str) -> list[tuple[Site, str]]:
+    """(where, its part of the fix) for each part of the bug: one for a single bug, one per hunk of a combined
+    bug's fix (its parts may lie far apart in the file)."""
+    if not instance.parts:
+        return [(buggy_excerpt(instance, buggy), instance.fix_patch)]
+    return [(buggy_excerpt(instance, buggy, hunk), hunk) for hunk in split_hunks(instance.fix_patch)]
 
 
 FOLLOW_UPS = ("Please show the fix.", "How do I fix it?", "Can you write the patch?", "What should the code be?",
@@ -121,26 +131,28 @@ FOLLOW_UPS = ("Please show the fix.", "How do I fix it?", "Can you write the pat
               "And the fix?")
 
 
-def _user_turn(instance: Instance, site: Site, key: str) -> str:
-    """The user's first turn: the report, the function around the bug and the test output, in an order and with
+def _user_turn(instance: Instance, sites: list[Site], key: str) -> str:
+    """The user's first turn: the report, the function(s) around the bug and the test output, in an order and with
     words chosen for the instance (a scenario's task always first)."""
     where = instance.path
-    code = pick(key, "code-intro", [
-        f"The code is in `{where}`; lines {site.region[0]}-{site.region[1]}:",
-        f"Here is the relevant part of `{where}` (lines {site.region[0]}-{site.region[1]}):",
-        f"`{where}`, lines {site.region[0]}-{site.region[1]}:",
-        f"This is the code in `{where}` (lines {site.region[0]}-{site.region[1]}):"])
+    code = []
+    for site in {s.region: s for s in sites}.values():
+        intro = pick(key, "code-intro", [
+            f"The code is in `{where}`; lines {site.region[0]}-{site.region[1]}:",
+            f"Here is the relevant part of `{where}` (lines {site.region[0]}-{site.region[1]}):",
+            f"`{where}`, lines {site.region[0]}-{site.region[1]}:",
+            f"This is the code in `{where}` (lines {site.region[0]}-{site.region[1]}):"])
+        code.append(f"{intro}\n```python\n{site.function}\n```")
     output = pick(key, "output-intro", ["Test output:", "The failing tests print:", "pytest says:",
                                         "Output of the failing tests:"])
-    parts = [f"{code}\n```python\n{site.function}\n```",
-             f"{output}\n```\n{cut(instance.failing_output, OUTPUT_BYTES)}\n```"]
+    parts = ["\n\n".join(code), f"{output}\n```\n{cut(instance.failing_output, OUTPUT_BYTES)}\n```"]
     return "\n\n".join([f"{scenario_text(instance)}{problem_statement(instance)}",
                         *order(key, "user-parts", parts)])
 
 
-def _diagnosis(instance: Instance, site: Site, failures: list[Failure], key: str) -> str:
+def _diagnosis(instance: Instance, sites: list[tuple[Site, str]], failures: list[Failure], key: str) -> str:
     """The assistant's reading of the failure: what the test shows, where the code goes wrong and what is wrong
-    there; the parts in an order chosen for the instance."""
+    there (each place, for a combined bug); the parts in an order chosen for the instance."""
     shows = evidence(failures[0] if failures else None, key)
     scope = pick(key, "scope", [
         f"{len(instance.FAIL_TO_PASS)} test(s) fail ({_tests(instance.FAIL_TO_PASS)}); {len(instance.PASS_TO_PASS)} "
@@ -149,13 +161,21 @@ def _diagnosis(instance: Instance, site: Site, failures: list[Failure], key: str
         f"{len(instance.PASS_TO_PASS)} tests that pass show the rest is fine.",
         f"{len(instance.FAIL_TO_PASS)} test(s) fail, among them {_tests(instance.FAIL_TO_PASS)}; the other "
         f"{len(instance.PASS_TO_PASS)} pass."])
-    location = pick(key, "location", [
-        f"The problem is in `{instance.qualname}`, {site.where}:",
-        f"It comes from `{instance.qualname}` in `{instance.path}`, {site.where}:",
-        f"Following the failure into `{instance.qualname}` leads to {site.where}:",
-        f"The place to look is `{instance.qualname}`, {site.where} of `{instance.path}`:"])
-    located = f"{location}\n```python\n{site.near}\n```\n{what_is_wrong(instance.fix_patch, key)}"
-    return "\n\n".join(part for part in [*order(key, "diagnosis", [shows, scope]), located] if part)
+    if len(sites) > 1:
+        scope += " " + pick(key, "several", [
+            f"There is more than one mistake: {len(sites)} places need fixing.",
+            f"The failures do not come from one place: there are {len(sites)} separate mistakes.",
+            f"{len(sites)} separate spots are wrong, not one."])
+    located = []
+    for number, (site, hunk) in enumerate(sites):
+        location = pick(key, f"location{number}", [
+            f"The problem is in `{instance.qualname}`, {site.where}:",
+            f"It comes from `{instance.qualname}` in `{instance.path}`, {site.where}:",
+            f"Following the failure into `{instance.qualname}` leads to {site.where}:",
+            f"The place to look is `{instance.qualname}`, {site.where} of `{instance.path}`:"] if len(sites) == 1 else [
+            f"{site.where.capitalize()}:", f"At {site.where}:", f"Then {site.where}:", f"Also, {site.where}:"])
+        located.append(f"{location}\n```python\n{site.near}\n```\n{what_is_wrong(hunk, f'{key}:{number}')}")
+    return "\n\n".join(part for part in [*order(key, "diagnosis", [shows, scope]), *located] if part)
 
 
 def _fix(instance: Instance, key: str) -> str:
@@ -178,8 +198,9 @@ def write_conversation(instance: Instance, clean: str, *, reply: ConversationRep
     key = instance.instance_id
     system = ChatMessage(role="system", content=SYSTEM)
     if reply is None:
-        user = ChatMessage(role="user", content=_user_turn(instance, site, key))
-        diagnosis, fix = _diagnosis(instance, site, list(failures), key), _fix(instance, key)
+        sites = excerpts(instance, buggy)
+        user = ChatMessage(role="user", content=_user_turn(instance, [s for s, _ in sites], key))
+        diagnosis, fix = _diagnosis(instance, sites, list(failures), key), _fix(instance, key)
         if pick(key, "shape", ("two turns", "two turns", "one turn")) == "one turn":
             messages = [system, user, ChatMessage(role="assistant", content=f"{diagnosis}\n\n{fix}")]
         else:
@@ -286,9 +307,6 @@ def fixed_addresses():
 
 
 if __name__ == "__main__":
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        print("run_tests.py: the tests were recorded as a user other than root; as root, tests that skip for root "
-              "(file permissions) do not pass", file=sys.stderr)
     with open(os.path.join(HERE, "tests.txt")) as listed:
         tests = [line.strip() for line in listed if line.strip()]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(os.path.join(HERE, r) for r in SOURCE_ROOTS),
@@ -322,7 +340,7 @@ def task_problem(instance: Instance) -> str:
 def environment_file(instance: Instance) -> str:
     """A pip requirements file of the packages the tests ran against."""
     return (f"# Python {instance.environment.python}; pip install -r {ENVIRONMENT_FILE}\n"
-            "# The tests ran as a user other than root: as root, tests that skip for root do not pass.\n"
+            "# The listed tests were checked to give the same outcomes run as root and as another user.\n"
             + "".join(f"{package}\n" for package in instance.environment.packages))
 
 

@@ -21,6 +21,7 @@ from typing import Protocol
 
 from flawforge.debugging.candidates import (Candidate, body_only_change, candidates_of, choose, member_removal,
                                             parsed)
+from flawforge.debugging.combined import MODIFIER as COMBINED, combine_bugs
 from flawforge.debugging.layout import ProjectLayout, layout_of, name_and_version, read_archive
 from flawforge.debugging.patches import instance_id, unified_diff
 from flawforge.debugging.realism import worth_trying
@@ -308,6 +309,15 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
     result.instances, dropped = final_gate(space, valid, limits, concurrency)
     result.gate_checked = len(valid)
     result.rejects += dropped
+    if COMBINED in modifiers:  # valid singles of one file put together, proven the same way
+        combined = combine_bugs(space, result.instances, modules, seed, passing, baseline, collected, limits,
+                                concurrency)
+        result.instances += combined.instances
+        result.rejects += combined.rejects
+        result.tried += combined.tried
+        result.gate_checked += combined.gate_checked
+        if combined.tried:
+            result.tried_by_modifier[COMBINED] = combined.tried
     result.tried_by_modifier = dict(sorted(result.tried_by_modifier.items()))
     return result
 

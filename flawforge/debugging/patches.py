@@ -70,6 +70,14 @@ def fix_site(patch: str) -> list[int]:
     return sorted(set(found))
 
 
+def split_hunks(patch: str) -> list[str]:
+    """A one-file diff as one diff per hunk, each with the file's header."""
+    lines = patch.splitlines(keepends=True)
+    starts = [n for n, line in enumerate(lines) if line.startswith("@@")]
+    header = "".join(lines[:starts[0]]) if starts else ""
+    return [header + "".join(lines[start:end]) for start, end in zip(starts, [*starts[1:], len(lines)])]
+
+
 def apply_patch(text: str, patch: str) -> str:
     """`text` with a unified diff of one file applied (diffs as unified_diff writes them; context must match)."""
     lines = text.splitlines(keepends=True)

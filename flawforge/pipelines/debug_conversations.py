@@ -62,9 +62,11 @@ def suite_sandbox(settings_json: str | None = None):
 
 
 def all_modifiers() -> list[str]:
+    """The registry's modifiers and `combined` (valid single bugs of one file put together)."""
+    from flawforge.debugging.combined import MODIFIER as COMBINED
     from flawforge.debugging.modifiers import REGISTRY
 
-    return sorted(REGISTRY)
+    return sorted([*REGISTRY, COMBINED])
 
 
 class DebugConversationsParams(BaseModel):

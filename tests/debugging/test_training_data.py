@@ -140,3 +140,32 @@ def test_a_models_statements_are_used_when_faithful_and_refused_when_they_leak(r
     assert "quotes the changed line" in reasons[leaking.instance_id]
     assert "replay" in reasons[unreplied.instance_id].lower()
     assert changed_lines_of(leaking.patch)[0] not in written[leaking.instance_id]
+
+
+def test_combined_instances_cover_their_parts_failures_and_their_parts_do_not_overlap(run):
+    """Each combined instance lists valid single instances of one file as its parts; the lines their fixes change
+    lie apart (an unchanged line between any two); its FAIL_TO_PASS holds every part's; re-run here in fresh
+    units, independently of the job, its tests fail with the bug and pass without it."""
+    from flawforge.debugging.patches import changed_lines, fix_site
+
+    from .test_pipeline import assert_instances_hold
+
+    instances = {i.instance_id: i for i in instances_of(run)}
+    combined = [i for i in instances.values() if i.modifier == "combined"]
+    assert combined, "no combined instance"
+    union_exactly = 0
+    for instance in combined:
+        parts = [instances[p] for p in instance.parts]
+        assert 2 <= len(parts) <= 4 and {p.path for p in parts} == {instance.path}
+        assert all(p.modifier != "combined" for p in parts)
+        lines = [set(changed_lines(p.patch)) | set(fix_site(p.fix_patch)) for p in parts]
+        for n, own in enumerate(lines):
+            for other in lines[n + 1:]:
+                assert not {line + d for line in own for d in (-1, 0, 1)} & other, instance.instance_id
+        failing = set().union(*(p.FAIL_TO_PASS for p in parts))
+        assert failing <= set(instance.FAIL_TO_PASS) and instance.PASS_TO_PASS
+        union_exactly += failing == set(instance.FAIL_TO_PASS)
+    assert union_exactly
+    summary = json.loads((run / "out" / "summary.json").read_text())
+    assert summary["by_modifier"]["combined"]["valid"] == len(combined)
+    assert_instances_hold(combined, run / "libraries")
