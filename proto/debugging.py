@@ -30,7 +30,9 @@ class Baseline(Model):
 
     tests: int = Field(description="Tests the clean suite reported.")
     passing: list[str] = Field(description="Tests that passed in both clean runs: the baseline.")
-    flaky: list[str] = Field(default_factory=list, description="Tests whose outcome differed between the runs.")
+    flaky: list[str] = Field(default_factory=list, description="Tests whose outcome differed between the runs: flaky, "
+                                                               "or depending on who runs them (the second run is "
+                                                               "as another user).")
     collection_errors: list[str] = Field(default_factory=list)
     standing_refusal: str | None = Field(None, description="What the sandbox refused outside any test in both clean "
                                                            "runs (the project carried on without it).")

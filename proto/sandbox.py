@@ -161,6 +161,10 @@ class SuiteOptions(Model):
     coverage_files: list[str] = Field(default_factory=list, description="The project files coverage looks at.")
     limits: SandboxLimits | None = None
     environment: str | None = Field(None, description=ENVIRONMENT_DESCRIPTION)
+    other_user: bool = Field(False, description="The tests see another user than the unit's: root where the unit is "
+                                                "not (os.getuid() is 0, os.chmod cannot take the owner's read and write "
+                                                "bits), an unprivileged one where it is; for telling the tests whose "
+                                                "outcome depends on who runs them.")
 
 
 class SuiteRunRequest(SuiteOptions):

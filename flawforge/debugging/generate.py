@@ -1,10 +1,11 @@
 """One library in, its validated bugs and rejects out, given something that runs suites (the sandbox).
 
-The clean suite runs twice (the first time with coverage); tests whose outcomes differ are
-flaky and left out, the rest that passed both times are the baseline. Candidates come from
-the modifiers over the library's modules; only candidates in code some test executes are
-eligible; `per_library` of them are chosen with the seed and each runs the test files that
-can notice it (see verdict). A candidate that changes only a function's body, or removes a
+The clean suite runs twice: the first time with coverage, the second as another user (root where
+units are not: runtime.suite.OtherUser); tests whose outcomes differ are flaky or depend on who
+runs them and are left out, the rest that passed both times are the baseline. Candidates come
+from the modifiers over the library's modules; only candidates in code some baseline test
+executes are eligible; `per_library` of them are chosen with the seed and each runs the baseline
+tests that can notice it (see verdict). A candidate that changes only a function's body, or removes a
 method, in code that does not run at import, runs in a suite batch: the suite collected once
 per batch, the function's code replaced (the method deleted) in place, one batch per worker;
 the others, and any change a batch hands back, run in a unit of their own with the changed
@@ -49,7 +50,8 @@ HANG_FRACTION = 8
 
 class SuiteRunner(Protocol):
     def run_suite(self, archive: bytes, overlay: dict[str, str] | None = None, *, source_roots=(""), args=(),
-                  coverage_files=None, limits: SandboxLimits | None = None, **environment) -> SuiteRunResult: ...
+                  coverage_files=None, limits: SandboxLimits | None = None, other_user: bool = False,
+                  **environment) -> SuiteRunResult: ...
 
     def run_suite_batch(self, archive: bytes, changes: list[SuiteChange], *, source_roots=(""), args, modules=(),
                         baseline=(), limits: SandboxLimits | None = None,
@@ -80,10 +82,10 @@ class Workspace:
         return [*tests, *(part for test in needed for part in ("--deselect", test))]
 
     def run(self, tests, overlay: dict[str, str] | None = None, *, coverage_files=None,
-            limits: SandboxLimits = SUITE_LIMITS) -> SuiteRunResult:
+            limits: SandboxLimits = SUITE_LIMITS, other_user: bool = False) -> SuiteRunResult:
         return self.runner.run_suite(self.archive, overlay, source_roots=self.layout.source_roots,
                                      args=self.args(tests), coverage_files=coverage_files, limits=limits,
-                                     **self._options())
+                                     other_user=other_user, **self._options())
 
     def run_batch(self, changes: list[SuiteChange], files: list[str], baseline: list[str],
                   limits: SandboxLimits) -> list[SuiteRunResult | None]:
@@ -108,15 +110,15 @@ def baseline_of(first: SuiteRunResult, second: SuiteRunResult) -> Baseline:
 
 def clean_runs(space: Workspace, concurrency: int,
                limits: SandboxLimits) -> tuple[Workspace, SuiteRunResult, SuiteRunResult, list[Exclusion], str | None]:
-    """The clean suite twice (the first with coverage). A test that stops a run (an interrupt, a forbidden
+    """The clean suite twice (the first with coverage, the second as another user). A test that stops a run (an interrupt, a forbidden
     operation, a hang) is left out and the runs start again, up to EXCLUSION_ROUNDS times; files that fail to collect
     are left out by pytest itself and listed. Returns the workspace that deselects what was left out, the two
     runs, the exclusions and why there is no baseline (None when both runs are complete)."""
     excluded: list[Exclusion] = []
     for _ in range(EXCLUSION_ROUNDS + 1):
         with ThreadPoolExecutor(max_workers=concurrency) as pool:  # the two clean runs are independent
-            runs = [pool.submit(space.run, space.layout.test_paths, coverage_files=files, limits=limits)
-                    for files in (list(space.layout.modules), None)]
+            runs = [pool.submit(space.run, space.layout.test_paths, coverage_files=files, limits=limits,
+                                other_user=files is None) for files in (list(space.layout.modules), None)]
             first, second = (run.result() for run in runs)
         stopper = next((test for run in (first, second) for test in [stopping_test(run)] if test), None)
         standing = standing_refusal(first, second)

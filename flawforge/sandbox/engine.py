@@ -602,17 +602,19 @@ class Sandbox:
 
     def run_suite(self, archive: bytes, overlay: dict[str, str] | None = None, *, source_roots: list[str] = ("",),
                   args: list[str] = (), coverage_files: list[str] | None = None,
-                  limits: SandboxLimits | None = None, environment: str | None = None) -> SuiteRunResult:
+                  limits: SandboxLimits | None = None, environment: str | None = None,
+                  other_user: bool = False) -> SuiteRunResult:
         """Runs the pytest suite of the project in `archive` (tar.gz) with `overlay` written over it; each test's
         outcome by node id. With `coverage_files`, also which of their functions each test executed. pytest
         comes from pytest_path(), which the sandbox's read_paths must include. With `environment` (a folder of
         installed wheels under the read paths, as flawforge.debugging.environments builds), the project sees the
-        standard library and that folder, not the host's site-packages."""
+        standard library and that folder, not the host's site-packages. With `other_user`, the tests see another
+        user than the unit's (runtime.suite.OtherUser)."""
         limits = limits or self.limits
         future = self._submit({"unit": wire.SUITE, "archive": base64.b64encode(archive).decode("ascii"),
                                "overlay": overlay or {}, "source_roots": list(source_roots), "args": list(args),
                                "coverage": coverage_files is not None, "coverage_files": coverage_files or [],
-                               **self._python_path(environment)}, limits)
+                               "other_user": other_user, **self._python_path(environment)}, limits)
         return _counted(outcome.project_suite_result(*self._wait(future, limits), limits))
 
     def run_suite_batch(self, archive: bytes, changes: list[SuiteChange], *, source_roots: list[str] = ("",),

@@ -109,12 +109,13 @@ class RemoteSandbox:
 
     def run_suite(self, archive: bytes, overlay: dict[str, str] | None = None, *, source_roots: list[str] = ("",),
                   args: list[str] = (), coverage_files: list[str] | None = None,
-                  limits: SandboxLimits | None = None, environment: str | None = None) -> SuiteRunResult:
+                  limits: SandboxLimits | None = None, environment: str | None = None,
+                  other_user: bool = False) -> SuiteRunResult:
         limits = limits or self.limits
         request = SuiteExecRequest(archive=base64.b64encode(archive), overlay=overlay or {},
                                    source_roots=list(source_roots), args=list(args),
                                    coverage=coverage_files is not None, coverage_files=coverage_files or [],
-                                   limits=limits, environment=environment)
+                                   limits=limits, environment=environment, other_user=other_user)
         return self._call("POST", "/sandbox/suite", request, SuiteRunResult, limits.timeout_s + MARGIN_S)
 
     def run_suite_batch(self, archive: bytes, changes: list[SuiteChange], *, source_roots: list[str] = ("",),

@@ -93,7 +93,8 @@ def _run(sandbox: Sandbox, unit: UnitKind, request: BaseModel) -> BaseModel:
     if unit == UnitKind.SUITE:
         return sandbox.run_suite(request.archive, request.overlay, source_roots=request.source_roots, args=request.args,
                                  coverage_files=request.coverage_files if request.coverage else None,
-                                 limits=request.limits, environment=request.environment)
+                                 limits=request.limits, environment=request.environment,
+                                 other_user=request.other_user)
     if unit == UnitKind.SUITE_BATCH:
         return SuiteBatchResult(results=sandbox.run_suite_batch(
             request.archive, request.changes, source_roots=request.source_roots, args=request.args,

@@ -179,3 +179,43 @@ def test_changes_a_batch_cannot_vouch_for_are_handed_back(sandbox):
     made, looped = batch(sandbox, [after, loops, after], timeout_s=3)
     assert outcomes(made) == {"tests/test_core.py::test_double": "failed"}
     assert looped.outcome == "timeout"
+
+
+WHO_RUNS = {
+    "who-1.0/who.py": "def read(path):\n    with open(path) as f:\n        return f.read()\n",
+    "who-1.0/tests/test_who.py": (
+        "import os\nimport sys\nimport unittest\n\nimport pytest\n\nfrom who import read\n\n\n"
+        "@pytest.mark.skipif(os.geteuid() == 0, reason='root reads any file')\n"
+        "def test_refused_unless_root(tmp_path):\n    path = tmp_path / 'f'\n    path.write_text('x')\n"
+        "    path.chmod(0)\n    with pytest.raises(PermissionError):\n        read(path)\n\n\n"
+        "def test_unreadable_file(tmp_path):\n    path = tmp_path / 'f'\n    path.write_text('x')\n    path.chmod(0)\n"
+        "    with pytest.raises(PermissionError):\n        read(path)\n\n\n"
+        "def test_readable_file(tmp_path):\n    path = tmp_path / 'f'\n    path.write_text('x')\n"
+        "    assert read(path) == 'x'\n\n\n"
+        "def test_subtests(subtests):\n    for n in range(3):\n        with subtests.test(n=n):\n"
+        "            assert n != 1\n\n\n"
+        "class TestCase(unittest.TestCase):\n    def test_failing_subtest(self):\n        for n in range(3):\n"
+        "            with self.subTest(n=n):\n                self.assertNotEqual(n, 1)\n\n"
+        "    def test_passing_subtests(self):\n        for n in range(3):\n            with self.subTest(n=n):\n"
+        "                self.assertGreaterEqual(n, 0)\n"),
+}
+
+
+def test_a_test_that_depends_on_its_user_reads_differently_as_the_other_user(sandbox):
+    """A run as the other user (root here, where units are not) skips the test that skips for root and fails the
+    one that expects a file it made unreadable to refuse it; the others keep their outcomes."""
+    project = archive(WHO_RUNS)
+    own = outcomes(sandbox.run_suite(project, args=["tests"], limits=LIMITS))
+    other = outcomes(sandbox.run_suite(project, args=["tests"], limits=LIMITS, other_user=True))
+    user_dependent = {"tests/test_who.py::test_refused_unless_root", "tests/test_who.py::test_unreadable_file"}
+    assert {test for test in own if own[test] != other[test]} == user_dependent
+    assert own["tests/test_who.py::test_readable_file"] == other["tests/test_who.py::test_readable_file"] == "passed"
+
+
+def test_a_test_with_a_failing_subtest_is_failing(sandbox):
+    """pytest reports a unittest test whose subtest failed as PASSED beside SUBFAILED (-rA): the unit reads it as
+    failed, as it does a pytest test with a failing subtest; a test whose subtests all pass passes."""
+    run = outcomes(sandbox.run_suite(archive(WHO_RUNS), args=["tests"], limits=LIMITS))
+    assert run["tests/test_who.py::test_subtests"] == "failed"
+    assert run["tests/test_who.py::TestCase::test_failing_subtest"] == "failed"
+    assert run["tests/test_who.py::TestCase::test_passing_subtests"] == "passed"

@@ -189,6 +189,42 @@ def _absent(names, real_import):
     return guarded_import
 
 
+class OtherUser:
+    """The unit as another user than it is, for a clean run that tells the tests whose outcome depends on who runs
+    them: root where the unit is not (os.getuid() and its kin say 0, USER and LOGNAME say root, and os.chmod and
+    os.fchmod leave the owner read and write, and search on a folder, which no mode takes from root), an
+    unprivileged user (65534, nobody) where it is root. A test that skips for root, or expects a file it made
+    unreadable to refuse it, then has another outcome than in a run as the unit's own user. (Root's reach beyond its
+    own files, and a root unit's own, are not imitated.)"""
+
+    NOBODY = 65534
+
+    def enter(self) -> None:
+        import stat
+
+        root = os.geteuid() != 0
+        uid, name = (0, "root") if root else (self.NOBODY, "nobody")
+        for function in ("getuid", "geteuid", "getgid", "getegid"):
+            setattr(os, function, lambda: uid)
+        os.getresuid = os.getresgid = lambda: (uid, uid, uid)
+        os.getgroups = lambda: [uid]
+        os.environ["USER"] = os.environ["LOGNAME"] = name
+        if not root:
+            return
+
+        def keeping_owner(change):
+            def changed(target, mode, *args, **kwargs):
+                try:
+                    folder = stat.S_ISDIR(os.stat(target).st_mode)
+                except (OSError, TypeError, ValueError):
+                    folder = False
+                return change(target, mode | (0o700 if folder else 0o600), *args, **kwargs)
+
+            return changed
+
+        os.chmod, os.fchmod = keeping_owner(os.chmod), keeping_owner(os.fchmod)
+
+
 def run_suite(request: dict, send) -> None:
     """Runs in the unit's work dir (the current directory); `send(frame, flush)` reports."""
     import pytest
@@ -200,8 +236,13 @@ def run_suite(request: dict, send) -> None:
 
     coverage = Coverage(root, request.get("coverage_files", [])) if request.get("coverage") else None
     reporter = Reporter(send, coverage)
+    args = list(request.get("args", []))
+    if request.get("other_user"):
+        OtherUser().enter()
+        # pytest's default temporary folder must be owned by the user it sees: a folder of the run's own instead
+        args = ["--basetemp", os.path.join(root, ".pytest-other-user"), *args]
     try:
-        status = pytest.main(BASE_ARGS + ["--rootdir", root] + list(request.get("args", [])), plugins=[reporter])
+        status = pytest.main(BASE_ARGS + ["--rootdir", root] + args, plugins=[reporter])
     finally:
         if coverage is not None:
             coverage.finish()
