@@ -49,6 +49,17 @@ def show_answer(value: Any) -> str | None:
     return show(value)
 
 
+def show_percent(value: Any) -> str | None:
+    """A share as a percentage ("50%" for 1/2, "12.5%" for 0.125); None where it takes more than two decimals."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, Fraction)) or not math.isfinite(value):
+        return None
+    points = Fraction(repr(value)) * 100 if isinstance(value, float) else Fraction(value) * 100
+    scaled = points * 100
+    if scaled.denominator != 1:
+        return None
+    return f"{show_answer(points)}%"
+
+
 def _trim(text: str, keep: int = 0) -> str:
     """Drops trailing zeros after the decimal point, keeping at least `keep` decimals."""
     whole, _, decimals = text.partition(".")

@@ -158,6 +158,8 @@ def _filled(token: "_Token | _Piece", numbers: list[str]) -> _Token:
     """A token of a shape with its number: its slot's digits, negated or a percentage as the shape says."""
     if token.kind != "num":
         return token if isinstance(token, _Token) else _Token(token.kind, token.text)
+    if token.value is None:  # a number written as words ("three times 4"): a prose piece holding its value
+        return _Token("num", token.text, token.spoken)
     literal = numbers[token.value]  # a shape's number token holds its slot
     value, decimals = _plain(literal)
     if "-" in token.text:
@@ -347,9 +349,11 @@ def _display(value: Fraction) -> str:
 
 
 # Prose shapes: numbers with currency, percent and units; operators as signs or words; '=' or 'equals'. A number
-# glued to a letter is no number a calculation uses ("2W", "$280k", "3rd"), nor is one in a time ("6:00").
+# glued to a unit is a number ("8km/4hrs"), but not one glued to a single letter ("2W", "$280k") or an ordinal's
+# ending ("3rd"), nor one in a time ("6:00").
 _PROSE_TOKEN = re.compile(
-    r"(?P<num>(?<!\d:)(?:[$€£]\s?)?-?0(?![\d:]|[A-WYZa-wyz]|[xX][A-Za-z]))(?P<pct>\s?%)?"
+    r"(?P<num>(?<!\d:)(?:[$€£]\s?)?-?0(?![\d:]|(?:st|nd|rd|th)(?![A-Za-z])|[A-WYZa-wyz](?![A-Za-z])"
+    r"|[xX][A-Za-z]))(?P<pct>\s?%)?"
     r"|(?P<eq>=|\bequals\b)"
     r"|(?P<op>(?<![A-Za-z])[xX×](?![A-Za-z])|[-+*/÷×−–]|\bplus\b|\bminus\b|\btimes\b|\bmultiplied by\b"
     r"|\bdivided by\b)"
@@ -359,8 +363,14 @@ _PROSE_TOKEN = re.compile(
 _PERCENT_MARK = "%"
 _WORD_OPERATOR = {"plus": "+", "minus": "-", "times": "*", "multiplied by": "*", "divided by": "/"}
 _MAX_UNIT_WORDS = 3
-# "10% of 150": a side that ends at "of" is cut short, and so is one that starts after it
-_CUT = "of"
+# "of" after a share is a multiplication ("10% of 150", "2/3 of 30", "half of 24"); after another number it is
+# prose the reader cannot compute ("3 of 12 eggs"), and the side it ends is cut short
+_OF = "of"
+# Number words a calculation may use as operands (next to an operator: "three times 4"), and shares before "of".
+_SHARE_WORDS = {"half": Fraction(1, 2), "one-half": Fraction(1, 2), "third": Fraction(1, 3),
+                "one-third": Fraction(1, 3), "quarter": Fraction(1, 4), "one-quarter": Fraction(1, 4),
+                "one-fourth": Fraction(1, 4), "fifth": Fraction(1, 5), "one-fifth": Fraction(1, 5),
+                "two-thirds": Fraction(2, 3), "three-quarters": Fraction(3, 4), "three-fourths": Fraction(3, 4)}
 
 
 class _Piece(NamedTuple):
@@ -368,8 +378,9 @@ class _Piece(NamedTuple):
     text: str
     start: int
     end: int
-    value: int | None = None  # a number's slot
+    value: int | None = None  # a number's slot (None for a number written as words)
     word: bool = False        # an operator written as a word
+    spoken: Fraction | int | None = None  # the value of a number written as words
 
 
 def _prose_pieces(shape: str) -> tuple[_Piece, ...]:
@@ -386,7 +397,40 @@ def _prose_pieces(shape: str) -> tuple[_Piece, ...]:
                                  word=op in _WORD_OPERATOR))
         else:
             pieces.append(_Piece(kind, text, match.start(), match.end()))
+    return _read_words(pieces)
+
+
+def _read_words(pieces: list[_Piece]) -> tuple[_Piece, ...]:
+    """Words that are arithmetic to a reader: a number word used as an operand ("three times 4", "4 x two"), a
+    share word before "of" ("half of 24"), and "of" after a share ("10% of 150", "2/3 of 30", "half of 24"), which
+    multiplies."""
+    for index, piece in enumerate(pieces):
+        if piece.kind != "word":
+            continue
+        word = piece.text.lower()
+        after = pieces[index + 1] if index + 1 < len(pieces) else None
+        before = pieces[index - 1] if index else None
+        if word == _OF:
+            if after is not None and after.kind in ("num", "lp") and _is_share(pieces, index - 1):
+                pieces[index] = _Piece("op", "*", piece.start, piece.end)
+        elif word in _SHARE_WORDS:
+            if after is not None and after.kind == "word" and after.text.lower() == _OF:
+                pieces[index] = _Piece("num", piece.text, piece.start, piece.end, spoken=_SHARE_WORDS[word])
+        elif word in _WORD_VALUES and ((after is not None and after.kind == "op" and after.text != "-")
+                                       or (before is not None and before.kind == "op")):
+            pieces[index] = _Piece("num", piece.text, piece.start, piece.end, spoken=_WORD_VALUES[word])
     return tuple(pieces)
+
+
+def _is_share(pieces: list[_Piece], index: int) -> bool:
+    """Whether pieces[index] ends a share of something: a percentage, a share word or a fraction "2/3"."""
+    if index < 0 or pieces[index].kind != "num":
+        return False
+    piece = pieces[index]
+    if piece.spoken is not None or _PERCENT_MARK in piece.text:
+        return True
+    return index >= 2 and pieces[index - 1].kind == "op" and pieces[index - 1].text == "/" \
+        and not pieces[index - 1].word and pieces[index - 2].kind == "num"
 
 
 def _sides(pieces: tuple[_Piece, ...], start: int) -> tuple[list[list[_Piece]], int]:
@@ -424,8 +468,10 @@ def _sides(pieces: tuple[_Piece, ...], start: int) -> tuple[list[list[_Piece]], 
         elif piece.kind == "rp" and previous in ("num", "rp") and _open(current) > 0:
             current.append(piece)
         elif piece.kind == "word" and previous in ("num", "rp"):
-            if piece.text.lower() == _CUT:
-                cut_short = True
+            if piece.text.lower() == _OF:
+                following = pieces[index + 1] if index + 1 < len(pieces) else None
+                # "3 of 12 eggs": a number taken of another, which the reader cannot compute
+                cut_short = following is not None and following.kind in ("num", "lp")
                 break
             # units after a number, kept only when an operator or '=' follows them
             after = index
@@ -449,8 +495,10 @@ def _sides(pieces: tuple[_Piece, ...], start: int) -> tuple[list[list[_Piece]], 
             continue
         sides.pop()
     before = pieces[start - 1] if start > 0 else None
-    if before is not None and (before.kind == "op" or (before.kind == "word" and before.text.lower() == _CUT)):
-        sides = sides[1:]  # the first side is the tail of something longer ("3 dozen cookies - 2 dozen = 1")
+    if before is not None and (before.kind == "op" or (
+            before.text.lower() == _OF and start >= 2 and pieces[start - 2].kind in ("num", "rp"))):
+        # the first side is the tail of something longer: "3 dozen cookies - 2 dozen = 1", "3 of 12 eggs = 1/4"
+        sides = sides[1:]
     if len(sides) >= 3 and not any(p.kind == "op" for p in sides[0]):
         sides = sides[1:]  # a conversion: "2 kg = 2 * 1000 = 2000 g"
     return sides, index

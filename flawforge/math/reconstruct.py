@@ -23,12 +23,13 @@ import re
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from fractions import Fraction
+from types import MappingProxyType
 from typing import Any, Callable, Collection, Mapping
 
 from flawforge.math import PROBLEM_CACHE_SIZE
 from flawforge.math.arithmetic import UnsafeExpression, evaluate
-from flawforge.math.display import show, show_answer
-from flawforge.math.proofread import ANNOTATION, Number, check_annotation, numbers_in
+from flawforge.math.display import show, show_answer, show_percent
+from flawforge.math.proofread import ANNOTATION, Number, as_written, check_annotation, numbers_in
 from flawforge.math.program import Program, Site, clone
 from flawforge.proto.values import identical
 
@@ -98,7 +99,58 @@ def field_value(expression: str, values: Mapping[str, Any]) -> Any:
         raise Unrenderable(f"placeholder {{{expression}}}: {exc}") from None
 
 
-def _format(value: Any, spec: str, in_expression: bool) -> str:
+class Styles:
+    """How the original solution writes each variable's values, so that a flawed value is written alike: a share
+    it writes as a percentage ("50%") in percent, where the template would show the fraction the code computes
+    with; a value it writes as a whole number or a decimal with decimals ("20.8 plants", never "104/5 plants").
+    Only a variable whose value is a fraction the original does not write otherwise keeps fractions ("3/4")."""
+
+    def __init__(self, values: Mapping[str, Any] = MappingProxyType({}), original: str = ""):
+        written = numbers_in(original) if original else ()
+        percent, decimal = set(), set()
+        for name, value in values.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float, Fraction)):
+                continue
+            exact = as_written(value)
+            if exact is None:
+                continue
+            forms = [number for number in written if _states(number, exact)]
+            if any(number.percent for number in forms) and show_percent(value) is not None:
+                percent.add(name)
+            if exact == int(exact) or (any(number.decimals for number in forms) and show_answer(value) is not None):
+                decimal.add(name)
+        self.percent = frozenset(percent)
+        self.decimal = frozenset(decimal)
+
+    def show(self, name: str | None, value: Any, prose: bool) -> str:
+        """`value` of variable `name` as the original writes it, in prose or in an annotation."""
+        if name is not None:
+            if prose and name in self.percent:
+                text = show_percent(value)
+                if text is None:
+                    raise Unrenderable(f"{name} = {show(value)} is no percentage with at most two decimals")
+                return text
+            if isinstance(value, Fraction) and value.denominator != 1 and name in self.decimal:
+                text = show_answer(value)
+                if text is None:
+                    raise Unrenderable(f"{name} = {show(value)} has no decimal a student would write")
+                return text
+        return show(value)
+
+
+def _states(number: Number, value: Fraction | int) -> bool:
+    """Whether a number the original writes states `value` (a percentage of it, or it rounded to the decimals
+    written)."""
+    written = Fraction(number.value) / 100 if number.percent else number.value
+    if number.decimals:
+        return abs(written - value) <= Fraction(1, 2 * 10**number.decimals)
+    return written == value
+
+
+PLAIN = Styles()  # values as the template writes them (show)
+
+
+def _format(value: Any, spec: str, in_expression: bool, text: str | None = None) -> str:
     if spec:
         try:
             return format(value, spec)
@@ -107,20 +159,23 @@ def _format(value: Any, spec: str, in_expression: bool) -> str:
                 return format(float(value), spec)
             except (TypeError, ValueError) as exc:
                 raise Unrenderable(f"format spec {spec!r}: {exc}") from None
-    text = show(value)
+    if text is None:
+        text = show(value)
     # '/' first: only a Fraction's text has one, and testing a value against Fraction (an abstract base class's
     # subclass) is slow
     needs_parentheses = text.startswith("-") or ("/" in text and isinstance(value, Fraction))
     return f"({text})" if in_expression and needs_parentheses else text
 
 
-def render(template: str, values: Mapping[str, Any]) -> str:
-    """The template with every field filled from `values`."""
+def render(template: str, values: Mapping[str, Any], styles: Styles = PLAIN) -> str:
+    """The template with every field filled from `values`, each plain `{name}` written in its style."""
     pieces, tail = _rendering_plan(template)
     rendered = []
-    for literal, field, grouped in pieces:
+    for literal, field, grouped, prose in pieces:
         rendered.append(literal)
-        rendered.append(_format(field_value(field.expression, values), field.spec, grouped))
+        value = field_value(field.expression, values)
+        text = styles.show(field.variable, value, prose) if not field.spec else None
+        rendered.append(_format(value, field.spec, grouped, text))
     rendered.append(tail)
     return "".join(rendered)
 
@@ -130,15 +185,19 @@ _AFTER_DIVISION = re.compile(r"(?:/|÷|\bdivided by)\s*\$?$")
 
 
 @lru_cache(maxsize=PROBLEM_CACHE_SIZE)  # every mutant's solution renders its problem's few templates again
-def _rendering_plan(template: str) -> tuple[tuple[tuple[str, Field, bool], ...], str]:
+def _rendering_plan(template: str) -> tuple[tuple[tuple[str, Field, bool, bool], ...], str]:
     """(literal text before it, the field, whether its value must be grouped: it sits in an annotation's
-    expression or follows a division sign) for each field, and the literal text after the last."""
+    expression or follows a division sign, whether it is prose: outside annotations and not written before a '%'
+    of the template's own) for each field, and the literal text after the last."""
     spans = _annotation_expression_spans(template)
+    annotations = [(slot.start, slot.end) for slot in _annotation_slots(template)]
     pieces, position = [], 0
     for field in fields(template):
         grouped = any(start <= field.start < end for start, end in spans) or bool(
             _AFTER_DIVISION.search(template[max(0, field.start - 16):field.start]))
-        pieces.append((_literal(template[position:field.start]), field, grouped))
+        prose = not any(start <= field.start < end for start, end in annotations) \
+            and not template.startswith("%", field.end)
+        pieces.append((_literal(template[position:field.start]), field, grouped, prose))
         position = field.end
     return tuple(pieces), _literal(template[position:])
 
@@ -222,6 +281,32 @@ def literal_spans(template: str) -> list[tuple[int, int]]:
     return spans
 
 
+# An operator written next to an operand: before it ("x {a}", "+ ${a}", "(") or after it, past up to three unit
+# words or rates ("{a} hours * 3", "${a}/book x 3", "{a} = ").
+_OPERATOR_BEFORE = re.compile(r"(?:(?:^|(?<=[\s\d)}%]))[-+*/x×÷−–·X]|\bplus|\bminus|\btimes|\bby|[(=])\s*[$€£]?\s*$")
+_OPERATOR_AFTER = re.compile(r"\s*%?\s*(?:/?[A-Za-z][A-Za-z'-]*\s*){0,3}?(?:[-+*/x×÷−–·X=)(](?=[\s\d$({(]|$)|plus\b|minus\b"
+                             r"|times\b|multiplied\b|divided\b|equals\b)")
+_LITERAL_NUMBER = re.compile(r"(?<![\w.{/])\d+(?:/\d+|\.\d+)?(?![\w}/]|\.\d)")
+
+
+@lru_cache(maxsize=PROBLEM_CACHE_SIZE)
+def operand_spans(template: str) -> tuple[tuple[int, int], ...]:
+    """Where the template writes an operand of a calculation: every field and number in an annotation, and in the
+    prose each field or literal number with an operator written beside it ("{a} x {b} =", "5 * 7"). The rest
+    restates quantities ("Tobias played for {days} days")."""
+    annotations = [(match.start(), match.end()) for match in _ANNOTATION_TEMPLATE.finditer(template)]
+    candidates = [(field.start, field.end) for field in fields(template)]
+    spans = literal_spans(template)
+    candidates += [(match.start(), match.end()) for match in _LITERAL_NUMBER.finditer(template)
+                   if any(start <= match.start() and match.end() <= end for start, end in spans)]
+    found = []
+    for start, end in sorted(candidates):
+        inside = any(left <= start and end <= right for left, right in annotations)
+        if inside or _OPERATOR_BEFORE.search(template, 0, start) or _OPERATOR_AFTER.match(template, end):
+            found.append((start, end))
+    return tuple(found)
+
+
 def apply_edits(template: str, edits: list[tuple[int, int, str]]) -> str:
     ordered = sorted(edits)
     if any(end > start for (_, end, _), (start, _, _) in zip(ordered, ordered[1:])):
@@ -274,13 +359,13 @@ def _annotation_slots(template: str) -> tuple[_AnnotationSlot, ...]:
 
 
 def _render_line(template: str, values: Mapping[str, Any], code: Mapping[str, ast.expr],
-                 miscalculated: str | None) -> str:
+                 miscalculated: str | None, styles: Styles = PLAIN) -> str:
     """The line, with each annotation true, except the one showing `miscalculated` (false).
 
     An annotation that is not what it must be is rewritten from `code`; raises Unrenderable
     when that does not help either."""
     slots = _annotation_slots(template)
-    line = render(template, values)
+    line = render(template, values, styles)
     wanted = [miscalculated is None or slot.result != miscalculated for slot in slots]
     found = ANNOTATION.findall(line)
     if len(found) == len(slots) and all((check_annotation(body) is None) == want for body, want in zip(found, wanted)):
@@ -288,31 +373,41 @@ def _render_line(template: str, values: Mapping[str, Any], code: Mapping[str, as
     edits = []
     for slot, want in zip(slots, wanted):
         original = template[slot.start:slot.end]
-        if _annotation_is_true(original, values) == want:
+        if _annotation_is_true(original, values, styles) == want:
             continue
         if slot.result is None or slot.result not in code:
             raise Unrenderable(f"annotation {original!r} does not match the computation")
         rewritten = "<<" + expression_template(code[slot.result]) + template[slot.equals:slot.end]
-        if _annotation_is_true(rewritten, values) != want:
+        if _annotation_is_true(rewritten, values, styles) != want:
             raise Unrenderable(f"annotation {original!r} cannot be written from the code")
         edits.append((slot.start, slot.end, rewritten))
-    return render(apply_edits(template, edits), values)
+    return render(apply_edits(template, edits), values, styles)
 
 
-def _annotation_is_true(annotation_template: str, values: Mapping[str, Any]) -> bool:
-    found = ANNOTATION.findall(render(annotation_template, values))
+def _annotation_is_true(annotation_template: str, values: Mapping[str, Any], styles: Styles) -> bool:
+    found = ANNOTATION.findall(render(annotation_template, values, styles))
     return bool(found) and check_annotation(found[0]) is None
 
 
 # --- whole solutions --------------------------------------------------------------------------
-# Some templates wrap an annotation in braces ("${<<{a}*{b}={c}>>}{c}"), which is no field.
+# Some templates wrap an annotation in braces ("${<<{a}*{b}={c}>>}{c}"), which is no field; some lost an
+# annotation's opening to a brace ("${<{a}*{b}={c}>>{c}") or altogether ("=${a}/{b}={c}>>{c}"), which renders
+# "$30/6=5>>5".
 _BRACED_ANNOTATION = re.compile(r"(?<!\{)\{(<<[^<>]*>>)\}(?!\})")
+_BRACE_FOR_OPENING = re.compile(r"\$\{<(?!<)")
+_NO_OPENING = re.compile(r"(?<=\$)(?=\{[^<>$]*=\{[^{}<>]+\}>>)")
 
 
 def step_templates(program: Program) -> list[tuple[str, str]]:
-    return [(step["line_number"], _BRACED_ANNOTATION.sub(r"\1", step["solution_line_template"]))
-            for step in program.logical_steps
+    return [(step["line_number"], _repaired(step["solution_line_template"])) for step in program.logical_steps
             if isinstance(step.get("line_number"), str) and isinstance(step.get("solution_line_template"), str)]
+
+
+def _repaired(template: str) -> str:
+    template = _BRACED_ANNOTATION.sub(r"\1", template)
+    if ">>" in template:
+        template = _NO_OPENING.sub("<<", _BRACE_FOR_OPENING.sub("$<<", template))
+    return template
 
 
 def code_of(program: Program) -> dict[str, ast.expr]:
@@ -339,7 +434,9 @@ class SolutionWriter:
         self.template_of = dict(self.templates)  # by line label
         self.reads = {number: {name for field in fields(template) for name in field.names} & values.keys()
                       for number, template in self.templates}
-        self.lines = {number: _render_line(template, values, self.code, None) for number, template in self.templates}
+        self.styles = Styles(values, "\n".join((source_lines or {}).values()))
+        self.lines = {number: _render_line(template, values, self.code, None, self.styles)
+                      for number, template in self.templates}
         self.order = [number for number, _ in self.templates]
         kept = _unwritten_lines(self.order, source_lines or {})
         for number, line in kept.items():
@@ -349,7 +446,7 @@ class SolutionWriter:
             self.order = sorted(self.order + list(kept), key=lambda number: int(number[1:]))
         # Numbers written as text (a kept line, a template's own words) that state a computed value: a flaw that
         # changes the value rewrites them.
-        self.restater = _Restater(values, program.input_names, stated)
+        self.restater = _Restater(values, program.input_names, stated, self.styles)
         self.written = {number: self.restater.mentions(kept[number] if number in kept else self.template_of[number],
                                                         literal_only=number not in kept)
                         for number in self.order}
@@ -390,7 +487,8 @@ class SolutionWriter:
                     raise Unrenderable(f"no annotation of step {step} shows {miscalculated}")
             if restated:
                 template = self.restater.rewrite(template, values, changed, literal_only=True)
-            lines.append(_render_line(template, values, code, miscalculated if number == step else None))
+            lines.append(_render_line(template, values, code, miscalculated if number == step else None,
+                                      self.styles))
         return self._join(lines, answer)
 
     @staticmethod
@@ -405,7 +503,9 @@ class _Restater:
     """Finds the numbers a text writes out (digits or words, outside a template's fields) that state a
     computed value, and rewrites them for a flawed execution."""
 
-    def __init__(self, values: Mapping[str, Any], inputs: Collection[str], stated: Collection[Fraction]):
+    def __init__(self, values: Mapping[str, Any], inputs: Collection[str], stated: Collection[Fraction],
+                 styles: Styles = PLAIN):
+        self.styles = styles
         self.names: dict[Fraction, set[str]] = {}
         self.fixed: set[Fraction] = set(stated)  # what the question states, or an input holds, stays as written
         for name, value in values.items():
@@ -443,7 +543,9 @@ class _Restater:
                 continue
             if not names <= set(changed):
                 continue  # the number also states a value the flaw kept: it may stay
-            shown = {show(values[name] * 100 if percent else values[name]) for name in names if name in values}
+            # a number written as text is prose: a percentage stays one, a fraction is written as a decimal
+            shown = {show(values[name] * 100) if percent else self.styles.show(name, values[name], prose=False)
+                     for name in names if name in values}
             if len(shown) != 1:
                 raise Unrenderable(f"{number.text!r} states values the flaw changed differently")
             edits.append((number.start, number.end, shown.pop()))

@@ -24,6 +24,15 @@ from tests.math.mutation_corpus import corpus_outputs
     "Wednesday:2(6+12)=38$",                                       # a number before '(' multiplies
     "<<1000+375=1376>>1376",                                       # off by one at any size
     "<<__import__('os')=1>>",                                      # never evaluated, unreadable
+    # after "of": the calculation read whole, a share of something multiplied
+    "She will sell a total of 10 + 14 * 18 + 22 = <<(10+14)*18+22=454>>454 candies",  # parentheses missing
+    "Lyra paid 100% - 20% = 480% of the original price.",          # a result before "of the ..." is a result
+    "The tip is 10% of 150 = 16",
+    "Half of 24 = 13 eggs",
+    # operands written as words
+    "He ran three times 4 = 13 miles",
+    "4 x two = 9",
+    "2/3 of 30 - 5 = 16",
 ])
 def test_false_calculations_are_caught(line):
     assert line_findings(line), line
@@ -46,6 +55,12 @@ def test_false_calculations_are_caught(line):
     "Eighteen hours later he arrived at 6:00+18 hours = 00:00 on Tuesday.",
     "Thus 3m = 220 - 10 = 210 pounds",                             # algebra is not arithmetic
     "So far he has spent $7 for his subway fare + $5 on bananas + $10 on kiwis = $7 + $5 + $10 = $<<7+5+10=22>>22",
+    "Lyra paid 100% - 20% = 80% of the original price.",
+    "The tip is 10% of 150 = 15, and half of 24 = 12 eggs, 2/3 of 30 - 5 = 15",
+    "He ran three times 4 = 12 miles, and 4 x two = 8",
+    "Wanda brought 90 pieces of bread, three times the number of treats, so 90/3 = <<90/3=30>>30 treats.",
+    "They brought a total of 30 treats+60 treats+45 pieces of bread + 90 pieces of bread = <<30+60+45+90=225>>225",
+    "He ate 3 of 12 eggs = 1/4 of them",                           # a number taken of another: no arithmetic
 ])
 def test_true_text_is_not_flagged(line):
     assert not line_findings(line), line_findings(line)

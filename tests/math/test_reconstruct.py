@@ -7,13 +7,17 @@ from fractions import Fraction
 import pytest
 
 from flawforge.math.display import show, show_answer
-from flawforge.math.proofread import check_correct, false_statements
 from flawforge.math.generate import generate_for_problem
-from flawforge.math.reconstruct import SIGNS, WORDS, Unrenderable, final_answer_line, render
+from flawforge.math.gsm8k import numbered_lines
+from flawforge.math.mutations import REGISTRY
+from flawforge.math.program import BoundProgram, Program
+from flawforge.math.proofread import check_correct, false_statements
+from flawforge.math.reconstruct import SIGNS, WORDS, SolutionWriter, Unrenderable, final_answer_line, render
 from flawforge.math.selection import NO_CAPS
 from flawforge.proto.math import ProblemTemplate
 
 from tests.math.mutation_corpus import corpus_outputs
+from tests.math.visible_arithmetic import false_calculations, fraction_results, improper_fraction_results
 
 
 # --- values and fields ------------------------------------------------------------------------
@@ -101,10 +105,10 @@ def test_operator_swap_changes_the_operator_in_the_text(sandbox):
 
 def test_the_seed_example_reads_as_what_was_computed(sandbox):
     output = generate_for_problem(plant_template(), sandbox, ["conceptual"], seed=3, caps=NO_CAPS)
-    lines = {c.flawed_solution.splitlines()[0] for c in output.candidates
-             if c.error_type == "operator_swap" and c.erroneous_line_number == "L1"}
-    # 50 / 20 = 2.5 is no candidate: a whole amount would become fractional
-    assert lines == {"He earned $50 + 20 = $<<50+20=70>>70 for the orchids."}
+    lines = {c.flawed_solution.splitlines()[2] for c in output.candidates
+             if c.error_type == "operator_swap" and c.erroneous_line_number == "L3"}
+    # $1000 * $375 is no candidate: its answer is far outside the story's numbers
+    assert lines == {"In all he earned $1000 - $375 = $<<1000-375=625>>625."}
 
 
 def test_reported_intermediate_ends_the_solution_at_its_step(sandbox):
@@ -135,6 +139,122 @@ def test_computational_candidate_miscalculates_one_line_and_carries_it(sandbox):
         check_computational(c)
 
 
+# --- what a flaw's text says, on small real programs -------------------------------------------
+def written(sandbox, code: str, templates: dict[str, str], mutation: str, params: dict,
+            original: str = "") -> tuple[str, str]:
+    """(correct solution, flawed solution) of one edit of `mutation`, the one with `params`, on a program whose
+    solution lines are `templates` (by label); `original` stands for the GSM8K solution."""
+    steps = [{"line_number": label, "question_inputs": [], "WK_inputs": [], "solution_line_template": text}
+             for label, text in templates.items()]
+    program = Program.parse(code, steps)
+    run = sandbox.trace_call(code, "solve")
+    bound = BoundProgram.bind(program, run.trace, run.return_value.to_python())
+    writer = SolutionWriter(program, bound.final_values, bound.answer,
+                            {label: line for label, line in numbered_lines(original).items() if label != "FA"})
+    site, edit = next((site, edit) for site in bound.sites for edit in REGISTRY[mutation].edits(site)
+                      if all(edit.params.get(key) == value for key, value in params.items()))
+    flawed = bound.predict(site, edit.value_in(site.scope))
+    return writer.solution, writer.write(flawed.values, flawed.answer, step=edit.text.erroneous_line(site),
+                                         change=edit.text, target=site.target, expression=edit.expression)
+
+
+CAKES = """def solve():
+    # L1
+    trays = 7
+    cakes_per_tray = 2
+    days = 3
+    cakes = trays * cakes_per_tray * days
+    # FA
+    answer = cakes
+    return answer
+"""
+
+
+def test_a_swapped_operation_is_written_with_the_parentheses_it_computes(sandbox):
+    line = "She bakes {trays} x {cakes_per_tray} x {days} = <<{trays}*{cakes_per_tray}*{days}={cakes}>>{cakes} cakes."
+    correct, flawed = written(sandbox, CAKES, {"L1": line}, "operator_swap",
+                              {"left": "trays", "right": "cakes_per_tray", "new": "+"})
+    assert correct.splitlines()[0] == "She bakes 7 x 2 x 3 = <<7*2*3=42>>42 cakes."
+    # not "7 + 2 x 3 = 27", which reads 13
+    assert flawed.splitlines()[0] == "She bakes (7 + 2) x 3 = <<(7+2)*3=27>>27 cakes."
+    # units after an operand stay inside its parentheses
+    line = "{trays} trays x {cakes_per_tray} cakes x {days} = <<{trays}*{cakes_per_tray}*{days}={cakes}>>{cakes}"
+    _, flawed = written(sandbox, CAKES, {"L1": line}, "operator_swap",
+                        {"left": "trays", "right": "cakes_per_tray", "new": "+"})
+    assert flawed.splitlines()[0] == "(7 trays + 2 cakes) x 3 = <<(7+2)*3=27>>27"
+    assert not false_statements(flawed) and not any(map(false_calculations, flawed.splitlines()))
+
+
+PLAY = """def solve():
+    # L1
+    hours_per_day = 5
+    days = 7
+    weeks = 3
+    hours = hours_per_day * days
+    # L2
+    total = hours * weeks
+    # FA
+    answer = total
+    return answer
+"""
+
+
+def test_a_misread_number_changes_the_calculation_not_what_the_line_restates(sandbox):
+    lines = {"L1": "Tobias played for {days} days, so he played {hours_per_day} * {days} = "
+                   "<<{hours_per_day}*{days}={hours}>>{hours} hours.",
+             "L2": "In {weeks} weeks of {days} days he played {hours} * {weeks} = <<{hours}*{weeks}={total}>>{total} "
+                   "hours."}
+    _, flawed = written(sandbox, PLAY, lines, "input_misrepresentation", {"operand": "days", "replacement": "weeks"})
+    # the days stay 7 where the line says how long he played, as the next line says: only the product reads 3
+    assert flawed.splitlines()[:2] == ["Tobias played for 7 days, so he played 5 * 3 = <<5*3=15>>15 hours.",
+                                       "In 3 weeks of 7 days he played 15 * 3 = <<15*3=45>>45 hours."]
+    # an operand the template writes as a number is misread as well
+    lines["L1"] = lines["L1"].replace("{hours_per_day} * {days} =", "{hours_per_day} * 7 =")
+    _, flawed = written(sandbox, PLAY, lines, "input_misrepresentation", {"operand": "days", "replacement": "weeks"})
+    assert flawed.splitlines()[0] == "Tobias played for 7 days, so he played 5 * 3 = <<5*3=15>>15 hours."
+
+
+SEEDS = """from fractions import Fraction
+
+def solve():
+    # L1
+    seeds = 30
+    rate = Fraction(4, 5)
+    plants = rate * seeds
+    # L2
+    pots = 4
+    per_pot = plants / pots
+    # FA
+    answer = per_pot
+    return answer
+"""
+SEEDS_LINES = {"L1": "At a germination rate of {rate}, {seeds} seeds yield {rate}*{seeds}=<<{rate}*{seeds}={plants}>>"
+                     "{plants} plants.",
+               "L2": "Each of the {pots} pots gets {plants}/{pots}=<<{plants}/{pots}={per_pot}>>{per_pot} plants."}
+SEEDS_ORIGINAL = ("At a germination rate of 80%, 30 seeds will yield 80/100*30=<<80/100*30=24>>24 plants.\n"
+                  "Each of the 4 pots gets 24/4=<<24/4=6>>6 plants.\n#### 6")
+
+
+def test_values_are_written_as_the_original_writes_them(sandbox):
+    correct, flawed = written(sandbox, SEEDS, SEEDS_LINES, "operator_swap", {"left": "rate", "new": "+"},
+                              SEEDS_ORIGINAL)
+    # the original writes the rate as a percentage, and decimals, never an improper fraction
+    assert correct.splitlines()[0] == "At a germination rate of 80%, 30 seeds yield 80%*30=<<(4/5)*30=24>>24 plants."
+    assert flawed.splitlines()[0] == ("At a germination rate of 80%, 30 seeds yield 80%+30="
+                                      "<<(4/5)+30=30.8>>30.8 plants.")
+    assert flawed.splitlines()[1] == "Each of the 4 pots gets 30.8/4=<<30.8/4=7.7>>7.7 plants."
+    assert not improper_fraction_results(flawed) and not false_statements(flawed)
+    # a value with no decimal a student would write (30.8 / 3) makes the candidate unrenderable, not a fraction
+    with pytest.raises(Unrenderable, match="no decimal"):
+        written(sandbox, SEEDS.replace("pots = 4", "pots = 3"), SEEDS_LINES, "operator_swap",
+                {"left": "rate", "new": "+"}, SEEDS_ORIGINAL.replace("4 pots gets 24/4=<<24/4=6>>6", "3 pots gets "
+                                                                     "24/3=<<24/3=8>>8").replace("#### 6", "#### 8"))
+    # where the original writes the rate as a fraction, the template's fractions stay
+    correct, _ = written(sandbox, SEEDS, SEEDS_LINES, "operator_swap", {"left": "rate", "new": "+"},
+                         SEEDS_ORIGINAL.replace("80%", "4/5"))
+    assert correct.splitlines()[0].startswith("At a germination rate of 4/5, 30 seeds yield 4/5*30=")
+
+
 # --- every candidate of the corpus ------------------------------------------------------------
 def first_changed_line(candidate) -> int:
     """0-based index of the first solution line the flaw changed (step numbers need not start at L1)."""
@@ -148,9 +268,11 @@ def check_computational(c) -> None:
     first_changed = first_changed_line(c)
     false_lines = {finding.line - 1 for finding in false_statements(c.flawed_solution)}
     assert false_lines == {first_changed}, (c.id, false_statements(c.flawed_solution))
-    # the wrong value is shown where it was computed and used from there on
-    wrong = show(c.flawed_value.to_python())
-    assert re.search(rf"={re.escape(wrong)}>>", flawed[first_changed])
+    # the wrong value is shown where it was computed and used from there on (a fraction as a decimal where the
+    # original writes decimals)
+    wrong = "|".join(re.escape(shown) for shown in {show(c.flawed_value.to_python()),
+                                                      show_answer(c.flawed_value.to_python())} if shown)
+    assert re.search(rf"=(?:{wrong})>>", flawed[first_changed])
     assert flawed[-1] == f"#### {show_answer(c.flawed_final_answer.to_python())}"
 
 

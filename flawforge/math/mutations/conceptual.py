@@ -20,7 +20,7 @@ from flawforge.math.mutations.base import Edit, Mutation, Substitution
 from flawforge.math.program import FINAL_ANSWER_STEP, OPERATORS, Site, copy_at, expression_nodes, operator_symbol, \
     replace_node, variables_read
 from flawforge.math.reconstruct import COMMUTATIVE, WORDS, Aliases, TextChange, Unrenderable, apply_edits, fields, \
-    itself, joins_operands, literal_spans, operator_pattern
+    itself, joins_operands, operand_spans, operator_pattern
 
 
 def _in_a_step(site: Site) -> bool:
@@ -29,14 +29,23 @@ def _in_a_step(site: Site) -> bool:
             and site.assignment is not site.program.answer and is_number(site.value))
 
 
+# How tightly an operator binds, for the parentheses a swapped operation needs in the text.
+_BINDING = {"+": 1, "-": 1, "*": 2, "/": 2}
+# Unit words after the last operand of a group ("{b} hours) * 3"), which stay inside its parentheses.
+_UNIT_WORDS = re.compile(r"(?:\s+(?!(?:plus|minus|times|divided|multiplied|and|of|x|X)\b)[A-Za-z][A-Za-z'-]*){0,3}")
+
+
 @dataclass(frozen=True)
 class SwapOperator(TextChange):
-    """The operator written between `left` and `right` becomes `new`."""
+    """The operator written between `left` and `right` becomes `new`; each of `grouped` (the first and last
+    variable of an operand, or of the whole operation) must then be in parentheses to read as computed:
+    "7 * 2 * 3" swapped to "(7 + 2) * 3"."""
 
     left: str
     right: str
     old: str
     new: str
+    grouped: tuple[tuple[str, str], ...] = ()
 
     def rewrite(self, template: str, values: Mapping[str, Any], same: Aliases = itself) -> str:
         pattern = operator_pattern(self.old)
@@ -60,17 +69,44 @@ class SwapOperator(TextChange):
                 continue
             match = matches[0]
             new_token = WORDS[self.new][0] if match.group("word") else self.new
-            new_between = between[:match.start()] + new_token + between[match.end():]
-            if reversed_order and self.new not in COMMUTATIVE:
+            if in_order:
+                edits.append((first.end + match.start(), first.end + match.end(), new_token))
+                edits += self._parentheses(template, found, found.index(first), same)
+            elif self.new not in COMMUTATIVE:
                 # "{b} + {a}" for a + b: the new, order-sensitive operation must read a - b
-                new_text = template[second.start:second.end] + new_between + template[first.start:first.end]
+                new_between = between[:match.start()] + new_token + between[match.end():]
+                edits.append((first.start, second.end, template[second.start:second.end] + new_between
+                              + template[first.start:first.end]))
             else:
-                new_text = template[first.start:first.end] + new_between + template[second.start:second.end]
-            edits.append((first.start, second.end, new_text))
+                edits.append((first.end + match.start(), first.end + match.end(), new_token))
         if not edits and shown_together:
             raise Unrenderable(f"the text writes {self.left} and {self.right} together, but not as "
                                f"{self.left} {self.old} {self.right}")
         return apply_edits(template, edits)
+
+    def _parentheses(self, template: str, found: tuple, left: int, same: Aliases) -> list[tuple[int, int, str]]:
+        """The parentheses around each group, where the text writes it in one calculation with the swapped
+        operation (fields `left` and `left + 1`) and has none there already."""
+        low, high = left, left + 1  # the fields of that calculation: joined by operators, no '=' between
+        while low > 0 and joins_operands(template[found[low - 1].end:found[low].start]):
+            low -= 1
+        while high + 1 < len(found) and joins_operands(template[found[high].end:found[high + 1].start]):
+            high += 1
+        edits = []
+        for first_name, last_name in self.grouped:
+            firsts, lasts = same(first_name), same(last_name)
+            begin = next((i for i in range(left + 1, low - 1, -1) if found[i].variable in firsts), None)
+            end = next((i for i in range(left, high + 1) if found[i].variable in lasts), None)
+            if begin is None or end is None or begin > end:
+                continue  # the text does not write the group out: the proofreader judges what it does write
+            opening = found[begin].start
+            while opening > 0 and template[opening - 1] in "$€£":
+                opening -= 1
+            closing = _UNIT_WORDS.match(template, found[end].end).end()
+            if template[:opening].rstrip().endswith("(") and template[closing:].lstrip().startswith(")"):
+                continue
+            edits += [(opening, opening, "("), (closing, closing, ")")]
+        return edits
 
 
 class OperatorSwap(Mutation):
@@ -86,29 +122,63 @@ class OperatorSwap(Mutation):
         return _in_a_step(site) and bool(_swappable_operations(site.assignment.value))
 
     def modify(self, site: Site) -> Iterable[Edit]:
-        for position, node, left, right in _swappable_operations(site.assignment.value):
+        for position, node, parent, left, right in _swappable_operations(site.assignment.value):
             old = operator_symbol(node.op)
             for new, prior in self.SWAPS[old]:
                 expression, swapped = copy_at(site.assignment.value, position)
                 swapped.op = OPERATORS[new]()
                 yield Edit(params={"old": old, "new": new, "left": left, "right": right},
-                           expression=expression, text=SwapOperator(left=left, right=right, old=old, new=new),
+                           expression=expression, text=SwapOperator(left=left, right=right, old=old, new=new,
+                                                                    grouped=_groups(node, parent, new)),
                            prior=prior)
 
 
 @lru_cache(maxsize=PROBLEM_CACHE_SIZE)  # asked by applies() and modify() of every site (keyed by the node itself)
-def _swappable_operations(expression: ast.expr) -> tuple[tuple[int, ast.BinOp, str, str], ...]:
-    """(walk position, node, last variable on its left, first on its right) of each operation the text can
-    show swapped."""
+def _swappable_operations(expression: ast.expr) -> tuple[tuple[int, ast.BinOp, ast.AST | None, str, str], ...]:
+    """(walk position, node, its parent, last variable on its left, first on its right) of each operation the
+    text can show swapped."""
     found = []
+    parents: dict[int, ast.AST] = {}
     for position, node in enumerate(expression_nodes(expression)):
-        if isinstance(node, ast.BinOp) and operator_symbol(node.op) in OperatorSwap.SWAPS:
-            left, right = variables_read(node.left), variables_read(node.right)
-            if left and right:
-                found.append((position, node, left[-1], right[0]))
-    pairs = Counter((left, right) for _, _, left, right in found)
+        if isinstance(node, ast.BinOp):
+            parents[id(node.left)] = parents[id(node.right)] = node
+            if operator_symbol(node.op) in OperatorSwap.SWAPS:
+                left, right = variables_read(node.left), variables_read(node.right)
+                if left and right:
+                    found.append((position, node, parents.get(id(node)), left[-1], right[0]))
+    pairs = Counter((left, right) for *_, left, right in found)
     # in "a + a + a" the text cannot say which "+" changed
-    return tuple(operation for operation in found if pairs[operation[2:]] == 1)
+    return tuple(operation for operation in found if pairs[operation[3:]] == 1)
+
+
+def _groups(node: ast.BinOp, parent: ast.AST | None, new: str) -> tuple[tuple[str, str], ...]:
+    """The (first, last) variables of each part the text must parenthesise once `node`'s operator is `new`: an
+    operand whose own operation binds less tightly ("(a + b) * c"), and the operation itself where its parent
+    binds more tightly ("(a - b) * c"). Only parts that start and end with a variable can be found in the text."""
+    binding = _BINDING[new]
+    groups = []
+    left, right = node.left, node.right
+    if isinstance(left, ast.BinOp) and _BINDING.get(operator_symbol(left.op), 3) < binding:
+        groups.append(_ends(left))
+    if isinstance(right, ast.BinOp):
+        inner = _BINDING.get(operator_symbol(right.op), 3)
+        if inner < binding or (inner == binding and new in ("-", "/")):
+            groups.append(_ends(right))
+    if isinstance(parent, ast.BinOp):
+        outer = _BINDING.get(operator_symbol(parent.op), 3)
+        if outer > binding or (outer == binding and parent.right is node and operator_symbol(parent.op) in "-/"):
+            groups.append(_ends(node))
+    return tuple(group for group in groups if None not in group)
+
+
+def _ends(node: ast.expr) -> tuple[str | None, str | None]:
+    """The variables an operation's text starts and ends with (None where it starts or ends otherwise)."""
+    first, last = node, node
+    while isinstance(first, ast.BinOp):
+        first = first.left
+    while isinstance(last, ast.BinOp):
+        last = last.right
+    return (first.id if isinstance(first, ast.Name) else None, last.id if isinstance(last, ast.Name) else None)
 
 
 @dataclass(frozen=True)
@@ -211,21 +281,21 @@ class SubstituteName(TextChange):
     new: str
 
     def rewrite(self, template: str, values: Mapping[str, Any], same: Aliases = itself) -> str:
-        edits = []
+        """The operands of the line's calculations read `new`; where the line restates the quantity in words ("she
+        bought {apples} apples") it stays what it is, as every later line says it is."""
         olds = same(self.old)
+        operands = set(operand_spans(template))
+        edits = []
         for field in fields(template):
-            if any(field.reads(old) for old in olds):
+            if (field.start, field.end) in operands and any(field.reads(old) for old in olds):
                 renamed = _WORD.sub(lambda match: self.new if match.group() in olds else match.group(),
                                     field.expression)
                 body = template[field.start + 1:field.end - 1]
                 edits.append((field.start, field.end, "{" + body.replace(field.expression, renamed, 1) + "}"))
-        if not edits:
-            # a value the template wrote as a number (often world knowledge, e.g. 60 minutes)
-            number = re.escape(show(values.get(self.old)))
-            spans = literal_spans(template)
-            for match in re.finditer(rf"(?<![\w.]){number}(?![\w]|\.\d)", template):
-                if any(start <= match.start() and match.end() <= end for start, end in spans):
-                    edits.append((match.start(), match.end(), "{" + self.new + "}"))
+        # a value the template writes as a number (often world knowledge: "60 minutes"), where it is an operand
+        number = show(values.get(self.old))
+        edits += [(start, end, "{" + self.new + "}") for start, end in operands
+                  if template[start] != "{" and template[start:end] == number]
         # a text that never shows the replaced operand makes no claim about it
         return apply_edits(template, edits)
 
