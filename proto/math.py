@@ -122,8 +122,12 @@ class Candidate(Model):
     correct_final_answer: TypedValue
     flawed_final_answer: TypedValue
     mutated_code: str
-    correct_trace: list[TraceStep]
-    flawed_trace: list[TraceStep]
+    # Left out unless asked for (`with_traces`): two traces are three quarters of a candidate's bytes, and
+    # `mutated_code` reproduces them.
+    correct_trace: list[TraceStep] | None = Field(None, exclude_if=lambda trace: trace is None,
+                                                  description="The correct template's trace (only with_traces).")
+    flawed_trace: list[TraceStep] | None = Field(None, exclude_if=lambda trace: trace is None,
+                                                 description="The mutated code's trace (only with_traces).")
     original_solution: str
     flawed_solution: str
     explanation: str
@@ -176,6 +180,7 @@ class ProblemBatch(Message):
                                            "`problems`.")
     families: list[Family]
     caps: Caps = Field(default_factory=Caps)
+    with_traces: bool = Field(False, description="Whether candidates carry the correct and flawed traces.")
 
 
 class ProblemResult(Message):

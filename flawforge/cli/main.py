@@ -187,12 +187,16 @@ def run_math_errors(gsm8k: Path = typer.Option(..., "--gsm8k", help="GSM8K jsonl
                                    "per_type, per_line or total (default: conceptual 8 / 5 / 24, computational 2 / 2 "
                                    "/ none), after an optional preset: 'seed' (the seed notebook's conceptual 2 / 2 / "
                                    "5) or 'none' (every plausible candidate); e.g. 'seed,conceptual.total=6'."),
+                    with_traces: bool = typer.Option(False, "--with-traces",
+                                                     help="Write each candidate's correct and flawed traces into "
+                                                          "candidates.jsonl (about three times its size)."),
                     out: Path = OutOption, stack: Optional[str] = StackOption,
                     token: Optional[str] = TokenOption,
                     cancel_on_exit: Optional[bool] = CancelOption) -> None:
     """Computational and conceptual errors in GSM8K solutions: OUT/candidates.jsonl, rejects.jsonl, summary.json."""
     params = {"gsm8k": str(gsm8k.resolve()), "templates": str(templates.resolve()), "indices": indices,
-              "families": [f.strip() for f in families.split(",") if f.strip()], "seed": seed}
+              "families": [f.strip() for f in families.split(",") if f.strip()], "seed": seed,
+              "with_traces": with_traces}
     if models:
         params["model_preference"] = [m.strip() for m in models.split(",") if m.strip()]
     if caps is not None:

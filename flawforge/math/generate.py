@@ -103,7 +103,7 @@ class _Flawed:
 
 
 def generate_for_problem(template: ProblemTemplate, sandbox: TraceExecutor, families: list[str], seed: int,
-                         caps: Caps = DEFAULT_CAPS) -> ProblemOutput:
+                         caps: Caps = DEFAULT_CAPS, with_traces: bool = False) -> ProblemOutput:
     unknown = sorted(set(families) - set(FAMILIES))
     if unknown:
         raise ValueError(f"unknown error families {unknown}; expected some of {list(FAMILIES)}")
@@ -154,7 +154,7 @@ def generate_for_problem(template: ProblemTemplate, sandbox: TraceExecutor, fami
     selected = select([_choice(g, ranker, bound, place) for g in groups], caps, seed, accept=tell,
                       quotas=ranker.quotas(caps.conceptual.per_type))
 
-    output = ProblemOutput(candidates=[_candidate(template, correct, bound, writer.solution, f, seed)
+    output = ProblemOutput(candidates=[_candidate(template, correct, bound, writer.solution, f, seed, with_traces)
                                        for f in selected])
     output.rejects += [_reject(template, f"text_{verdict.findings[0].kind}",
                                f"{mutant.mutation.name} at {mutant.line} ({mutant.key}): {verdict.reason()}")
@@ -325,7 +325,7 @@ def _choice(group: Group, ranker: Ranker, bound: BoundProgram, place: _Places) -
 
 
 def _candidate(template: ProblemTemplate, correct: ExecutionResult, bound: BoundProgram, original_solution: str,
-               flawed: _Flawed, seed: int) -> Candidate:
+               flawed: _Flawed, seed: int, with_traces: bool) -> Candidate:
     mutant = flawed.mutant
     target = mutant.site.target
     fields = dict(
@@ -335,7 +335,8 @@ def _candidate(template: ProblemTemplate, correct: ExecutionResult, bound: Bound
         correct_value=TypedValue.of(mutant.site.value),
         flawed_value=TypedValue.of(flawed.outcome.values.get(target)),
         correct_final_answer=correct.return_value, flawed_final_answer=TypedValue.of(flawed.outcome.answer),
-        mutated_code=mutant.code, correct_trace=correct.trace, flawed_trace=flawed.outcome.trace(bound),
+        mutated_code=mutant.code, correct_trace=correct.trace if with_traces else None,
+        flawed_trace=flawed.outcome.trace(bound) if with_traces else None,
         original_solution=original_solution, flawed_solution=flawed.solution,
         explanation=mutant.mutation.explain(mutant.site, mutant.edit),
         mutation={"name": mutant.mutation.name, **mutant.edit.params}, seed=seed,

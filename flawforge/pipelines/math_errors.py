@@ -56,6 +56,9 @@ class MathErrorsParams(BaseModel):
     seed: int = Field(0, ge=0, lt=1 << 63, description="Base seed; each problem's seed derives from it and its "
                                                        "template.")
     caps: Caps = Field(default_factory=Caps, description="Candidates a problem may keep (None: no limit).")
+    with_traces: bool = Field(False, description="Write each candidate's correct and flawed traces into "
+                                                 "candidates.jsonl (about three times its size; mutated_code "
+                                                 "reproduces them).")
 
     @field_validator("indices")
     @classmethod
@@ -193,6 +196,7 @@ def run(ctx: JobContext, params: MathErrorsParams) -> None:
                 items[item] = [index for index, _ in batch]
                 bus.publish(PROBLEM_QUEUE, ProblemBatch(
                     job_id=ctx.job_id, item=item, templates=ref, families=params.families, caps=params.caps,
+                    with_traces=params.with_traces,
                     problems=[BatchProblem(problem_index=index, tier=validated.template.tier,
                                            template_model=validated.template.template_model,
                                            seed=problem_seed(params.seed, validated.template))

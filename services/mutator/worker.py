@@ -144,7 +144,8 @@ def _problem_result(message: ProblemBatch, seed: int, validated: ValidatedTempla
     template = validated.template
     executor = ValidatedRun(template.code, validated.run, settings_json)
     try:
-        output = generate_for_problem(template, executor, list(message.families), seed, message.caps)
+        output = generate_for_problem(template, executor, list(message.families), seed, message.caps,
+                                      with_traces=message.with_traces)
         candidates, rejects = sorted(output.candidates, key=catalog_order), output.rejects
     except FlawforgeError:
         raise  # the platform failed, not the template: retried by the bus

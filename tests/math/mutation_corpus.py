@@ -48,7 +48,7 @@ def all_templates(shared_data: Path) -> tuple[ProblemTemplate, ...]:
 def generate_all(sandbox: Sandbox, templates: tuple[ProblemTemplate, ...], **options) -> dict[Key, ProblemOutput]:
     def one(template: ProblemTemplate) -> ProblemOutput:
         return generate_for_problem(template, sandbox, options.get("families", list(FAMILIES)), seed_of(template),
-                                    **{k: v for k, v in options.items() if k != "families"})
+                                    with_traces=True, **{k: v for k, v in options.items() if k != "families"})
 
     with ThreadPoolExecutor(THREADS) as pool:
         return dict(zip(map(key_of, templates), pool.map(one, templates)))

@@ -7,6 +7,7 @@ from collections import Counter
 import pytest
 
 from flawforge.math.generate import generate_for_problem
+from flawforge.math.mutations.realism import RULES
 from flawforge.sandbox import Sandbox
 
 from tests.math.mutation_corpus import LIMITS, all_templates, corpus_outputs, generate_all, key_of
@@ -16,7 +17,9 @@ REJECT_REASONS = {"invalid_template", "not_executable", "answer_not_a_number", "
                   "no_applicable_mutation", "no_plausible_mutation", "template_text_false",
                   # a candidate the proofreader refused, by its first finding
                   *(f"text_{kind}" for kind in ("false_calculation", "unreadable_calculation", "stale_number",
-                                                "fraction_answer", "no_final_answer"))}
+                                                "fraction_answer", "no_final_answer")),
+                  # mutants a realism rule refused, one reject a rule (flawforge.math.mutations.realism)
+                  *(f"unrealistic_{rule.name}" for rule in RULES)}
 
 
 class CountingSandbox:
@@ -74,7 +77,8 @@ LOOP_CODE = PLANT_CODE.replace("    total_earnings = orchid_earnings + plant_ear
 
 def test_other_templates_run_every_mutant_in_one_batch(sandbox):
     counting = CountingSandbox(sandbox)
-    output = generate_for_problem(plant_template(code=LOOP_CODE), counting, ["computational", "conceptual"], seed=5)
+    output = generate_for_problem(plant_template(code=LOOP_CODE), counting, ["computational", "conceptual"], seed=5,
+                                  with_traces=True)
     assert counting.calls["trace_call"] == 1 and counting.calls["trace_batch"] == 1
     assert counting.calls["variants"] > len(output.candidates) > 0
     for c in output.candidates:
@@ -84,7 +88,7 @@ def test_other_templates_run_every_mutant_in_one_batch(sandbox):
 
 def test_candidates_are_complete_and_consistent(sandbox):
     template = plant_template()
-    output = generate_for_problem(template, sandbox, ["computational", "conceptual"], seed=5)
+    output = generate_for_problem(template, sandbox, ["computational", "conceptual"], seed=5, with_traces=True)
     assert {c.family for c in output.candidates} == {"computational", "conceptual"}
     for c in output.candidates:
         flawed = {s.name: s.value for s in c.flawed_trace}
