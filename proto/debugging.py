@@ -188,7 +188,43 @@ class ScenarioReply(Model):
 
     problem_statement: str = Field(min_length=1)
     outline: list[str] = Field(min_length=1, description="The solution's steps.")
-    module_name: str = Field(pattern=r"^[a-z_][a-z0-9_]*$", max_length=60)
+    # The bound inside the pattern too: constrained decoding enforces a pattern, not a length beside it.
+    module_name: str = Field(pattern=r"^[a-z_][a-z0-9_]{0,59}$", max_length=60)
     module_code: str = Field(min_length=1, description="Several cooperating functions with input validation.")
     test_code: str = Field(min_length=1, description="pytest tests importing the module by its name.")
     buggy_variants: list[BuggyVariant] = Field(default_factory=list, max_length=5)
+
+
+# --- trajectories: an agent's tool calls on a task folder, with what the tools returned ----------
+
+class FunctionCall(Model):
+    name: str
+    arguments: str = Field(description="The call's arguments, a JSON object as text (OpenAI's format).")
+
+
+class ToolCall(Model):
+    id: str
+    type: str = "function"
+    function: FunctionCall
+
+
+class TrajectoryMessage(Model):
+    """One message in OpenAI's chat format with tool calls: an assistant's text and calls, or a tool's result."""
+
+    role: str = Field(description="system, user, assistant or tool.")
+    content: str | None = None
+    tool_calls: list[ToolCall] | None = Field(None, exclude_if=lambda calls: calls is None)
+    tool_call_id: str | None = Field(None, exclude_if=lambda call: call is None)
+
+
+class Trajectory(Model):
+    """An agent fixing one task: its calls of run_tests, read_file, search and edit_file, each tool result being
+    what the tool returned for that call on the task folder (tools.TaskTools)."""
+
+    schema_version: int = 1
+    instance_id: str
+    task_id: str = Field(description="The task folder the calls ran on (tasks/<task_id>/).")
+    tools: list[dict] = Field(description="The tools' definitions, as OpenAI's `tools` parameter takes them.")
+    messages: list[TrajectoryMessage]
+    resolved: bool = Field(description="The last run_tests call passed every listed test.")
+    writer: str = Field(description="'deterministic', or the model that wrote the reasoning.")

@@ -410,6 +410,29 @@ def problem_statements(store, settings, results: list[LibraryResult], failures: 
     return {"by_model": len(written), "deterministic": len(instances) - len(written), "fallbacks": fallbacks}
 
 
+def trajectories_of(settings, instances: list, projects: dict, folders: dict, failures: dict) -> list:
+    """Each instance's trajectory, its calls made on a fresh copy of its task folder, run_tests in the suite sandbox
+    against the instance's environment; instances at once as the sandbox has workers for them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from flawforge.debugging.environments import EnvironmentBuilder
+    from flawforge.debugging.generate import SUITE_LIMITS
+    from flawforge.debugging.tools import TaskTools
+    from flawforge.debugging.trajectories import write_trajectory
+
+    runner = suite_sandbox(settings.model_dump_json())
+    builder = EnvironmentBuilder.from_settings(settings)
+
+    def one(instance):
+        tools = TaskTools(instance, folders[instance.instance_id], runner, builder.install(instance.environment),
+                          SUITE_LIMITS)
+        clean = projects[instance.source, instance.version][instance.path].decode("utf-8")
+        return write_trajectory(instance, clean, failures[instance.instance_id], tools)
+
+    with ThreadPoolExecutor(max_workers=CONCURRENT_LIBRARIES * SUITES_PER_LIBRARY) as pool:
+        return list(pool.map(one, instances))
+
+
 def task_entries(results: list[LibraryResult], projects: dict) -> dict[str, dict[str, bytes]]:
     """Each instance's task folder (task_files); an instance whose names are not plain relative ones (its path, a
     file of its project) moves from its result's instances to its rejects (unsafe_name)."""
@@ -435,7 +458,8 @@ def task_entries(results: list[LibraryResult], projects: dict) -> dict[str, dict
 
 def write_outputs(ctx: JobContext, results: list[LibraryResult], projects: dict, started: float,
                   model: str | None = None) -> None:
-    """instances.jsonl, conversations.jsonl, tasks.tar (tasks/<task id>/: what an agent gets), solutions.tar
+    """instances.jsonl, conversations.jsonl, trajectories.jsonl (an agent's tool calls on each task folder, with what
+    they returned), tasks.tar (tasks/<task id>/: what an agent gets), solutions.tar
     (solutions/<task id>.json: the instance, its fix and conversation), rejects.jsonl, summary.json; no host path
     in any of them."""
     from flawforge.debugging.conversation import deterministic_tar, is_test_file, solution_record, write_conversation
@@ -462,8 +486,10 @@ def write_outputs(ctx: JobContext, results: list[LibraryResult], projects: dict,
             if is_test_file(instance, path):
                 read_only.add(f"{folder}/{path}")
         solutions[f"solutions/{task_id(instance.instance_id)}.json"] = solution_record(instance, conversation)
+    trajectories = trajectories_of(ctx.platform.settings, instances, projects, folders, failures)
     ctx.put_artifact("instances.jsonl", jsonl(instances))
     ctx.put_artifact("conversations.jsonl", jsonl(conversations))
+    ctx.put_artifact("trajectories.jsonl", jsonl(trajectories))
     ctx.put_artifact(TASKS_ARTIFACT, deterministic_tar(tasks, frozenset(read_only)))
     ctx.put_artifact(SOLUTIONS_ARTIFACT, deterministic_tar(solutions))
     ctx.put_artifact("rejects.jsonl", jsonl(rejects))
@@ -475,6 +501,10 @@ def write_outputs(ctx: JobContext, results: list[LibraryResult], projects: dict,
                                 # another conversation has word for word.
                                 "distinct_bigram_ratio": distinct_bigram_ratio(assistant),
                                 "repeated_assistant_turns": len(assistant) - len(set(assistant))}
+    reasoning = [m.content for t in trajectories for m in t.messages if m.role == "assistant" and m.content]
+    summary["trajectories"] = {"written": len(trajectories), "resolved": sum(t.resolved for t in trajectories),
+                               "tool_calls": sum(len(m.tool_calls or []) for t in trajectories for m in t.messages),
+                               "distinct_bigram_ratio": distinct_bigram_ratio(reasoning)}
     summary["statements"] = {**statements, "fallbacks": [{**f, "reason": without_host_paths(f["reason"])}
                                                           for f in statements["fallbacks"]]}
     # Exclusions' reasons quote installers and tracebacks: the summary, too, names no path of this machine.

@@ -169,3 +169,42 @@ def test_combined_instances_cover_their_parts_failures_and_their_parts_do_not_ov
     summary = json.loads((run / "out" / "summary.json").read_text())
     assert summary["by_modifier"]["combined"]["valid"] == len(combined)
     assert_instances_hold(combined, run / "libraries")
+
+
+def test_every_trajectory_tool_result_is_what_a_fresh_rerun_of_that_call_returns(run):
+    """Each trajectory is in OpenAI's tool-call format, fails before its edits and passes after them; every call it
+    makes is made again here, in order, on a fresh copy of its task folder as tasks.tar holds it (run_tests in the
+    sandbox), and returns exactly the recorded result."""
+    from flawforge.cli.debugging import unpack_tasks
+    from flawforge.debugging.environments import EnvironmentBuilder
+    from flawforge.debugging.generate import SUITE_LIMITS
+    from flawforge.debugging.tools import TaskTools
+    from flawforge.pipelines.debug_conversations import suite_sandbox
+    from flawforge.proto.debugging import Trajectory
+
+    out = run / "out"
+    unpack_tasks(out)
+    instances = {i.instance_id: i for i in instances_of(run)}
+    trajectories = [Trajectory.model_validate_json(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
+    assert sorted(t.instance_id for t in trajectories) == sorted(instances)
+    sandbox, builder = suite_sandbox(), EnvironmentBuilder.from_settings()
+    for trajectory in trajectories:
+        instance = instances[trajectory.instance_id]
+        raw = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()
+               if json.loads(line)["instance_id"] == instance.instance_id][0]
+        assert {t["function"]["name"] for t in raw["tools"]} == {"run_tests", "read_file", "search", "edit_file"}
+        assert [m["role"] for m in raw["messages"][:3]] == ["system", "user", "assistant"]
+        calls = [(c, m) for m in trajectory.messages for c in m.tool_calls or []]
+        assert {c.function.name for c, _ in calls} >= {"run_tests", "read_file", "edit_file"}
+        folder = out / "tasks" / trajectory.task_id
+        files = {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+        tools = TaskTools(instance, files, sandbox, builder.install(instance.environment), SUITE_LIMITS)
+        results = {m.tool_call_id: m.content for m in trajectory.messages if m.role == "tool"}
+        runs = []
+        for call, _ in calls:
+            again = tools.call(call.function.name, call.function.arguments)
+            assert again == results[call.id], (trajectory.instance_id, call.id, call.function.name)
+            if call.function.name == "run_tests":
+                runs.append(again)
+        assert all(f"{test}" in runs[0] for test in instance.FAIL_TO_PASS[:20])
+        assert runs[-1].endswith("All tests pass.") and trajectory.resolved
