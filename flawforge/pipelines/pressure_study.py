@@ -1,28 +1,33 @@
 """Semantic-pressure study (seed 001, modules 3-6): prompts.jsonl -> completions, traces, metrics,
 figures, tables.json and report.md.
 
-The job runs in the inference-server, beside the model. Prompts are processed in fixed batches (the
-file's order cut every `batch_prompts`): per batch, both conditions' greedy completions (8 tokens),
-the decision step T of each, one traced forward pass at T (hidden states, attentions, logit lens and
-the attention / MLP decomposition; the `.pt` blobs), and the sampling pass (16 samples per prompt
-and condition). Then activation patching on the balanced high-P0 subset, one prompt at a time.
-Every batch and every patched prompt stores its result under the run's key (a hash of the prompts,
-the model and the parameters) before the next starts, so a killed run started again with the same
-inputs and blob store skips what is done: nothing is computed twice.
+The job runs in an inference-server, beside the model, and cuts the run into work items on the bus
+(proto/pressure_work.py) that any inference-server takes, so N servers run one study. First the
+batches (the file's order cut every `batch_prompts`): per batch, both conditions' greedy completions
+(8 tokens), the decision step T of each, one traced forward pass at T (hidden states, attentions,
+logit lens and the attention / MLP decomposition; the `.pt` blobs), and the sampling pass (16
+samples per prompt and condition). Once every batch is in, activation patching on the balanced
+high-P0 subset, one work item per prompt. Every batch and every patched prompt is stored under the
+run's key (a hash of the prompts, the model and the parameters) by the server that ran it, so a
+killed run started again with the same inputs and blob store hands out only what is missing: nothing
+is computed twice. A batch's numbers depend on the batch alone, not on which server ran it.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import time
+import uuid
 
 from pydantic import BaseModel, Field
 
 from flawforge.errors import FlawforgeError
 from flawforge.inputs import InputFile, read_input
-from flawforge.jobs.context import JobContext
+from flawforge.jobs.context import JobContext, item_key
 from flawforge.jobs.pipeline import Pipeline, register
+from flawforge.proto.base import jsonl
 from flawforge.proto.pressure import PromptRecord
+from flawforge.proto.pressure_work import STUDY_QUEUE, StudyWork
 
 RUN_PREFIX = "pressure/runs"
 
@@ -41,7 +46,8 @@ class PressureStudyParams(BaseModel):
     greedy_tokens: int = Field(8, ge=1, le=64)
     sample_tokens: int = Field(10, ge=1, le=64)
     batch_prompts: int = Field(8, ge=1, le=256, description="Prompts per batch of the greedy, trace and sampling "
-                                                            "passes (the unit a resumed run skips).")
+                                                            "passes: one work item, and the unit a resumed run "
+                                                            "skips.")
     decompose_first: int = Field(-10, ge=-1024, le=1023, description="First block of the attention / MLP "
                                  "decomposition; negative counts from the end (-10: the last ten blocks, as the "
                                  "paper's figure shows blocks 18-27 of 28).")
@@ -89,6 +95,50 @@ def run_key(records: list[PromptRecord], model: str, params: PressureStudyParams
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+class StopRequested(FlawforgeError):
+    """A run asked to stop after some batches (resumption tests)."""
+
+
+# A study's work items can take hours in all; the wait fails sooner only when nothing consumes them.
+ITEMS_TIMEOUT_S = 30 * 24 * 3600.0
+
+
+def hand_out(ctx: JobContext, stage: str, key: str, model: str, params: PressureStudyParams,
+             items: list[tuple[str, list[PromptRecord], int | None]], message: str) -> None:
+    """Publishes one StudyWork item per (name, prompts, batch number) and waits until each is done. Items are
+    named by this attempt: one of an earlier attempt of the job, still queued, never lands as one of these."""
+    if not items:
+        return
+    bus, store = ctx.platform.bus, ctx.platform.store
+    bus.declare(STUDY_QUEUE)
+    attempt = uuid.uuid4().hex[:12]
+    refs = store.put_slices(ctx.input_key(f"{attempt}-{stage}.jsonl"), [jsonl(prompts) for _, prompts, _ in items])
+    shared = params.model_dump(mode="json", exclude={"prompts"})  # a server reads the prompts from the item
+    names = {f"{attempt}-{name}": len(prompts) for name, prompts, _ in items}
+    bus.publish_many(STUDY_QUEUE, [StudyWork(job_id=ctx.job_id, item=item, stage=stage, run_key=key, model=model,
+                                             batch=batch, prompts=ref, params=shared)
+                                   for item, (_, _, batch), ref in zip(names, items, refs)])
+    for _ in ctx.items_as_done(list(names), weights=names, message=message, timeout_s=ITEMS_TIMEOUT_S):
+        pass
+
+
+def work_on(message: StudyWork, lm, backend, store) -> None:
+    """An inference-server's part of a study: the item's passes or patching, stored in the run's state."""
+    from flawforge.pipelines.pressure_study_runner import StudyRunner
+
+    if message.model != lm.name:
+        raise FlawforgeError(f"work item {message.item} of job {message.job_id} is for model {message.model}; "
+                             f"this server serves {lm.name}")
+    records = [PromptRecord.model_validate_json(line) for line in store.get_verified(message.prompts).splitlines()]
+    runner = StudyRunner(lm, backend, store, message.run_key, PressureStudyParams.model_validate(message.params))
+    if message.stage == "passes":
+        runner.compute_batch(message.batch, records)
+    else:
+        for record in records:
+            runner.compute_patches(record)
+    store.put(item_key(message.job_id, message.item), b"{}")
+
+
 def run(ctx: JobContext, params: PressureStudyParams) -> None:
     from flawforge.pipelines import pressure_study_runner as study_runner
     from flawforge.services.inference_server.host import host_for
@@ -105,10 +155,21 @@ def run(ctx: JobContext, params: PressureStudyParams) -> None:
     key = f"{RUN_PREFIX}/{run_key(records, lm.name, params)}"
     runner = study_runner.StudyRunner(lm, backend, ctx.platform.store, key, params)
     clock = runner.start_invocation()
-    results, batch_seconds = runner.run_batches(records, progress=lambda done, total: ctx.progress(
-        done, total, "prompts"), check_cancelled=ctx.check_cancelled)
-    subset, patches, patch_seconds = runner.run_patching(records, results, progress=lambda done, total: ctx.progress(
-        done, total, "patched prompts"), check_cancelled=ctx.check_cancelled)
+    batches = runner.batches(records)
+    missing = runner.missing_batches(records)
+    stop = params.stop_after_batches is not None and len(missing) > params.stop_after_batches
+    hand_out(ctx, "passes", key, lm.name, params,
+             [(f"batch-{index:05d}", batches[index], index) for index in missing[:params.stop_after_batches]],
+             "prompts")
+    if stop:
+        raise StopRequested(f"stopped after {params.stop_after_batches} new batches, as asked")
+    results, batch_seconds = runner.stored_batches(records)
+    subset = study_runner.patch_subset(records, results, params.patch_subset)
+    by_id = {record.prompt_id: record for record in records}
+    hand_out(ctx, "patching", key, lm.name, params,
+             [(f"patch-{prompt_id}", [by_id[prompt_id]], None) for prompt_id in runner.missing_patches(subset)],
+             "patched prompts")
+    patches, patch_seconds = runner.stored_patches(subset)
     clock.update(batch_seconds=batch_seconds, patch_seconds=patch_seconds,
                  invocation_seconds=time.monotonic() - started, since_first_start=time.time() - clock["first_started"])
     outputs = study_runner.outputs(records, results, subset, patches, params, lm, key,
@@ -119,10 +180,7 @@ def run(ctx: JobContext, params: PressureStudyParams) -> None:
 
 def demo_records(ctx: JobContext, lm, params: PressureStudyParams) -> list[PromptRecord]:
     """The demo's prompts, scored once and kept in the store: a resumed demo run finds them again."""
-    from flawforge.proto.base import jsonl
-    from flawforge.pressure.demo import build_demo_prompts
-
-    name = hashlib.sha256(f"{lm.name}:{params.demo_prompts}:{params.seed}".encode()).hexdigest()[:16]
+    name = hashlib.sha256(f"{lm.name}:{params.demo_prompts}:{params.seed}:{DEMO_VERSION}".encode()).hexdigest()[:16]
     key = f"{RUN_PREFIX}/demo/{name}.jsonl"
     store = ctx.platform.store
     if store.exists(key):
@@ -131,6 +189,45 @@ def demo_records(ctx: JobContext, lm, params: PressureStudyParams) -> list[Promp
     records = build_demo_prompts(lm, params.demo_prompts, params.seed)
     store.put(key, jsonl(records))
     return records
+
+
+# Names how the demo's prompts are chosen, in their stored copy's key: a change of rule is a new demo.
+DEMO_VERSION = 2
+
+
+def p_sem_of(lm, prompts: list[str], sequences: list[list[list[int]]]) -> list[float]:
+    """P_sem of each prompt's target (its token sequences S(X)), teacher-forced on the served model."""
+    from flawforge.inference import word_forms
+    from flawforge.inference.research import score_continuations
+
+    items = [(lm.tokenizer(prompt)["input_ids"], seqs) for prompt, seqs in zip(prompts, sequences)]
+    return [word_forms.p_sem(scores) for scores in score_continuations(lm, items, 4096)]
+
+
+def build_demo_prompts(lm, count: int, seed: int) -> list[PromptRecord]:
+    """Up to `count` demo prompts: POOL_FACTOR times as many candidates, those whose target has a single-token
+    form kept, their P0 measured, `count` of them spread over the P0 bins reached, and their P1 measured."""
+    from flawforge.inference import word_forms
+    from flawforge.pressure import demo, filters
+    from flawforge.pressure.prompts import baseline_prompt, negative_prompt
+    from flawforge.proto.pressure import p0_bin_of
+
+    encode = lambda text: lm.tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+    decode = lambda ids: lm.tokenizer.decode(list(ids), skip_special_tokens=True)  # noqa: E731
+    pool, sequences = [], []
+    for candidate in demo.demo_candidates(count * demo.POOL_FACTOR, seed):
+        seqs = [list(s) for s in word_forms.sequences(candidate.target_word, encode, decode)]
+        if filters.first_token_failure(candidate, seqs) is None:
+            pool.append(candidate)
+            sequences.append(seqs)
+    p0 = p_sem_of(lm, [baseline_prompt(c.question_text) for c in pool], sequences)
+    chosen = demo.spread_over_bins(p0, count)
+    p1 = p_sem_of(lm, [negative_prompt(pool[i].question_text, pool[i].target_word) for i in chosen],
+                  [sequences[i] for i in chosen])
+    return [PromptRecord(prompt_id=f"demo-{n:03d}", category=pool[i].category, question_text=pool[i].question_text,
+                         target_word=pool[i].target_word, validation={"source": pool[i].source, "validated": False},
+                         v_score=0, p0=p0[i], p1=p1[n], p0_bin=p0_bin_of(p0[i]), s_score=100 * p0[i])
+            for n, i in enumerate(chosen)]
 
 
 PIPELINE = register(Pipeline(

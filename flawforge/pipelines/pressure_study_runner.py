@@ -1,5 +1,5 @@
-"""Runs the study's model passes batch by batch, storing each batch's result before the next, and
-turns the results into the run's files.
+"""Runs the study's model passes of one batch, and the patching of one prompt, storing each result in the
+run's state (the work items the inference-servers take); reads them back and turns them into the run's files.
 
 Per prompt and condition the trace blob `{prompt_id}_{condition}.pt` keeps, at the decision step T
 (the last position of prompt + completion[:T]): `hidden_states` [L+1, d] float32 (embedding output and
@@ -98,28 +98,40 @@ class StudyRunner:
 
     # --- batches -------------------------------------------------------------------------------
 
-    def run_batches(self, records: list[PromptRecord], progress: Callable,
-                    check_cancelled: Callable) -> tuple[list[PromptResult], float]:
-        """Every batch's results, in the records' order, and the seconds the batches took (when each ran)."""
+    def batches(self, records: list[PromptRecord]) -> list[list[PromptRecord]]:
+        """The run's batches: the records' order cut every `batch_prompts` (the unit of work and of resumption)."""
         size = self.params.batch_prompts
+        return [records[start:start + size] for start in range(0, len(records), size)]
+
+    @staticmethod
+    def batch_name(index: int) -> str:
+        return f"batches/{index:05d}.json"
+
+    def missing_batches(self, records: list[PromptRecord]) -> list[int]:
+        """The numbers of the batches whose results the run does not hold yet."""
+        return [index for index in range(len(self.batches(records)))
+                if not self.store.exists(f"{self.key}/{self.batch_name(index)}")]
+
+    def compute_batch(self, index: int, batch: list[PromptRecord]) -> None:
+        """Runs one batch and stores its results with the seconds they took; a batch already stored (an item
+        delivered again) is left as it is."""
+        if self.store.exists(f"{self.key}/{self.batch_name(index)}"):
+            return
+        began = time.monotonic()
+        results = self.run_batch(batch)
+        self._put_json(self.batch_name(index), {"seconds": time.monotonic() - began,
+                                                "results": [r.model_dump(mode="json") for r in results]})
+
+    def stored_batches(self, records: list[PromptRecord]) -> tuple[list[PromptResult], float]:
+        """Every batch's results, in the records' order, and the seconds the batches took (when each ran)."""
         results: list[PromptResult] = []
         seconds = 0.0
-        new = 0
-        for start in range(0, len(records), size):
-            name = f"batches/{start // size:05d}.json"
-            found = self._get_json(name)
+        for index in range(len(self.batches(records))):
+            found = self._get_json(self.batch_name(index))
             if found is None:
-                if self.params.stop_after_batches is not None and new >= self.params.stop_after_batches:
-                    raise StopRequested(f"stopped after {new} new batches, as asked")
-                check_cancelled()
-                began = time.monotonic()
-                batch = self.run_batch(records[start:start + size])
-                found = {"seconds": time.monotonic() - began, "results": [r.model_dump(mode="json") for r in batch]}
-                self._put_json(name, found)
-                new += 1
+                raise FlawforgeError(f"the run {self.key} holds no result for batch {index}")
             results += [PromptResult.model_validate(r) for r in found["results"]]
             seconds += found["seconds"]
-            progress(len(results), len(records))
         return results, seconds
 
     def run_batch(self, batch: list[PromptRecord]) -> list[PromptResult]:
@@ -171,25 +183,34 @@ class StudyRunner:
 
     # --- patching ------------------------------------------------------------------------------
 
-    def run_patching(self, records: list[PromptRecord], results: list[PromptResult], progress: Callable,
-                     check_cancelled: Callable) -> tuple[PatchSubset, list[PromptPatches], float]:
-        """The patched subset, each patched prompt's effects and the seconds they took."""
-        subset = patch_subset(records, results, self.params.patch_subset)
-        by_id = {r.prompt_id: r for r in records}
+    @staticmethod
+    def patch_name(prompt_id: str) -> str:
+        return f"patches/{prompt_id}.json"
+
+    def missing_patches(self, subset: PatchSubset) -> list[str]:
+        """The prompts of the patched subset whose effects the run does not hold yet."""
+        return [prompt_id for prompt_id in subset.prompts
+                if not self.store.exists(f"{self.key}/{self.patch_name(prompt_id)}")]
+
+    def compute_patches(self, record: PromptRecord) -> None:
+        """Patches one prompt and stores its effects with the seconds they took, unless they are stored."""
+        if self.store.exists(f"{self.key}/{self.patch_name(record.prompt_id)}"):
+            return
+        began = time.monotonic()
+        patched = self.patch_prompt(record)
+        self._put_json(self.patch_name(record.prompt_id), {"seconds": time.monotonic() - began,
+                                                           "patches": patched.model_dump(mode="json")})
+
+    def stored_patches(self, subset: PatchSubset) -> tuple[list[PromptPatches], float]:
+        """Each patched prompt's effects, in the subset's order, and the seconds they took."""
         effects, seconds = [], 0.0
-        for done, prompt_id in enumerate(subset.prompts):
-            name = f"patches/{prompt_id}.json"
-            found = self._get_json(name)
+        for prompt_id in subset.prompts:
+            found = self._get_json(self.patch_name(prompt_id))
             if found is None:
-                check_cancelled()
-                began = time.monotonic()
-                patched = self.patch_prompt(by_id[prompt_id])
-                found = {"seconds": time.monotonic() - began, "patches": patched.model_dump(mode="json")}
-                self._put_json(name, found)
+                raise FlawforgeError(f"the run {self.key} holds no patching result for prompt {prompt_id}")
             effects.append(PromptPatches.model_validate(found["patches"]))
             seconds += found["seconds"]
-            progress(done + 1, len(subset.prompts))
-        return subset, effects, seconds
+        return effects, seconds
 
     def patch_prompt(self, record: PromptRecord) -> PromptPatches:
         base = self.encode_prompt(build_prompt("baseline", record.question_text, record.target_word))
@@ -238,10 +259,6 @@ class StudyRunner:
                 sums[name][outcome] += values
         return {"n": counts, **{name: {outcome: (total / counts[outcome]).tolist() for outcome, total in by.items()}
                                 for name, by in sums.items()}}
-
-
-class StopRequested(RuntimeError):
-    """A run asked to stop after some batches (resumption tests)."""
 
 
 def patch_subset(records: list[PromptRecord], results: list[PromptResult], limit: int | None) -> PatchSubset:

@@ -1,21 +1,24 @@
-"""A small prompt set for the demo run, made by the dataset stage's offline generators (GeoNames
-capitals and currencies, WordNet idioms and relations) and its deterministic filters, then scored for
-P0 and P1 on the served model.
+"""The demo run's prompts (pure): candidates from the dataset stage's offline generators (GeoNames capitals
+and currencies, WordNet idioms and relations) through its deterministic filters; and, once the served model
+has scored their P0, the choice of prompts spread over every P0 bin the model reaches, so the demo's
+failure curve has a point in each of them rather than all its prompts in the lowest bin.
 
 The prompts are not validated by a model (V = 0, S = 100 * P0): the dataset stage's full run does that.
 """
 from __future__ import annotations
 
 import random
+from typing import Sequence
 
-from flawforge.inference.research import score_continuations
-from flawforge.inference import word_forms
+from flawforge.pressure.bins import bin_index
 from flawforge.pressure.filters import first_failure
 from flawforge.pressure.generators import CommonSense, Facts, Idioms
-from flawforge.pressure.prompts import build_prompt
 from flawforge.pressure.sources import countries, wordnet_idioms, wordnet_relations
-from flawforge.proto.pressure import PromptRecord, p0_bin_of
 from flawforge.proto.pressure_dataset import Candidate
+
+# Candidates scored for each demo prompt: a small model puts most of them in the lowest bin, and the few
+# it is sure of are what fill the higher ones.
+POOL_FACTOR = 6
 
 
 def demo_candidates(count: int, seed: int) -> list[Candidate]:
@@ -32,24 +35,17 @@ def demo_candidates(count: int, seed: int) -> list[Candidate]:
     return (interleaved + rest)[:count]
 
 
-def build_demo_prompts(lm, count: int, seed: int) -> list[PromptRecord]:
-    """Up to `count` demo prompts with P0 and P1 measured on `lm` (teacher-forced over S(X))."""
-    tok = lm.tokenizer
-    encode = lambda text: tok(text, add_special_tokens=False)["input_ids"]  # noqa: E731
-    decode = lambda ids: tok.decode(list(ids), skip_special_tokens=True)  # noqa: E731
-    chosen = [c for c in demo_candidates(count, seed) if word_forms.sequences(c.target_word, encode, decode)]
-    items = []
-    for candidate in chosen:
-        seqs = [list(s) for s in word_forms.sequences(candidate.target_word, encode, decode)]
-        for condition in ("baseline", "negative"):
-            items.append((tok(build_prompt(condition, candidate.question_text, candidate.target_word))["input_ids"],
-                          seqs))
-    scores = score_continuations(lm, items, 4096)
-    records = []
-    for index, candidate in enumerate(chosen):
-        p0, p1 = (word_forms.p_sem(scores[2 * index + k]) for k in (0, 1))
-        records.append(PromptRecord(
-            prompt_id=f"demo-{index:03d}", category=candidate.category, question_text=candidate.question_text,
-            target_word=candidate.target_word, validation={"source": candidate.source, "validated": False},
-            v_score=0, p0=p0, p1=p1, p0_bin=p0_bin_of(p0), s_score=100 * p0))
-    return records
+def spread_over_bins(p0: Sequence[float], count: int) -> list[int]:
+    """The indices of `count` candidates spread over the P0 bins they fall in: the bins take turns, highest
+    first, each giving its next candidate in the order given; a bin that runs out leaves its turns to the
+    others. In index order."""
+    bins: dict[int, list[int]] = {}
+    for index, value in enumerate(p0):
+        bins.setdefault(bin_index(value), []).append(index)
+    turns = [bins[b] for b in sorted(bins, reverse=True)]
+    chosen: list[int] = []
+    while len(chosen) < count and any(turns):
+        for members in turns:
+            if members and len(chosen) < count:
+                chosen.append(members.pop(0))
+    return sorted(chosen)

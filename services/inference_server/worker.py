@@ -1,4 +1,5 @@
-"""The batch worker: runs each queued batch of the OpenAI Batch API on the served model."""
+"""The workers: each queued batch of the OpenAI Batch API, and each work item of a semantic-pressure study, run on
+the served model."""
 from __future__ import annotations
 
 import logging
@@ -7,6 +8,7 @@ from flawforge.inference import openai_api
 from flawforge.inference.batches import BatchStore, FileStore, run_batch
 from flawforge.inference.errors import RequestError
 from flawforge.proto.inference import BATCH_QUEUE, BatchRequested
+from flawforge.proto.pressure_work import STUDY_QUEUE, StudyWork
 from flawforge.runtime.platform import Platform
 from flawforge.runtime.service import Consumer
 from flawforge.services.inference_server.host import host_for
@@ -39,3 +41,18 @@ def make_batch_handler(platform: Platform):
 
 
 BATCH_CONSUMER = Consumer(queue=BATCH_QUEUE, make_handler=make_batch_handler)
+
+
+def make_study_handler(platform: Platform):
+    host = host_for(platform.settings).start()
+
+    def handle(message: StudyWork) -> None:
+        from flawforge.pipelines.pressure_study import work_on
+
+        backend = host.wait()  # a model that failed to load fails the item, which the bus retries elsewhere
+        work_on(message, host.research_model(), backend, platform.store)
+
+    return handle
+
+
+STUDY_CONSUMER = Consumer(queue=STUDY_QUEUE, make_handler=make_study_handler)

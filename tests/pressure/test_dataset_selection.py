@@ -176,3 +176,14 @@ def test_creative_keeps_the_best_candidate_of_each_target():
              scored("b1", 0.25, v=100, target="sun", category="creative")]
     selection = bins.select_category("creative", items, 2, bins.TargetTracker(), best_of_target=True)
     assert [i.key for i in selection.chosen] == ["a2", "b1"]
+
+
+def test_the_demo_spreads_its_prompts_over_every_p0_bin_reached():
+    from flawforge.pressure.demo import spread_over_bins
+
+    p0 = [0.01, 0.02, 0.03, 0.04, 0.05, 0.25, 0.45, 0.5, 0.9, 0.06]
+    # The bins take turns, highest first: 0.8-1, 0.4-0.6, 0.2-0.4, then 0-0.2 twice.
+    assert spread_over_bins(p0, 6) == [0, 1, 5, 6, 7, 8]
+    assert {bins.bin_index(p0[i]) for i in spread_over_bins(p0, 4)} == {0, 1, 2, 4}
+    assert spread_over_bins(p0, 20) == list(range(10))
+    assert spread_over_bins([0.01] * 5, 3) == [0, 1, 2]

@@ -10,7 +10,7 @@ from flawforge.blobstore.local import LocalBlobStore
 from flawforge.inference.hooks import anatomy, eager_attention
 from flawforge.inference.patching import PATCH_KINDS, PatchPlan, patch_effects, run_patched, run_source
 from flawforge.pipelines.pressure_study import PressureStudyParams
-from flawforge.pipelines.pressure_study_runner import StopRequested, StudyRunner, span_tokens
+from flawforge.pipelines.pressure_study_runner import StudyRunner, span_tokens
 from flawforge.pressure.prompts import build_prompt
 from flawforge.proto.pressure import PromptRecord
 
@@ -28,20 +28,31 @@ def runner(lm, backend, root, **changes):
     return StudyRunner(lm, backend, LocalBlobStore(root), "run", params)
 
 
+def run_all(study: StudyRunner) -> None:
+    """What the inference-servers do with a run's work items: every missing batch."""
+    batches = study.batches(RECORDS)
+    for index in study.missing_batches(RECORDS):
+        study.compute_batch(index, batches[index])
+
+
 def test_trace_blob_matches_a_direct_forward_pass_and_resume_matches_an_uninterrupted_run(study_lm, study_host,
                                                                                           tmp_path):
-    # A run stopped after its first batch stands for a killed one: a batch's result is one blob written
+    # A run that stored its first batch only stands for a killed one: a batch's result is one blob written
     # atomically (beside, then renamed), so a kill leaves a batch either stored whole or not at all.
     backend = study_host.wait()
-    whole, _ = runner(study_lm, backend, tmp_path / "whole").run_batches(RECORDS, lambda *a: None, lambda: None)
+    whole_run = runner(study_lm, backend, tmp_path / "whole")
+    run_all(whole_run)
+    whole, _ = whole_run.stored_batches(RECORDS)
 
-    stopped = runner(study_lm, backend, tmp_path / "resumed", stop_after_batches=1)
-    with pytest.raises(StopRequested):
-        stopped.run_batches(RECORDS, lambda *a: None, lambda: None)
+    stopped = runner(study_lm, backend, tmp_path / "resumed")
+    stopped.compute_batch(0, stopped.batches(RECORDS)[0])
     first_batch = (tmp_path / "resumed" / "run" / "batches" / "00000.json")
     written = first_batch.stat().st_mtime_ns
     resumed = runner(study_lm, backend, tmp_path / "resumed")
-    again, seconds = resumed.run_batches(RECORDS, lambda *a: None, lambda: None)
+    assert resumed.missing_batches(RECORDS) == [1]
+    run_all(resumed)
+    resumed.compute_batch(0, resumed.batches(RECORDS)[0])  # an item delivered again: the stored batch stands
+    again, seconds = resumed.stored_batches(RECORDS)
     assert again == whole and seconds > 0
     assert first_batch.stat().st_mtime_ns == written  # the finished batch was read, not recomputed
 
