@@ -70,6 +70,19 @@ class ScenarioBrief(Model):
     outline: list[str]
 
 
+class Difficulty(Model):
+    """What makes an instance hard to fix, and an estimate from it."""
+
+    lines_changed: int = Field(description="Lines the bug's patch removes or adds.")
+    functions_touched: int = Field(description="Functions (or classes) the bug is in.")
+    fail_to_pass: int = Field(description="Tests that fail with the bug.")
+    frame_distance: int | None = Field(description="Lines between the deepest frame of the first failure's "
+                                                   "traceback in the buggy file and the nearest line the fix changes; "
+                                                   "None where the traceback never enters that file.")
+    modifier: str
+    estimate: float = Field(description="0-10, a hand-weighted sum of the features (not fitted to solve rates).")
+
+
 class Instance(Model):
     """A validated bug: the clean code passes FAIL_TO_PASS, the buggy code fails them and passes PASS_TO_PASS."""
 
@@ -98,6 +111,8 @@ class Instance(Model):
                                                    "what was expected), naming neither the buggy line nor the fix.")
     parts: list[str] = Field(default_factory=list, description="A combined bug's parts: the instance ids of the "
                                                                 "single bugs it puts together.")
+    difficulty: Difficulty | None = Field(None, description="Features of how hard the bug is to fix, and an "
+                                                            "estimate from them (difficulty.py).")
 
     @property
     def arguments(self) -> list[str]:

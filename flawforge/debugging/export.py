@@ -53,7 +53,8 @@ def swe_bench_row(instance: Instance) -> dict:
             "base_commit": f"{instance.source}-{instance.version}", "patch": instance.fix_patch, "test_patch": "",
             "problem_statement": task_problem(instance), "hints_text": "",
             "FAIL_TO_PASS": json.dumps(instance.FAIL_TO_PASS), "PASS_TO_PASS": json.dumps(instance.PASS_TO_PASS),
-            "environment": instance.environment.model_dump(mode="json")}
+            "environment": instance.environment.model_dump(mode="json"), "issue": instance.problem_statement,
+            "difficulty": instance.difficulty.model_dump(mode="json") if instance.difficulty else None}
 
 
 def hf_row(instance: Instance, conversation: Conversation | None, licence: str) -> dict:
@@ -64,6 +65,9 @@ def hf_row(instance: Instance, conversation: Conversation | None, licence: str) 
             "problem_statement": task_problem(instance), "FAIL_TO_PASS": instance.FAIL_TO_PASS,
             "PASS_TO_PASS": instance.PASS_TO_PASS, "failing_output": instance.failing_output,
             "python": instance.environment.python, "packages": instance.environment.packages,
+            "issue": instance.problem_statement, "parts": instance.parts,
+            "difficulty": instance.difficulty.estimate if instance.difficulty else None,
+            "frame_distance": instance.difficulty.frame_distance if instance.difficulty else None,
             "messages": [m.model_dump(mode="json") for m in conversation.messages] if conversation else []}
 
 

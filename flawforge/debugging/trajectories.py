@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 
 from flawforge.debugging.conversation import SYSTEM, TESTS_FILE, excerpts, problem_statement
+from flawforge.debugging.difficulty import failing_frame
 from flawforge.debugging.explain import evidence, what_is_wrong
-from flawforge.debugging.failures import FRAME
 from flawforge.debugging.patches import apply_patch, split_hunks, task_id
 from flawforge.debugging.phrasing import pick
-from flawforge.debugging.statements import Failure, sections
+from flawforge.debugging.statements import Failure
 from flawforge.debugging.tools import READ_LINES, TOOLS, TaskTools
 from flawforge.proto.debugging import FunctionCall, Instance, ToolCall, Trajectory, TrajectoryMessage
 
@@ -44,14 +44,6 @@ class Session:
         self.last = self.tools.call(name, text)
         self.messages.append(TrajectoryMessage(role="tool", tool_call_id=call_id, content=self.last))
         return self.last
-
-
-def failing_frame(instance: Instance) -> int | None:
-    """The line of the buggy file where the first failure's traceback is deepest in it, if it reaches it."""
-    first = next(iter(sections(instance.failing_output).values()), "")
-    lines = [int(m.group("line")) for m in map(FRAME.match, first.splitlines())
-             if m and (m.group("path") == instance.path or m.group("path").endswith("/" + instance.path))]
-    return lines[-1] if lines else None
 
 
 def unique_edit(text: str, hunk: str) -> tuple[str, str]:

@@ -378,8 +378,9 @@ def failures_by_instance(results: list[LibraryResult], projects: dict) -> dict:
 
 def problem_statements(store, settings, results: list[LibraryResult], failures: dict, model: str | None) -> dict:
     """Gives every instance its problem statement: the model's (through the gateway) where a model is named and its
-    reply neither leaks the bug nor misses the facts, else the deterministic writer's. Returns the counts and the
-    reasons a model's statement was not used."""
+    reply neither leaks the bug nor misses the facts, else the deterministic writer's; and its difficulty features.
+    Returns the counts and the reasons a model's statement was not used."""
+    from flawforge.debugging.difficulty import difficulty_of
     from flawforge.debugging.statements import (deterministic_statement, model_statement, reply_problems,
                                                 statement_request)
     from flawforge.proto.debugging import StatementReply
@@ -405,7 +406,8 @@ def problem_statements(store, settings, results: list[LibraryResult], failures: 
                 written[instance.instance_id] = model_statement(outcome.value)
     for result in results:
         result.instances = [i.model_copy(update={"problem_statement": written.get(i.instance_id) or
-                                                 deterministic_statement(i, failures[i.instance_id])})
+                                                 deterministic_statement(i, failures[i.instance_id]),
+                                                 "difficulty": difficulty_of(i)})
                             for i in result.instances]
     return {"by_model": len(written), "deterministic": len(instances) - len(written), "fallbacks": fallbacks}
 
@@ -505,6 +507,11 @@ def write_outputs(ctx: JobContext, results: list[LibraryResult], projects: dict,
     summary["trajectories"] = {"written": len(trajectories), "resolved": sum(t.resolved for t in trajectories),
                                "tool_calls": sum(len(m.tool_calls or []) for t in trajectories for m in t.messages),
                                "distinct_bigram_ratio": distinct_bigram_ratio(reasoning)}
+    estimates: dict[str, list[float]] = {}
+    for instance in instances:
+        estimates.setdefault(instance.modifier, []).append(instance.difficulty.estimate)
+    summary["difficulty"] = {"mean_estimate_by_modifier": {m: round(sum(e) / len(e), 2)
+                                                           for m, e in sorted(estimates.items())}}
     summary["statements"] = {**statements, "fallbacks": [{**f, "reason": without_host_paths(f["reason"])}
                                                           for f in statements["fallbacks"]]}
     # Exclusions' reasons quote installers and tracebacks: the summary, too, names no path of this machine.
