@@ -27,14 +27,14 @@ def evidence(failure: Failure | None, key: str, slot: str = "evidence") -> str:
             f"The first failure, {test}, compares {subject} with `{failure.expected}` and gets `{failure.actual}`.",
             f"{subject} comes back as `{failure.actual}` in {test}; the test wants `{failure.expected}`.",
             f"Look at the values in {test}: expected `{failure.expected}`, got `{failure.actual}` from {subject}."])
-    if failure.exception == "Failed" and "DID NOT RAISE" in failure.message:
-        error = failure.message.split("DID NOT RAISE", 1)[1].strip()
+    if failure.not_raised:
+        error = failure.not_raised
         return pick(key, slot, [
             f"{test} expects {subject} to raise {error}, and nothing is raised.",
             f"In {test}, {subject} should be refused with {error} but goes through.",
             f"{test} fails because {subject} no longer raises {error}."])
-    if failure.exception and failure.exception != "AssertionError":
-        said = f"{failure.exception}: {failure.message}" if failure.message else failure.exception
+    if failure.raised:
+        said = failure.said
         return pick(key, slot, [
             f"{test} does not get as far as its check: {subject} raises `{said}`.",
             f"In {test}, {subject} crashes with `{said}`.",

@@ -49,6 +49,22 @@ class Failure:
     expected: str | None = None
     subject: str | None = None  # the expression whose value was wrong, or that raised
 
+    @property
+    def not_raised(self) -> str | None:
+        """The exception a `pytest.raises` expected and did not see, or None."""
+        return self.message.split("DID NOT RAISE", 1)[1].strip() if (
+            self.exception == "Failed" and "DID NOT RAISE" in self.message) else None
+
+    @property
+    def said(self) -> str:
+        """The exception as the output names it, with its message."""
+        return f"{self.exception}: {self.message}" if self.message else self.exception
+
+    @property
+    def raised(self) -> bool:
+        """The test stopped on an exception other than its own check's."""
+        return bool(self.exception) and self.exception != "AssertionError" and self.not_raised is None
+
 
 def sections(failing_output: str) -> dict[str, str]:
     """Each failing test's part of an instance's failing output, by test id."""
@@ -222,15 +238,15 @@ def _outcome(failure: Failure, key: str) -> str:
             f"{subject} gives `{failure.actual}` where it should give `{failure.expected}`.",
             f"I get `{failure.actual}` back instead of `{failure.expected}`.",
             f"The result is `{failure.actual}`; the correct result would be `{failure.expected}`."])
-    if failure.exception == "Failed" and "DID NOT RAISE" in failure.message:
-        error = failure.message.split("DID NOT RAISE", 1)[1].strip()
+    if failure.not_raised:
+        error = failure.not_raised
         return pick(key, "outcome", [
             f"This should raise {error}, but nothing is raised.",
             f"No {error} is raised here, although the input is invalid.",
             f"I expected {error}; the call just returns.",
             f"Expected: {error} is raised\nActual: no exception"])
-    if failure.exception and failure.exception != "AssertionError":
-        said = f"{failure.exception}: {failure.message}" if failure.message else failure.exception
+    if failure.raised:
+        said = failure.said
         return pick(key, "outcome", [
             f"{subject} raises an exception instead of working:\n\n```\n{_short(said, 300)}\n```",
             f"It fails with `{_short(said, 300)}`.",
@@ -251,11 +267,11 @@ def _title(failure: Failure, source: str, key: str) -> str:
             f"Wrong result from {subject}",
             f"{subject} gives an incorrect value",
             f"Unexpected value {_short(failure.actual, 40)} from {subject}"])
-    if failure.exception == "Failed" and "DID NOT RAISE" in failure.message:
-        error = failure.message.split("DID NOT RAISE", 1)[1].strip()
+    if failure.not_raised:
+        error = failure.not_raised
         return pick(key, "title", [f"{subject} no longer raises {error}", f"Missing {error} from {subject}",
                                    f"Invalid input accepted by {subject}"])
-    if failure.exception and failure.exception != "AssertionError":
+    if failure.raised:
         return pick(key, "title", [f"{exception} from {subject}", f"{subject} raises {exception}",
                                    f"Crash ({exception}) in {subject}"])
     return pick(key, "title", [f"Assertion fails for {subject}", f"{subject} does not behave as documented",
