@@ -50,7 +50,7 @@ def compact(value) -> str:
     return _COMPACT.encode(value)
 
 
-def _pointer(path: tuple) -> str:
+def pointer(path: tuple) -> str:
     """A part's JSON pointer (RFC 6901)."""
     if not path:
         return "(the whole schema)"
@@ -83,7 +83,7 @@ def _enums(value, path: tuple = ()):
 def check_schema(spec, text: str, limits: GrammarLimits, param: str) -> None:
     """A 400 naming the part of a schema that makes it too large to compile; `text` is its compact JSON."""
     if len(text) > limits.max_schema_chars:
-        where = _pointer(_largest_part(spec, len(text)))
+        where = pointer(_largest_part(spec, len(text)))
         raise RequestError(400, f"The schema of {param} is {len(text)} characters of JSON, more than the "
                                 f"{limits.max_schema_chars} this server compiles (FLAWFORGE_INFERENCE_GRAMMAR_MAX_"
                                 f"SCHEMA_CHARS); most of it is {where}.", param=param, code="schema_too_large")
@@ -91,7 +91,7 @@ def check_schema(spec, text: str, limits: GrammarLimits, param: str) -> None:
     for path, count in _enums(spec):
         total += count
         if total > limits.max_enum_values:
-            raise RequestError(400, f"The schema of {param} has too many enum values: {_pointer(path)} has {count}, "
+            raise RequestError(400, f"The schema of {param} has too many enum values: {pointer(path)} has {count}, "
                                     f"{total} in all so far, more than the {limits.max_enum_values} this server "
                                     f"compiles (FLAWFORGE_INFERENCE_GRAMMAR_MAX_ENUM_VALUES).", param=param,
                                code="schema_too_large")

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from flawforge.errors import ConfigError
 from flawforge.inference.backend import Backend, OutputFormat, Sample, SamplingParams, TokenChoice
 from flawforge.inference.errors import RequestError
+from flawforge.inference.schema_support import refuse_unsupported
 from flawforge.proto.inference import (
     AssistantMessage, ChatChoice, ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, ChatMessage,
     ChoiceLogprobs, ChunkChoice, ChunkDelta, Completion, CompletionChoice, CompletionLogprobs, CompletionRequest,
@@ -81,7 +82,7 @@ class CallerLimits:
         return RequestLimits(self.default_max_tokens, self.caps.get(who, self.caps.get("*", self.server_max)))
 
 
-def _check_cost(limits: RequestLimits, n: int, max_tokens: int, prompts: int = 1) -> None:
+def check_cost(limits: RequestLimits, n: int, max_tokens: int, prompts: int = 1) -> None:
     cost = prompts * n * max_tokens
     if cost > limits.max_request_tokens:
         many = f"{prompts} prompts x " if prompts > 1 else ""
@@ -198,7 +199,18 @@ def _call_schema(tools) -> dict:
     return options[0] if len(options) == 1 else {"anyOf": options}
 
 
+def refuse_unenforced_schemas(req: ChatCompletionRequest) -> None:
+    """A 400 naming the first schema keyword of the request's response format or tools that decoding would not
+    enforce (flawforge.inference.schema_support)."""
+    if _uses_tools(req):
+        for index, tool in enumerate(req.tools):
+            refuse_unsupported(tool.function.parameters, "tools", f"tools[{index}] ({tool.function.name})")
+    elif req.response_format is not None and req.response_format.type == "json_schema":
+        refuse_unsupported(req.response_format.json_schema.json_schema or {}, "response_format", "response_format")
+
+
 def _output_format(req: ChatCompletionRequest) -> OutputFormat | None:
+    refuse_unenforced_schemas(req)
     if _uses_tools(req):
         if req.tool_choice in (None, "auto"):
             return OutputFormat("structural_tag", json.dumps({"type": "structural_tag", "format": {
@@ -248,7 +260,7 @@ def prepare_chat(backend: Backend, req: ChatCompletionRequest, limits: RequestLi
     prompt = chat_prompt(backend, req)
     max_tokens = _max_tokens(backend, len(prompt), req.max_completion_tokens or req.max_tokens,
                              limits.default_max_tokens, "messages")
-    _check_cost(limits, req.n, max_tokens)
+    check_cost(limits, req.n, max_tokens)
     return PreparedChat(prompt, _params(backend, req, max_tokens, req.logprobs, req.top_logprobs or 0,
                                         _output_format(req), "tools" if _uses_tools(req) else "response_format"))
 
@@ -329,7 +341,7 @@ class PreparedCompletion:
 def prepare_completion(backend: Backend, req: CompletionRequest, limits: RequestLimits) -> PreparedCompletion:
     check_model(backend.model_name, req.model)
     # max_tokens is each prompt's own (or refused with the context): the cost is known before any tokenising.
-    _check_cost(limits, req.n, COMPLETION_MAX_TOKENS if req.max_tokens is None else req.max_tokens, len(req.prompts))
+    check_cost(limits, req.n, COMPLETION_MAX_TOKENS if req.max_tokens is None else req.max_tokens, len(req.prompts))
     want = req.logprobs is not None
     prepared = []
     for text in req.prompts:
@@ -421,8 +433,8 @@ def completion_chunks(backend: Backend, req: CompletionRequest, prepared: Prepar
 # --- the Batch API's entry ---------------------------------------------------------------------
 
 
-def execute(backend: Backend, endpoint: str, body: dict, limits: RequestLimits) -> dict:
-    """Runs one request given as JSON, as a batch line carries it; raises RequestError."""
+def batch_request(endpoint: str, body: dict) -> SamplingRequest:
+    """A batch line's request, validated; raises RequestError."""
     request_model = {"/v1/chat/completions": ChatCompletionRequest, "/v1/completions": CompletionRequest}[endpoint]
     try:
         req = request_model.model_validate(body)
@@ -431,6 +443,12 @@ def execute(backend: Backend, endpoint: str, body: dict, limits: RequestLimits) 
     if req.stream:
         raise RequestError(400, "stream is not supported in a batch request", param="stream",
                            code="invalid_request")
+    return req
+
+
+def execute(backend: Backend, endpoint: str, body: dict, limits: RequestLimits) -> dict:
+    """Runs one request given as JSON, as a batch line carries it; raises RequestError."""
+    req = batch_request(endpoint, body)
     if endpoint == "/v1/chat/completions":
         return chat_completion(backend, req, limits).model_dump(mode="json")
     return completion(backend, req, limits).model_dump(mode="json")
