@@ -119,22 +119,25 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def inference_server(tmp_path_factory) -> dict:
-    """Base URL (ending in /v1), model id and API key of the real inference-server (SmolLM2-135M-Instruct on
-    CPU), over HTTP on a free local port, shared by the session."""
+def _inference_settings(blob_dir: Path, **overrides):
+    """The inference-server's settings in the tests: SmolLM2-135M-Instruct on the CPU, one model per process."""
+    from flawforge.settings import Settings
+
+    return Settings(bus="memory", blob_backend="local", blob_dir=str(blob_dir), service="inference-server",
+                    api_tokens=f"client:{INFERENCE_KEY}", inference_device="cpu",
+                    # One thread by default: on two shared cores torch's spinning threads slow each other.
+                    inference_threads=int(os.environ.get("FLAWFORGE_INFERENCE_THREADS", "1")),
+                    inference_cache_dir=os.environ.get("FLAWFORGE_INFERENCE_CACHE_DIR", str(REPO / "var" / "models")),
+                    **overrides)
+
+
+def _serve_inference(settings):
+    """Runs the inference-server app of `settings` over HTTP on a free local port until the generator closes; yields
+    its base URL (ending in /v1), model id and API key once it lists its model."""
     import uvicorn
 
     from flawforge.assembly import platform_for, service_app
-    from flawforge.settings import Settings
 
-    settings = Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path_factory.mktemp("inference")),
-                        service="inference-server", api_tokens=f"client:{INFERENCE_KEY}",
-                        inference_device="cpu", inference_backend="transformers",
-                        # One thread by default: on two shared cores torch's spinning threads slow each other.
-                        inference_threads=int(os.environ.get("FLAWFORGE_INFERENCE_THREADS", "1")),
-                        inference_cache_dir=os.environ.get("FLAWFORGE_INFERENCE_CACHE_DIR",
-                                                           str(REPO / "var" / "models")))
     port = _free_port()
     server = uvicorn.Server(uvicorn.Config(service_app("inference-server", platform_for(settings)), host="127.0.0.1",
                                            port=port, log_level="warning"))
@@ -157,3 +160,20 @@ def inference_server(tmp_path_factory) -> dict:
     yield {"base_url": base_url, "model": model, "api_key": INFERENCE_KEY}
     server.should_exit = True
     thread.join(60)
+
+
+@pytest.fixture(scope="session")
+def inference_server(tmp_path_factory) -> dict:
+    """Base URL (ending in /v1), model id and API key of the real inference-server (SmolLM2-135M-Instruct on
+    CPU), over HTTP on a free local port, shared by the session."""
+    yield from _serve_inference(_inference_settings(tmp_path_factory.mktemp("inference"),
+                                                    inference_backend="transformers"))
+
+
+@pytest.fixture(scope="session")
+def vllm_proxy_server(inference_server, tmp_path_factory) -> dict:
+    """An inference-server whose generation is another server's, as it is vLLM's on a GPU: `inference_server`
+    stands for vLLM's OpenAI server. Its research copy is the same model, loaded once in this process."""
+    yield from _serve_inference(_inference_settings(tmp_path_factory.mktemp("proxy"), inference_backend="vllm",
+                                                    inference_vllm_url=inference_server["base_url"],
+                                                    token=INFERENCE_KEY))

@@ -43,3 +43,11 @@ class UnsupportedSchemaKeyword(RequestError):
         super().__init__(400, f"The schema of {where} uses {keyword!r} at {pointer}, which this server does not "
                               f"enforce while decoding: {reason}.", param=param, code="unsupported_schema_keyword")
         self.keyword = keyword
+
+
+class UpstreamUnavailable(RequestError):
+    """vLLM's server, which generates for this one, could not be reached."""
+
+    def __init__(self, base_url: str, cause: Exception):
+        super().__init__(503, f"The generation server at {base_url} could not be reached: {type(cause).__name__}: "
+                              f"{cause}", code="upstream_unavailable")

@@ -24,6 +24,7 @@ from fastapi.routing import APIRoute
 from flawforge.inference import openai_api
 from flawforge.inference.batches import BatchStore, FileStore
 from flawforge.inference.errors import RequestError
+from flawforge.inference.upstream import Answer, VllmServer, checked_body
 from flawforge.proto.inference import (
     BATCH_QUEUE, Batch, BatchCreate, BatchList, BatchRequested, ChatCompletion, ChatCompletionRequest, Completion,
     CompletionRequest, ErrorResponse, FileDeleted, FileList, FileObject, LensRequest, LensResponse, ModelCard,
@@ -31,7 +32,7 @@ from flawforge.proto.inference import (
 )
 from flawforge.runtime.auth import caller
 from flawforge.runtime.platform import Platform
-from flawforge.services.inference_server.host import host_for
+from flawforge.services.inference_server.host import host_for, vllm_server
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +73,8 @@ def _blob_chunks(store, key: str, size: int = 4 << 20) -> Iterator[bytes]:
 
 
 def _event_stream(chunks: Callable[[Callable[[], bool]], Iterator[dict]]) -> StreamingResponse:
-    """Server-sent events from `chunks`, which runs whole on a thread of its own (the model's lock is held
-    by one thread from the first token to the last); a client that goes away stops it at the next token."""
+    """Server-sent events from `chunks`, which runs on a thread of its own (it waits on the scheduler for each
+    token); a client that goes away stops it, and frees its rows of the batch, at the next step."""
     gone = threading.Event()
     events: queue.Queue = queue.Queue()
 
@@ -111,6 +112,11 @@ def openai_router(platform: Platform) -> APIRouter:
         """The caller's bounds on one request."""
         return caller_limits.of(who)
 
+    upstream = vllm_server(settings)
+    if upstream is not None:
+        _pass_through(router, upstream, limits)
+        return router
+
     def card() -> ModelCard:
         return ModelCard(id=host.ready().model_name, created=host.loaded_at, owned_by="flawforge")
 
@@ -147,6 +153,40 @@ def openai_router(platform: Platform) -> APIRouter:
         return _ignored(body, JSONResponse(openai_api.completion(backend, body, bounds).model_dump(mode="json")))
 
     return router
+
+
+def _pass_through(router: APIRouter, server: VllmServer, limits: Callable) -> None:
+    """The generation routes where vLLM's server generates (flawforge.inference.upstream): checked here as the
+    transformers engine checks them, answered by vLLM as it answers, streams chunk by chunk."""
+
+    @router.get("/models")
+    async def list_models() -> ModelList:
+        """The models vLLM serves."""
+        return _answer(await server.answer("/models"))
+
+    @router.get("/models/{model_id:path}")
+    async def get_model(model_id: str) -> ModelCard:
+        return _answer(await server.answer(f"/models/{model_id}"))
+
+    @router.post("/chat/completions")
+    async def chat_completions(body: ChatCompletionRequest, request: Request,
+                               bounds: openai_api.RequestLimits = Depends(limits)) -> ChatCompletion:
+        """vLLM's chat completion, or with `stream` its chunks as vLLM sends them."""
+        return _answer(await server.answer("/chat/completions", checked_body(body, await request.json(), bounds)))
+
+    @router.post("/completions")
+    async def completions(body: CompletionRequest, request: Request,
+                          bounds: openai_api.RequestLimits = Depends(limits)) -> Completion:
+        """vLLM's text completion, or with `stream` its chunks as vLLM sends them."""
+        return _answer(await server.answer("/completions", checked_body(body, await request.json(), bounds)))
+
+
+def _answer(answer: Answer) -> Response:
+    """vLLM's answer as it came: its status and body, or its stream; a client that goes away closes the stream and
+    with it the request to vLLM."""
+    if answer.chunks is None:
+        return Response(answer.body, status_code=answer.status, media_type=answer.media_type)
+    return StreamingResponse(answer.chunks, media_type=answer.media_type, headers={"cache-control": "no-cache"})
 
 
 def research_router(platform: Platform) -> APIRouter:

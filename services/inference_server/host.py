@@ -1,5 +1,6 @@
 """The process's one model, loaded in the background at start and shared by the HTTP API and the
-batch worker. Requests that come before it is ready get a 503 naming the reason."""
+batch worker, and vLLM's server where that generates instead (`vllm_server`). Requests that come before
+the model is ready get a 503 naming the reason."""
 from __future__ import annotations
 
 import logging
@@ -8,58 +9,52 @@ import time
 from typing import TYPE_CHECKING
 
 from flawforge.errors import ConfigError
-from flawforge.inference.backend import Backend
 from flawforge.inference.errors import RequestError
 from flawforge.inference.grammars import GrammarLimits
 from flawforge.settings import Settings
 
 if TYPE_CHECKING:
     from flawforge.inference.loading import LoadedModel
+    from flawforge.inference.transformers_backend import TransformersBackend
+    from flawforge.inference.upstream import VllmServer
 
 log = logging.getLogger(__name__)
 
 MODEL_SETTINGS = ("inference_model_path", "inference_model_name", "inference_cache_dir", "inference_device",
-                  "inference_dtype", "inference_backend", "inference_batch_tokens", "inference_threads",
-                  "inference_max_batch_rows")
+                  "inference_dtype", "inference_batch_tokens", "inference_threads", "inference_max_batch_rows")
 
 
-def open_backend(settings: Settings) -> Backend:
-    backend = _backend(settings)
+def open_backend(settings: Settings) -> "TransformersBackend":
+    # torch is imported here, not with the service spec: images without the inference extra load every spec.
+    from flawforge.inference.loading import load_model
+    from flawforge.inference.transformers_backend import TransformersBackend
+
+    backend = TransformersBackend(load_model(settings), settings.inference_batch_tokens,
+                                  settings.inference_max_batch_rows)
     backend.grammar_limits = GrammarLimits.from_settings(settings)
     return backend
 
 
-def _backend(settings: Settings) -> Backend:
-    # torch is imported here, not with the service spec: images without the inference extra load every spec.
-    from flawforge.inference.loading import (
-        choose_dtype, context_length, hf_folder, load_model, load_tokenizer, resolve_source, source_revision,
-    )
-    from flawforge.inference.transformers_backend import TransformersBackend
-    from flawforge.inference.vllm_backend import VllmBackend, vllm_usable
+def vllm_server(settings: Settings) -> "VllmServer | None":
+    """vLLM's OpenAI server that generates for this one (FLAWFORGE_INFERENCE_BACKEND=vllm), or None where this
+    process generates itself."""
+    from flawforge.inference.upstream import VllmServer
 
-    choice = settings.inference_backend
-    if choice == "vllm" and not vllm_usable():
-        raise ConfigError("FLAWFORGE_INFERENCE_BACKEND=vllm needs the vllm package and a CUDA GPU")
-    if choice == "vllm" or (choice == "auto" and vllm_usable()):
-        from transformers import AutoConfig
-
-        source = resolve_source(settings.inference_model_path, settings.inference_model_name)
-        folder = hf_folder(source, settings.inference_cache_dir)
-        tokenizer = load_tokenizer(folder)
-        dtype = str(choose_dtype(settings.inference_dtype, "cuda")).removeprefix("torch.")
-        return VllmBackend(folder, source.name, source_revision(source), tokenizer,
-                           context_length(AutoConfig.from_pretrained(folder), tokenizer), dtype)
-    return TransformersBackend(load_model(settings), settings.inference_batch_tokens,
-                               settings.inference_max_batch_rows)
+    url = settings.inference_vllm_url
+    if settings.inference_backend == "vllm" and not url:
+        raise ConfigError("FLAWFORGE_INFERENCE_BACKEND=vllm needs FLAWFORGE_INFERENCE_VLLM_URL, the base URL of "
+                          "vLLM's OpenAI server (ending in /v1)")
+    if settings.inference_backend == "transformers" or not url:
+        return None
+    return VllmServer(url, settings.token)
 
 
 class ModelHost:
     def __init__(self, settings: Settings):
         self.settings = settings
-        self.backend: Backend | None = None
+        self.backend: "TransformersBackend | None" = None
         self.error: BaseException | None = None
         self.loaded_at = 0
-        self._research: "LoadedModel | None" = None
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._done = threading.Event()
@@ -75,7 +70,7 @@ class ModelHost:
         try:
             self.backend = open_backend(self.settings)
             self.loaded_at = int(time.time())
-            log.info("model %s ready on the %s backend", self.backend.model_name, self.backend.name)
+            log.info("model %s ready", self.backend.model_name)
         except Exception as exc:  # kept and reported by every request and by /readyz
             if isinstance(exc, ConfigError):  # a setting names what is wrong: its line is the whole story
                 log.error("the model failed to load: %s", exc)
@@ -86,7 +81,7 @@ class ModelHost:
         finally:
             self._done.set()
 
-    def ready(self) -> Backend:
+    def ready(self) -> "TransformersBackend":
         """The backend, or a 503 saying why there is none yet."""
         if self.error is not None:
             raise RequestError(503, f"the model failed to load: {type(self.error).__name__}: {self.error}",
@@ -95,22 +90,13 @@ class ModelHost:
             raise RequestError(503, "the model is still loading; retry shortly", code="model_loading")
         return self.backend
 
-    def wait(self, timeout: float | None = None) -> Backend:
+    def wait(self, timeout: float | None = None) -> "TransformersBackend":
         self.start()._done.wait(timeout)
         return self.ready()
 
     def research_model(self) -> "LoadedModel":
-        """The transformers model the research endpoints need, beside vLLM if that serves sampling."""
-        from flawforge.inference.loading import load_model
-        from flawforge.inference.transformers_backend import TransformersBackend
-
-        backend = self.ready()
-        if isinstance(backend, TransformersBackend):
-            return backend.lm
-        with self._lock:
-            if self._research is None:
-                self._research = load_model(self.settings)
-            return self._research
+        """The transformers model the research endpoints read."""
+        return self.ready().lm
 
 
 _hosts: dict[tuple, ModelHost] = {}

@@ -11,15 +11,15 @@ from flawforge.proto.inference import BATCH_QUEUE, BatchRequested
 from flawforge.proto.pressure_work import STUDY_QUEUE, StudyWork
 from flawforge.runtime.platform import Platform
 from flawforge.runtime.service import Consumer
-from flawforge.services.inference_server.host import host_for
+from flawforge.services.inference_server.host import host_for, vllm_server
 
 log = logging.getLogger(__name__)
-
 
 
 def make_batch_handler(platform: Platform):
     settings = platform.settings
     host = host_for(settings).start()
+    upstream = vllm_server(settings)
     batches, files = BatchStore(platform.store), FileStore(platform.store)
     caller_limits = openai_api.CallerLimits.from_settings(settings)
 
@@ -32,6 +32,8 @@ def make_batch_handler(platform: Platform):
         limits = caller_limits.of(batch.created_by)
 
         def execute(endpoint: str, body: dict) -> dict:
+            if upstream is not None:
+                return upstream.execute(endpoint, body, limits)
             # Waits for the model; a model that failed to load fails each request with a 503 line.
             return openai_api.execute(host.wait(), endpoint, body, limits)
 

@@ -32,6 +32,7 @@ from flawforge.settings_doc import env_name, settings_table
 REPO = Path(__file__).resolve().parents[2]
 SETTING_NAMES = {env_name(name) for name in Settings.model_fields}
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+THIRD_PARTY = {"vllm"}  # workloads of others' images that Flawforge services call (vLLM's OpenAI server)
 DATA_PATH = "/data"  # where pipeline owners see the data folder
 
 
@@ -339,7 +340,6 @@ def test_compose_flawforge_variables_are_settings(compose):
 
 # --- images ----------------------------------------------------------------------------------
 CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
-GPU_EXTRA = "vllm"  # what the GPU image adds to the inference-server's extras
 
 
 def image_recipes(compose: dict, compose_gpu: dict) -> list[tuple[str, dict, bool]]:
@@ -347,7 +347,9 @@ def image_recipes(compose: dict, compose_gpu: dict) -> list[tuple[str, dict, boo
     (an override that builds nothing, only settings, adds no image)."""
     recipes = [(name, service, False) for name, service in served(compose).items()]
     for name, override in compose_gpu["services"].items():
-        assert name in served(compose), f"compose.gpu.yaml overrides unknown service {name}"
+        if name not in served(compose):  # a third party's image (vLLM's server), built by nobody here
+            assert "build" not in override, f"compose.gpu.yaml builds unknown service {name}"
+            continue
         if "build" in override or "image" in override:
             recipes.append((name, {**served(compose)[name], **override}, True))
     return recipes
@@ -386,12 +388,11 @@ def test_each_image_installs_exactly_the_extras_its_service_declares(compose, co
     assert "ARG EXTRAS" in build and 'pyproject_requirements.py pyproject.toml "${EXTRAS}" --part' in build
     assert f"ARG TORCH_INDEX={CPU_TORCH_INDEX}" in build, "images take torch from PyPI (the CUDA build) by default"
     assert not any(d.startswith("torch") for d in pyproject["project"]["dependencies"]), "torch in the core dependencies"
-    assert GPU_EXTRA in optional
     for name, service, on_gpu in image_recipes(compose, compose_gpu):
         recipe = service["build"]
         assert recipe["dockerfile"] == "deploy/Dockerfile" and recipe["target"] in dockerfile, f"compose {name}: bad build"
         extras, torch_index = build_args(service)
-        declared = set(specs[name].extras) | ({GPU_EXTRA} if on_gpu else set())
+        declared = set(specs[name].extras)
         assert extras == declared, f"{name}: image installs {sorted(extras)}, spec declares {sorted(declared)}"
         assert extras <= set(optional), f"{name}: unknown extras {sorted(extras - set(optional))}"
         carries_torch = bool(requirements(pyproject, sorted(extras), "torch"))
@@ -482,7 +483,7 @@ def test_k8s_has_a_deployment_and_service_per_service(k8s, specs):
         for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
             get = cont[probe]["httpGet"]
             assert get["path"] == path and resolve_port(cont, get["port"]) == spec.port, f"k8s {name}: {probe}"
-    unknown = set(deployments) - set(SERVICE_NAMES)
+    unknown = set(deployments) - set(SERVICE_NAMES) - THIRD_PARTY
     assert not unknown, f"Deployments for no known service: {unknown}"
 
 
@@ -503,6 +504,8 @@ def test_k8s_settings_point_at_the_stack(k8s, specs):
     bucket_job = objects(k8s, "Job")["minio-create-bucket"]
     reachable = {name: specs[name].port for name in SERVICE_NAMES}
     for name, deployment in objects(k8s, "Deployment").items():
+        if name in THIRD_PARTY:
+            continue
         settings = settings_from(k8s_env(k8s, deployment))
         check_distributed(settings, f"k8s {name}", broker=service_for("rabbitmq", "amqp"),
                           broker_user=(rabbit_env["RABBITMQ_DEFAULT_USER"], rabbit_env["RABBITMQ_DEFAULT_PASS"]),
@@ -564,6 +567,62 @@ def test_inference_server_runs_on_a_gpu_node_and_waits_for_its_model(k8s, specs)
     assert 1 <= settings.inference_threads <= cpu_cores(cont), f"inference threads {settings.inference_threads}"
 
 
+def compose_mounts(service: dict) -> dict[str, str]:
+    """A compose service's bind mounts and volumes, source by target (`source:target[:mode]`; a source may hold
+    `${VAR:-default}`)."""
+    mounts = {}
+    for mount in service.get("volumes", []):
+        source, target = mount.rsplit(":", 2)[:2] if mount.endswith((":ro", ":rw")) else mount.rsplit(":", 1)
+        mounts[target] = source
+    return mounts
+
+
+def vllm_arguments(arguments: list[str]) -> tuple[str, dict[str, str]]:
+    """`vllm serve`'s model and its options (name -> value; a flag alone -> "")."""
+    options, rest = {}, list(arguments)
+    model = rest.pop(0)
+    while rest:
+        name = rest.pop(0)
+        options[name] = rest.pop(0) if rest and not rest[0].startswith("--") else ""
+    return model, options
+
+
+def test_the_inference_server_generates_on_the_vllm_server_beside_it(compose, compose_gpu, k8s):
+    """On a GPU, vLLM's own server generates: the inference-server names it, its key and its model's name, and
+    reads the same weights for the research endpoints."""
+    base = served(compose)["inference-server"]
+    override = compose_gpu["services"]["inference-server"]
+    vllm = compose_gpu["services"]["vllm"]
+    deployments, services = objects(k8s, "Deployment"), objects(k8s, "Service")
+    k8s_vllm = deployments["vllm"]
+    stacks = [("compose with the GPU override", {**compose_env(base), **compose_env(override)}, compose_env(vllm),
+               vllm["entrypoint"] + vllm["command"], ("vllm", int(vllm["expose"][0])), compose_mounts(vllm),
+               compose_mounts(override)),
+              ("k8s", k8s_env(k8s, deployments["inference-server"]), k8s_env(k8s, k8s_vllm),
+               container(k8s_vllm)["command"] + container(k8s_vllm)["args"],
+               ("vllm", services["vllm"]["spec"]["ports"][0]["port"]),
+               {m["mountPath"]: m["name"] for m in container(k8s_vllm)["volumeMounts"]},
+               {m["mountPath"]: m["name"] for m in container(deployments["inference-server"])["volumeMounts"]})]
+    for where, env, vllm_env, command, address, vllm_mounts, own_mounts in stacks:
+        settings = settings_from(env)
+        assert settings.inference_backend == "vllm", f"{where}: the inference-server generates itself"
+        url = urlsplit(settings.inference_vllm_url)
+        assert (url.hostname, url.port) == address and url.path == "/v1", f"{where}: {url.geturl()} is not vLLM's"
+        assert command[:2] == ["vllm", "serve"], f"{where}: vLLM runs {command[:2]}"
+        model, options = vllm_arguments(command[2:])
+        assert vllm_env["VLLM_API_KEY"] == settings.token, f"{where}: vLLM's API key is not FLAWFORGE_TOKEN"
+        assert options["--served-model-name"] == settings.inference_model_name, f"{where}: model names differ"
+        assert options["--structured-outputs-config.backend"] == "xgrammar", f"{where}: schema keywords differ"
+        assert options["--port"] == str(address[1])
+        # One folder of weights for both: vLLM's model and the research copy's, from the same volume.
+        assert model == settings.inference_model_path, f"{where}: vLLM serves {model}, research reads another"
+        folder = next(path for path in vllm_mounts if model.startswith(path))
+        assert own_mounts.get(folder) == vllm_mounts[folder], f"{where}: {folder} is another volume for each"
+    pod = k8s_vllm["spec"]["template"]["spec"]
+    assert int(container(k8s_vllm)["resources"]["limits"]["nvidia.com/gpu"]) >= 1 and pod["nodeSelector"]
+    assert container(k8s_vllm)["startupProbe"]["httpGet"]["path"] == "/health"
+
+
 def test_trace_executor_runs_sandboxed(k8s, compose, dockerfile):
     deployment = objects(k8s, "Deployment")["trace-executor"]
     pod, cont = deployment["spec"]["template"]["spec"], container(deployment)
@@ -592,7 +651,8 @@ def test_untrusted_code_runs_only_in_the_trace_executor(compose, k8s, specs):
     port = specs["trace-executor"].port
     for where, envs in (("compose", {name: compose_env(service) for name, service in served(compose).items()}),
                         ("k8s", {name: k8s_env(k8s, deployment)
-                                 for name, deployment in objects(k8s, "Deployment").items()})):
+                                 for name, deployment in objects(k8s, "Deployment").items()
+                                 if name not in THIRD_PARTY})):
         executor = settings_from(envs["trace-executor"])
         accepted = parse_api_tokens(executor.api_tokens)
         for name, env in envs.items():
