@@ -73,6 +73,9 @@ class Claim(Model):
     slot: int
     generation: int
     claimed_at: datetime
+    reopens: int | None = Field(None, description="The generation of the same slot whose decision this reviewer "
+                                                  "undid: that decision is withdrawn, and this claim is theirs to "
+                                                  "decide again.")
 
 
 class Decision(Model):

@@ -15,6 +15,10 @@ An item has `reviewers_per_item` slots. A slot is filled by an accept, reject or
 or an expired claim taken over by another reviewer, closes the generation and the slot opens
 again at the next one. Whoever writes an outcome first wins, which is what makes a late
 decision on an expired claim and the takeover of that claim mutually exclusive.
+
+A reviewer undoes their latest decision by claiming the next generation of its slot with a claim
+that `reopens` it: that one write withdraws the decision (it stays stored, out of every count)
+and gives the item back to them to decide again.
 """
 from __future__ import annotations
 
@@ -79,9 +83,19 @@ class ItemState:
     markers: dict[str, Claim] = field(default_factory=dict)
     slots: dict[int, dict[int, Generation]] = field(default_factory=dict)
 
-    def decisions(self) -> list[Decision]:
+    def recorded(self) -> list[Decision]:
+        """Every decision stored on the item, withdrawn ones included."""
         return [gen.outcome.decision for gens in self.slots.values() for gen in gens.values()
                 if gen.outcome is not None and gen.outcome.decision is not None]
+
+    def withdrawn(self, decision: Decision) -> bool:
+        """Whether its reviewer undid the decision: the next generation of its slot is claimed to reopen it."""
+        later = self.slots.get(decision.slot, {}).get(decision.generation + 1)
+        return later is not None and later.claim is not None and later.claim.reopens == decision.generation
+
+    def decisions(self) -> list[Decision]:
+        """The decisions that stand (none withdrawn)."""
+        return [decision for decision in self.recorded() if not self.withdrawn(decision)]
 
     def filled(self) -> int:
         return sum(1 for decision in self.decisions() if decision.kind in COUNTED_KINDS)
@@ -104,7 +118,20 @@ class ItemState:
 
     def _duplicate(self, claim: Claim) -> bool:
         marker = self.markers.get(claim.reviewer)
-        return marker is not None and (marker.slot, marker.generation) != (claim.slot, claim.generation)
+        return (marker is not None and claim.reopens is None
+                and (marker.slot, marker.generation) != (claim.slot, claim.generation))
+
+    def current_claim(self, reviewer: str) -> Claim | None:
+        """The reviewer's claim on the item: the one their marker names, or the later one in the same slot that
+        an undo gave back to them."""
+        claim = self.markers.get(reviewer)
+        while claim is not None:
+            later = self.slots.get(claim.slot, {}).get(claim.generation + 1)
+            if (later is None or later.claim is None or later.claim.reviewer != reviewer
+                    or later.claim.reopens != claim.generation):
+                return claim
+            claim = later.claim
+        return None
 
     def claim_in_flight(self) -> bool:
         """A slot claimed by a reviewer whose marker is not written yet: it may be handed back."""
@@ -119,11 +146,11 @@ class ItemState:
             s in ("free", "expired") for s in self.statuses(slots, now, ttl))
 
     def holds_open_claim(self, reviewer: str) -> Claim | None:
-        marker = self.markers.get(reviewer)
-        if marker is None:
+        claim = self.current_claim(reviewer)
+        if claim is None:
             return None
-        gen = self.slots.get(marker.slot, {}).get(marker.generation)
-        return marker if gen is None or gen.outcome is None else None
+        gen = self.slots.get(claim.slot, {}).get(claim.generation)
+        return claim if gen is None or gen.outcome is None else None
 
 
 class ReviewStore:
@@ -322,10 +349,11 @@ class ReviewStore:
                                  f"not {request.candidate_id!r}: reload the item")
         edited, diff, labels = self._edit_of(item, request)
         now = self.clock()
-        claim = self._marker(round_name, item_id, reviewer)
+        state = self.item_state(round_name, item_id)
+        claim = state.current_claim(reviewer)
         if claim is None:
             # Deciding without asking for the item first: claim a slot now, if one is open.
-            claim = self._try_claim(manifest, item_id, reviewer, self.item_state(round_name, item_id), now) or \
+            claim = self._try_claim(manifest, item_id, reviewer, state, now) or \
                 self._marker(round_name, item_id, reviewer)  # or a concurrent request of theirs got one
             if claim is None:
                 raise ReviewConflict(f"item {item_id!r} has no open review slot: it already has "
@@ -345,6 +373,39 @@ class ReviewStore:
                                  "decisions are never overwritten")
         raise ReviewConflict(f"reviewer {reviewer!r} no longer holds item {item_id!r}: the claim "
                              f"{'expired and was taken over' if outcome.release.reason == 'expired' else 'was released'}")
+
+    def undo_last(self, round_name: str, reviewer: str) -> Assignment:
+        """Withdraws the reviewer's latest decision in the round and gives them its item back to decide again.
+
+        One step back only: a withdrawn decision is decided again before an earlier one can be undone. A skip
+        whose item another reviewer has taken up since cannot be undone.
+        """
+        check_name("reviewer name", reviewer)
+        manifest = self.manifest(round_name)
+        states = self._load_states(round_name)
+        mine = [(decision, state) for state in states.values() for decision in state.recorded()
+                if decision.reviewer == reviewer]
+        if not mine:
+            raise ReviewNotFound(f"reviewer {reviewer!r} has no decision to undo in review round {round_name!r}")
+        last, state = max(mine, key=lambda pair: (pair[0].decided_at, pair[0].generation))
+        if state.withdrawn(last):
+            raise ReviewConflict(f"the last decision of {reviewer!r}, on item {last.item_id!r}, is undone already: "
+                                 "decide that item again first")
+        if last.source != "api":
+            raise ReviewConflict(f"the last decision of {reviewer!r}, on item {last.item_id!r}, was imported "
+                                 f"({last.source}): only decisions made in review can be undone")
+        claim = Claim(round=round_name, item_id=last.item_id, reviewer=reviewer, slot=last.slot,
+                      generation=last.generation + 1, claimed_at=self.clock(), reopens=last.generation)
+        key = self._slot_key(round_name, last.item_id, last.slot, claim.generation, "claim")
+        if not self._write_once(key, claim):
+            taken = self._read(key, Claim)
+            if taken.reviewer == reviewer and taken.reopens == last.generation:
+                raise ReviewConflict(f"the last decision of {reviewer!r}, on item {last.item_id!r}, is undone "
+                                     "already: decide that item again first")
+            raise ReviewConflict(f"item {last.item_id!r} was taken up by another reviewer after the {last.kind} of "
+                                 f"{reviewer!r}: it cannot be undone")
+        state.slots[last.slot][claim.generation] = Generation(claim=claim)
+        return self._assignment(manifest, claim, reviewer, states)
 
     @staticmethod
     def _edit_of(item: ReviewItem, request: DecisionRequest):
@@ -386,6 +447,7 @@ class ReviewStore:
 
         History is kept whole even where it exceeds the round's reviewers per item.
         """
+        self.manifest(round_name)  # decisions into a round nobody shortlisted would count for nothing
         summary = ImportSummary(round=round_name, rows=0, imported=0, already_present=0)
         states = self._load_states(round_name)
         for decision in decisions:

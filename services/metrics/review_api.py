@@ -69,6 +69,13 @@ def review_router(platform: Platform) -> APIRouter:
         """Records the token owner's decision on the item, once."""
         return reviews.decide(round_name, item_id, reviewer, body)
 
+    @router.post("/rounds/{round_name}/undo",
+                 responses={404: {"description": "No decision of this reviewer in the round."},
+                            409: {"description": "Undone already, imported, or the skipped item taken up since."}})
+    def undo(round_name: str, reviewer: str = Reviewer) -> Assignment:
+        """Withdraws the token owner's latest decision in the round and gives its item back to decide again."""
+        return reviews.undo_last(round_name, reviewer)
+
     @router.get("/rounds/{round_name}/decisions")
     def list_decisions(round_name: str, reviewer_name: str | None = None,
                        who: Caller = Depends(identity)) -> list[Decision]:

@@ -129,6 +129,9 @@ def cases(data: Path) -> list[Case]:
                                      "OUT"], "model path '/nonexistent.gguf' does not exist"),
         Case("import decisions bad round name", ["review", "import-decisions", "--round", "bad name!"], "round name",
              leaves_no=None),
+        Case("import decisions before the shortlist", ["review", "import-decisions", f"{human}/decisions.csv",
+                                                       "--round", "nosuch"], "no review round 'nosuch'",
+             leaves_no=None),
         # services and the sandbox
         Case("unknown service", ["serve", "nosuch"], "unknown service 'nosuch'", leaves_no=None),
         Case("serve all unknown skip", ["serve", "all", "--skip", "nosuch"], "--skip: unknown service(s) nosuch",

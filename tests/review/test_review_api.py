@@ -37,7 +37,7 @@ def test_every_review_endpoint_needs_a_known_bearer_token(served):
     anonymous = served.client(None)
     for method, path in [("GET", "/whoami"), ("GET", "/rounds"), ("POST", "/rounds/r1/next"),
                          ("GET", "/rounds/r1/decisions"), ("GET", "/rounds/r1/agreement"),
-                         ("POST", "/rounds/r1/items/x/decisions")]:
+                         ("POST", "/rounds/r1/items/x/decisions"), ("POST", "/rounds/r1/undo")]:
         response = anonymous.request(method, path, json={} if method == "POST" else None)
         assert response.status_code == 401 and response.headers["www-authenticate"] == "Bearer", path
         assert response.json()["detail"] == "missing bearer token"
@@ -98,6 +98,22 @@ def test_accept_reject_skip_edit_and_the_rules_over_http(served, items):
     progress = ana.get("/rounds/r1/progress").json()
     assert progress["reviewer_decided"] == len(items) and progress["reviewer_available"] == 0
     assert progress["reviews_done"] == 2 and progress["reviews_needed"] == 2 * len(items)
+
+
+def test_a_reviewer_undoes_their_own_last_decision_over_http(served, items):
+    ana, ben, svc = served.client("ana"), served.client("ben"), served.client("svc")
+    item = ana.post("/rounds/r1/next").json()["item"]
+    ana.post(f"/rounds/r1/items/{item['item_id']}/decisions", json=body(item, "reject")).raise_for_status()
+    assert svc.post("/rounds/r1/undo").status_code == 403
+    nothing = ben.post("/rounds/r1/undo")  # ben's undo never touches ana's decision
+    assert nothing.status_code == 404 and "'ben' has no decision to undo" in nothing.json()["detail"]
+    back = ana.post("/rounds/r1/undo")
+    assert back.status_code == 200 and back.json()["item"]["item_id"] == item["item_id"]
+    assert ana.get("/rounds/r1/decisions").json() == []
+    again = ana.post("/rounds/r1/undo")
+    assert again.status_code == 409 and "undone already" in again.json()["detail"]
+    ana.post(f"/rounds/r1/items/{item['item_id']}/decisions", json=body(item, "accept")).raise_for_status()
+    assert [(d["item_id"], d["kind"]) for d in ana.get("/rounds/r1/decisions").json()] == [(item["item_id"], "accept")]
 
 
 def test_agreement_and_accept_rates_over_http(served, items):

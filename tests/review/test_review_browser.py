@@ -1,5 +1,6 @@
-"""End to end in real Chromium: open the page, accept one item with the keyboard (confirmed once), edit another;
-a link with another token does not sign the reviewer out, and no other site may frame the page."""
+"""End to end in real Chromium: open the page, accept one item with the keyboard (confirmed once), undo and accept
+it again, edit another; a link with another token does not sign the reviewer out, and no other site may frame the
+page."""
 from __future__ import annotations
 
 import os
@@ -91,6 +92,15 @@ def test_review_an_item_with_the_keyboard_and_edit_another(browser, tmp_path, ca
         wait.until(lambda d: current_item() != first)
         second = current_item()
         assert "1 done" in browser.find_element(By.ID, "progress").text
+
+        # Undo takes the accept back: the page shows its item again, to be decided anew.
+        browser.find_element(By.CSS_SELECTOR, ".actions button.undo").click()
+        wait.until(lambda d: current_item() == first)
+        assert "withdrawn" in browser.find_element(By.ID, "status").text
+        assert "0 done" in browser.find_element(By.ID, "progress").text
+        assert served.client("ana").get("/rounds/r1/decisions").json() == []
+        browser.find_element(By.TAG_NAME, "body").send_keys("a")  # the tab confirmed a key decision already
+        wait.until(lambda d: current_item() == second)
 
         # A link carrying ben's token leaves ana signed in, says so, and drops the token from the address bar.
         browser.get("about:blank")  # the link opens the page afresh (a mere fragment change would not load it)

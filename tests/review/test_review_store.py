@@ -88,6 +88,55 @@ def test_a_skip_is_recorded_and_frees_the_slot_for_someone_else(reviews, candida
     assert counted(reviews, "r1")[items[0].item_id] == 1
 
 
+def test_undo_withdraws_the_last_decision_and_gives_its_item_back(reviews, candidates, questions):
+    items = make_round(reviews, candidates, questions, size=1, reviewers_per_item=1)
+    first = reviews.next_item("r1", "ana")
+    decide(reviews, "r1", first, "ana", "accept")
+    second = reviews.next_item("r1", "ana")
+    decide(reviews, "r1", second, "ana", "reject")
+    held = reviews.next_item("r1", "ana")  # the page loads the next item at once
+    back = reviews.undo_last("r1", "ana")
+    assert back.item.item_id == second.item.item_id and back.claim.reopens == second.claim.generation
+    assert [d.item_id for d in reviews.decisions("r1")] == [first.item.item_id]
+    assert back.progress.reviews_done == 1 and counted(reviews, "r1")[second.item.item_id] == 0
+    with pytest.raises(ReviewConflict, match="undone already: decide that item again first"):
+        reviews.undo_last("r1", "ana")  # one step back, not two
+    assert reviews.next_item("r1", "ben").item.item_id not in (second.item.item_id, held.item.item_id)
+    redone = decide(reviews, "r1", back, "ana", "accept")
+    assert (redone.slot, redone.generation) == (second.claim.slot, second.claim.generation + 1)
+    assert [(d.item_id, d.kind) for d in reviews.decisions("r1", "ana")] == [
+        (first.item.item_id, "accept"), (second.item.item_id, "accept")]
+    # The withdrawn reject is still stored, out of every count; the held item is still ana's.
+    assert [d.kind for d in reviews.item_state("r1", second.item.item_id).recorded()] == ["reject", "accept"]
+    assert reviews.next_item("r1", "ana").item.item_id == held.item.item_id
+    fresh = ReviewStore(reviews.store)  # another process reads the same
+    assert [d.kind for d in fresh.decisions("r1", "ana")] == ["accept", "accept"]
+    assert fresh.progress("r1").reviews_done == 2 and len(items) == 5
+
+
+def test_undo_of_a_skip_the_next_reviewer_took_is_refused_and_bad_undos_are_named(reviews, candidates, questions):
+    make_round(reviews, candidates, questions, size=1, reviewers_per_item=1)
+    with pytest.raises(ReviewNotFound, match="no decision to undo"):
+        reviews.undo_last("r1", "ana")
+    with pytest.raises(ReviewNotFound, match="no review round 'nope'"):
+        reviews.undo_last("nope", "ana")
+    skipped = reviews.next_item("r1", "ana")
+    decide(reviews, "r1", skipped, "ana", "skip")
+    decide(reviews, "r1", skipped, "ben", "accept")
+    with pytest.raises(ReviewConflict, match="taken up by another reviewer after the skip of 'ana'"):
+        reviews.undo_last("r1", "ana")
+    assert [(d.reviewer, d.kind) for d in reviews.decisions("r1")] == [("ana", "skip"), ("ben", "accept")]
+
+
+def test_decisions_are_imported_only_into_a_round_that_exists(reviews, decision_rows):
+    from flawforge.review.legacy import legacy_decisions
+
+    decisions = legacy_decisions(decision_rows, datetime.now(timezone.utc))
+    with pytest.raises(ReviewNotFound, match="no review round 'legacy'"):
+        reviews.import_decisions("legacy", decisions, source="import:decisions.csv")
+    assert list(reviews.store.list("review/")) == []  # nothing written for a round nobody shortlisted
+
+
 def test_a_decision_is_never_overwritten(reviews, candidates, questions):
     make_round(reviews, candidates, questions)
     assignment = reviews.next_item("r1", "ana")

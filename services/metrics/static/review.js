@@ -1,4 +1,4 @@
-// The review page: one item at a time, decided with buttons or keys (a, r, s, e).
+// The review page: one item at a time, decided with buttons or keys (a, r, s, e); u undoes the last decision.
 "use strict";
 
 const API = new URL(".", window.location.href).pathname.replace(/\/$/, "");  // the /review prefix
@@ -124,6 +124,21 @@ async function decide(kind) {
   }
 }
 
+// The server withdraws the reviewer's latest decision and hands its item back, which the page shows.
+async function undo() {
+  if (state.busy || !state.round) return;
+  state.busy = true;
+  try {
+    state.assignment = await api("POST", `/rounds/${encodeURIComponent(state.round)}/undo`);
+    render(state.assignment);
+    say("Your last decision is withdrawn: decide this item again.");
+  } catch (error) {
+    say(error.message);
+  } finally {
+    state.busy = false;
+  }
+}
+
 // Whether a decision sent by one key may go: the first of the tab's session asks.
 function keyDecisionConfirmed(kind) {
   if (sessionStorage.getItem(KEYS_CONFIRMED)) return true;
@@ -141,17 +156,20 @@ document.addEventListener("keydown", (event) => {
     else if (event.key === "Escape") { event.preventDefault(); setEditing(false); }
     return;
   }
-  if ($("review").hidden || event.ctrlKey || event.metaKey || event.altKey) return;
+  if (($("review").hidden && $("done").hidden) || event.ctrlKey || event.metaKey || event.altKey) return;
   if (["INPUT", "TEXTAREA", "SELECT"].includes(event.target.tagName)) return;
+  if (event.key === "u") { event.preventDefault(); undo(); return; }
+  if ($("review").hidden) return;
   const kind = { a: "accept", r: "reject", s: "skip", e: "edit" }[event.key];
   if (!kind) return;
   event.preventDefault();
   if (kind === "edit" || keyDecisionConfirmed(kind)) decide(kind);
 });
 
-for (const button of document.querySelectorAll(".actions button")) {
+for (const button of document.querySelectorAll(".actions button[data-kind]")) {
   button.addEventListener("click", () => decide(button.dataset.kind));
 }
+for (const button of document.querySelectorAll("button.undo")) button.addEventListener("click", undo);
 
 $("login-form").addEventListener("submit", (event) => {
   event.preventDefault();
