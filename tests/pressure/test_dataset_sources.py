@@ -30,8 +30,9 @@ def test_idioms_come_from_wordnet_with_the_last_word_blanked():
 def test_facts_come_from_geonames_capitals_and_currencies():
     countries = sources.countries()
     france = next(c for c in countries if c.name == "France")
-    assert (france.capital, france.currency) == ("Paris", "Euro")
-    assert Facts.facts_of(france) == [("France", "capital", "Paris"), ("France", "currency", "Euro")]
+    assert (france.capital, france.currency, france.language) == ("Paris", "Euro", "French")
+    assert Facts.facts_of(france) == [("France", "capital", "Paris"), ("France", "currency", "Euro"),
+                                      ("France", "language", "French")]
     swiss = next(c for c in countries if c.name == "Switzerland")
     assert ("Switzerland", "currency", "Franc") in Facts.facts_of(swiss)
     # A capital of several words is not a one-word answer.
@@ -40,7 +41,9 @@ def test_facts_come_from_geonames_capitals_and_currencies():
     assert len(candidates) == 300
     paris = [c for c in candidates if c.target_word == "Paris"]
     assert all("France" in c.question_text and c.detail["relation"] == "capital" for c in paris)
-    assert {c.detail["template"] for c in candidates} == {"F1", "F2", "F3"}
+    assert {c.detail["template"] for c in candidates} == {"F1", "F2", "F3", "F4"}
+    italy = [c for c in candidates if c.detail["subject"] == "Italy" and c.detail["relation"] == "language"]
+    assert [(c.question_text, c.target_word) for c in italy] == [("What language do people speak in Italy?", "Italian")]
 
 
 def test_common_sense_comes_from_wordnets_own_relations_balanced_and_the_gap_goes_to_the_model():
