@@ -19,7 +19,7 @@ from pathlib import Path
 
 import httpx
 
-from flawforge.errors import ConfigError, FlawforgeError
+from flawforge.errors import BusUnavailable, ConfigError, FlawforgeError
 from flawforge.runtime.auth import Authenticator
 from flawforge.settings import Settings
 
@@ -65,6 +65,32 @@ def plan(services: list[str], own_ports: dict[str, int], port_offset: int, envir
     return planned
 
 
+def require_broker(settings: Settings) -> None:
+    """Every service opens the broker as it starts: one that cannot be reached is said once, here, rather than in
+    each service's traceback."""
+    import logging
+    import socket
+
+    from flawforge.bus.rabbitmq import RabbitMQBus
+
+    bus = RabbitMQBus(settings.amqp_url, prefix=settings.queue_prefix)
+    where = f"RabbitMQ at {bus.params.host}:{bus.params.port}"
+    pika_log = logging.getLogger("pika")
+    level = pika_log.level
+    pika_log.setLevel(logging.CRITICAL)  # it logs each failed attempt, traceback and all; the reason comes below
+    try:
+        socket.create_connection((bus.params.host, bus.params.port), timeout=5).close()
+        bus.ping()  # the broker answers; this also proves the credentials and virtual host
+    except OSError as exc:
+        raise BusUnavailable(f"cannot reach {where} ({exc.strerror or exc}); no service started "
+                             "(FLAWFORGE_AMQP_URL names the broker)") from None
+    except BusUnavailable as exc:
+        raise BusUnavailable(f"{exc}; no service started (FLAWFORGE_AMQP_URL names the broker)") from None
+    finally:
+        bus.close()
+        pika_log.setLevel(level)
+
+
 def _relay(name: str, stream, width: int) -> None:
     for line in iter(stream.readline, ""):
         sys.stderr.write(f"{name:<{width}} | {line}")
@@ -106,6 +132,7 @@ def _interrupt(signum, frame) -> None:
 def serve_all(services: list[str], own_ports: dict[str, int], port_offset: int, host: str) -> None:
     """Starts the services, reports their URLs once each answers, and supervises them until stopped."""
     planned = plan(services, own_ports, port_offset, dict(os.environ))
+    require_broker(Settings())
     width = max(len(s.name) for s in planned)
     processes: dict[str, subprocess.Popen] = {}
     previous = signal.signal(signal.SIGTERM, _interrupt)

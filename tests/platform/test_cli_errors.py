@@ -136,6 +136,8 @@ def cases(data: Path) -> list[Case]:
         Case("unknown service", ["serve", "nosuch"], "unknown service 'nosuch'", leaves_no=None),
         Case("serve all unknown skip", ["serve", "all", "--skip", "nosuch"], "--skip: unknown service(s) nosuch",
              leaves_no=None),
+        Case("serve all broker down", ["serve", "all"], "cannot reach RabbitMQ at 127.0.0.1:9 (Connection refused); "
+             "no service started", env={"FLAWFORGE_AMQP_URL": "amqp://guest:guest@127.0.0.1:9/%2F"}, leaves_no=None),
         Case("sandbox file missing", ["sandbox", "exec", "/nonexistent.py"], "/nonexistent.py", leaves_no=None),
         Case("sandbox bad timeout", ["sandbox", "exec", "EMPTY", "--timeout", "-1"], "timeout", leaves_no=None),
         Case("conversation missing", ["validate-conversation", "/nonexistent.json"], "/nonexistent.json",
