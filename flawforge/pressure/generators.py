@@ -244,10 +244,10 @@ class CommonSense(Generator):
     reply_schema = CommonSenseReply
     example = {"subject": "beech", "relation": "IsA", "target_word": "tree"}
     # PartOf says "the ____": "a ____" or "an ____" would give away the target's first letter.
-    TEMPLATES = {"IsA": ("C1_IsA", "Fill the blank (one word): {a} {subject} is a kind of ____."),
-                 "PartOf": ("C2_PartOf", "Fill the blank (one word): {a} {subject} is a part of the ____."),
-                 "MadeOf": ("C3_MadeOf", "Fill the blank (one word): {a} {subject} is made of ____."),
-                 "HasProperty": ("C4_HasProperty", "Fill the blank (one word): {a} {subject} is usually ____.")}
+    TEMPLATES = {"IsA": ("C1_IsA", "Fill the blank (one word): {subject} is a kind of ____."),
+                 "PartOf": ("C2_PartOf", "Fill the blank (one word): {subject} is a part of the ____."),
+                 "MadeOf": ("C3_MadeOf", "Fill the blank (one word): {subject} is made of ____."),
+                 "HasProperty": ("C4_HasProperty", "Fill the blank (one word): {subject} is usually ____.")}
     EXAMPLES = {"IsA": {"subject": "beech", "relation": "IsA", "target_word": "tree"},
                 "PartOf": {"subject": "elbow", "relation": "PartOf", "target_word": "arm"},
                 "MadeOf": {"subject": "brick", "relation": "MadeOf", "target_word": "clay"},
@@ -260,9 +260,11 @@ class CommonSense(Generator):
         """The pool split evenly over the relations (the first ones get the remainder)."""
         return {relation: count // len(RELATIONS) + (i < count % len(RELATIONS)) for i, relation in enumerate(RELATIONS)}
 
-    def make(self, subject: str, relation: str, target: str, source: str) -> Candidate:
+    def make(self, subject: str, relation: str, target: str, source: str, mass: bool = False) -> Candidate:
+        """A substance goes without an article ("Water is a kind of ____."), a thing with one."""
         style, template = self.TEMPLATES[relation]
-        return make_candidate(self.category, template.format(a=article(subject).capitalize(), subject=subject), target, source,
+        named = subject.capitalize() if mass else f"{article(subject).capitalize()} {subject}"
+        return make_candidate(self.category, template.format(subject=named), target, source,
                               subject=subject, relation=relation, template=style)
 
     def offline(self, records: Sequence, count: int, rng: random.Random) -> list[Candidate]:
@@ -276,7 +278,7 @@ class CommonSense(Generator):
                     usable.append(record)
                     subjects.add(record.subject)
             chosen += rng.sample(usable, min(quota, len(usable)))
-        return [self.make(r.subject, r.relation, r.target, "offline:wordnet") for r in chosen]
+        return [self.make(r.subject, r.relation, r.target, "offline:wordnet", r.mass) for r in chosen]
 
     def slots(self, offline: list[Candidate], count: int) -> list[Slot]:
         have = {relation: sum(c.detail.get("relation") == relation for c in offline) for relation in RELATIONS}

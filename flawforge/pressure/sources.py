@@ -26,6 +26,7 @@ WORDNET_DIRS = ("/usr/share/wordnet", "/usr/local/share/wordnet", "/usr/local/Wo
 RELATION_POINTERS = {"@": "IsA", "#p": "PartOf", "%s": "MadeOf"}
 # Lexicographer files of everyday things (WordNet's lexnames): animal, artifact, body, food, object, plant, substance.
 EVERYDAY_LEXFILES = frozenset({5, 6, 8, 13, 17, 20, 27})
+SUBSTANCE_LEXFILE = 27
 # Words people use: a subject at Zipf 3 or more (a few per million words), a target in the D/E band's floor.
 SUBJECT_MIN_ZIPF = 3.0
 TARGET_MIN_ZIPF = 3.5
@@ -34,8 +35,9 @@ TARGET_MIN_ZIPF = 3.5
 @dataclass(frozen=True)
 class Relation:
     subject: str
-    relation: str  # UsedFor, MadeOf or HasProperty
+    relation: str  # IsA, PartOf or MadeOf (HasProperty from the model)
     target: str
+    mass: bool = False  # a substance ("water", "tungsten"): named without an article
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,7 @@ def wordnet_relations() -> tuple[Relation, ...]:
     right answers."""
     nouns = {synset.offset: synset for synset in _synsets("noun")}
     first = _first_senses("noun")
-    targets: dict[tuple[str, str], list[str]] = {}
+    targets: dict[tuple[str, str, bool], list[str]] = {}
     for synset in nouns.values():
         if synset.lexfile not in EVERYDAY_LEXFILES:
             continue
@@ -124,8 +126,8 @@ def wordnet_relations() -> tuple[Relation, ...]:
             relation = RELATION_POINTERS.get(symbol)
             target = next((lemma for lemma in nouns[offset].lemmas if _plain(lemma)), None) if pos == "n" else None
             if relation and target and target != subject and zipf_of(target) >= TARGET_MIN_ZIPF:
-                targets.setdefault((subject, relation), []).append(target)
-    return tuple(Relation(subject, relation, found[0]) for (subject, relation), found in targets.items()
+                targets.setdefault((subject, relation, synset.lexfile == SUBSTANCE_LEXFILE), []).append(target)
+    return tuple(Relation(subject, relation, found[0], mass) for (subject, relation, mass), found in targets.items()
                  if len(set(found)) == 1)
 
 

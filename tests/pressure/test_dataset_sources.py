@@ -65,6 +65,10 @@ def test_common_sense_comes_from_wordnets_own_relations_balanced_and_the_gap_goe
     assert [len(by_relation[r]) for r in by_relation] == [10, 10, 10]
     assert all(" is a kind of ____." in c.question_text for c in by_relation["IsA"])
     assert all(" is a part of the ____." in c.question_text for c in by_relation["PartOf"])
+    # A substance goes without an article.
+    assert sources.Relation("tungsten", "IsA", "metal", mass=True) in relations
+    assert generator.make("tungsten", "IsA", "metal", "offline:wordnet", mass=True).question_text == \
+        "Fill the blank (one word): Tungsten is a kind of ____."
     # WordNet has no HasProperty relation: its quarter of the pool is asked of the model.
     slots = generator.slots(candidates, 40)
     assert [s.relation for s in slots] == ["HasProperty"] * 10
