@@ -23,6 +23,8 @@ class LibraryWorkItem(Message):
     modifiers: list[str] = Field(min_length=1)
     seed: int
     item_name: str = Field(description="Where the result goes, under the job's items.")
+    model: str | None = Field(None, description="The model the lm_rewrite modifier asks through the gateway (none: "
+                                                "no LM-rewritten bugs).")
 
 
 class Baseline(Model):
@@ -176,6 +178,13 @@ class ConversationReply(Model):
 
     diagnosis: str = Field(min_length=1, max_length=4000, description="From the failing tests to the bug.")
     fix_explanation: str = Field(min_length=1, max_length=2000, description="What the fix changes and why.")
+
+
+class RewriteReply(Model):
+    """What a model writes for the lm_rewrite modifier (the gateway's structured output schema)."""
+
+    code: str = Field(min_length=1, max_length=12000, description="The whole function, rewritten with one bug.")
+    explanation: str = Field(min_length=1, max_length=500, description="What was changed, in one sentence.")
 
 
 class StatementReply(Model):

@@ -219,10 +219,11 @@ def gate_reason(check) -> str:
 def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str, per_library: int,
                          modifiers: list[str], seed: int, concurrency: int = 2, *, environment: Environment,
                          environment_path: str | None = None, excluded: list[Exclusion] = (),
-                         clean_limits: SandboxLimits = SUITE_LIMITS) -> LibraryResult:
+                         clean_limits: SandboxLimits = SUITE_LIMITS, rewrites=None) -> LibraryResult:
     """`environment` (at `environment_path`, None for the sandbox's own) is what the tests run against;
     `excluded`: requirements its builder left out; `clean_limits`: the clean runs' limits (candidates get a
-    multiple of the clean run's time)."""
+    multiple of the clean run's time); `rewrites(modules, executed)`: a model's rewritten functions as candidates
+    and the replies refused (lm_rewrite), asked once the tests' coverage says which functions they run."""
     name, version = name_and_version(archive_name)
     files = read_archive(archive)
     layout = layout_of(name, version, list(files))
@@ -249,6 +250,11 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
     # What the baseline tests (and the import) executed: only they can show a change.
     in_baseline = set(passing)
     coverage = {test: keys for test, keys in first.coverage.items() if test == IMPORT_TIME or test in in_baseline}
+    if rewrites is not None:
+        rewritten, refused = rewrites(modules, lambda path, qualname: covered(coverage, path, qualname))
+        candidates += rewritten
+        result.rejects += refused
+        result.candidates_total = len(candidates)
     chosen = choose(candidates, per_library, seed, f"{name}-{version}",
                     lambda c: covered(coverage, c.path, c.qualname) and worth_trying(c, modules[c.path]))
     if not chosen:

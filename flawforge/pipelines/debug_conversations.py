@@ -62,11 +62,13 @@ def suite_sandbox(settings_json: str | None = None):
 
 
 def all_modifiers() -> list[str]:
-    """The registry's modifiers and `combined` (valid single bugs of one file put together)."""
+    """The registry's modifiers, `combined` (valid single bugs of one file put together) and `lm_rewrite` (a
+    model's rewrites, made only where the run names a model)."""
     from flawforge.debugging.combined import MODIFIER as COMBINED
     from flawforge.debugging.modifiers import REGISTRY
+    from flawforge.debugging.modifiers.lm_rewrite import LmRewrite
 
-    return sorted([*REGISTRY, COMBINED])
+    return sorted([*REGISTRY, COMBINED, LmRewrite.name])
 
 
 class DebugConversationsParams(BaseModel):
@@ -77,9 +79,11 @@ class DebugConversationsParams(BaseModel):
         None, description="Scenario catalog (JSON {'entries': [{domain, topic, subtopic}]}) under the data roots; "
                           "'default': the shipped one.")
     count: int = Field(1, ge=1, le=10_000, description="Scenarios to turn into conversations.")
-    model: str | None = Field(None, description="The model that writes scenarios and the conversations' assistant "
-                                                "turns, as the llm-gateway serves it (without one, conversations "
-                                                "come from the deterministic writer).")
+    model: str | None = Field(None, description="The model that writes scenarios, the conversations' assistant "
+                                                "turns, the problem statements and the lm_rewrite modifier's bugs, as "
+                                                "the llm-gateway serves it (without one, conversations and "
+                                                "statements come from the deterministic writer and there are no "
+                                                "LM-rewritten bugs).")
     retries: int = Field(3, ge=0, le=20, description="New seeds for a scenario without a valid bug, then skipped.")
     per_library: int = Field(10, ge=1, le=10_000, description="Candidate bugs validated per library.")
     modifiers: list[str] = Field(default_factory=all_modifiers, min_length=1, description="Bug modifiers to use.")
@@ -178,7 +182,7 @@ def run_libraries(ctx: JobContext, params: DebugConversationsParams):
         names.append(item)
         bus.publish(LIBRARY_QUEUE, LibraryWorkItem(job_id=ctx.job_id, archive=ref, archive_name=archive.name,
                                                    per_library=params.per_library, modifiers=params.modifiers,
-                                                   seed=params.seed, item_name=item))
+                                                   seed=params.seed, item_name=item, model=params.model))
     stored = ctx.wait_for_items(names, message="validating bugs")
     results = [LibraryResult.model_validate_json(stored[name]) for name in names]
     projects = {}

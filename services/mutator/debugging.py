@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import logging
+import math
+from contextlib import contextmanager
 
 from flawforge.errors import FlawforgeError, Unavailable
 from flawforge.jobs.context import item_key
@@ -24,6 +26,27 @@ def library_reject(archive_name: str, exc: Exception) -> LibraryResult:
                          rejects=[BugReject(source=source, version=version, reason=reason, detail=detail)])
 
 
+@contextmanager
+def rewriter(platform: Platform, message: LibraryWorkItem):
+    """The lm_rewrite modifier's candidates for generate_for_library, through the gateway, where the item names a
+    model and the modifier; None otherwise. A model's fair share of the round robin, twice over, is asked for."""
+    from flawforge.debugging.modifiers.lm_rewrite import LmRewrite
+
+    if not message.model or LmRewrite.name not in message.modifiers:
+        yield None
+        return
+    from flawforge.llm.gateway import Gateway
+
+    gateway = Gateway.from_settings(platform.store, platform.settings)
+    count = max(2, math.ceil(2 * message.per_library / len(message.modifiers)))
+    project = message.archive_name.removesuffix(".tar.gz")
+    try:
+        yield lambda modules, executed: LmRewrite(message.model).candidates(gateway, modules, executed, count,
+                                                                           message.seed, project)
+    finally:
+        gateway.close()
+
+
 def make_library_handler(platform: Platform):
     settings_json = platform.settings.model_dump_json()
 
@@ -36,10 +59,12 @@ def make_library_handler(platform: Platform):
         try:
             built = EnvironmentBuilder.from_settings(platform.settings).for_library(
                 read_archive(archive), name_and_version(message.archive_name)[0])
-            result = generate_for_library(suite_sandbox(settings_json), archive, message.archive_name,
-                                          message.per_library, message.modifiers, message.seed, SUITES_PER_LIBRARY,
-                                          environment=built.environment, environment_path=built.path,
-                                          excluded=built.excluded)
+            with rewriter(platform, message) as rewrites:
+                result = generate_for_library(suite_sandbox(settings_json), archive, message.archive_name,
+                                              message.per_library, message.modifiers, message.seed,
+                                              SUITES_PER_LIBRARY, environment=built.environment,
+                                              environment_path=built.path, excluded=built.excluded,
+                                              rewrites=rewrites)
         except Unavailable:
             raise  # the platform's trouble (no package index, no sandbox): the bus tries the item again
         except Exception as exc:  # whatever one library does to its handling is its reject, never a lost item
