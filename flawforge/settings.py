@@ -54,8 +54,8 @@ class Settings(BaseSettings):
                                                                    "a larger one is refused (413) before it is read whole.")
     data_roots: str = Field("../shared/data", description="Comma-separated folders job parameters may name files "
                                                           "in (relative ones: from the working directory); "
-                                                          "anything else is a 422. Embedded runs add the job's "
-                                                          "output folder.")
+                                                          "anything else is a 422. Embedded runs are not "
+                                                          "confined: they read what the local user can.")
     auth: Literal["required", "disabled"] = Field(
         "required", description="`disabled` serves without authentication (a request without a token passes); "
                                 "else a service with no FLAWFORGE_API_TOKENS refuses to start.")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import sys
 from contextlib import contextmanager, nullcontext
@@ -87,25 +88,25 @@ def run_pipeline(pipeline: str, params: dict, out: Path, stack: Optional[str], t
                 overrides = {**(settings_overrides or {}), **(provider or {})}
                 if state is not None or _keep_blobs() or pipelines()[pipeline].resumable:
                     status = run_embedded(pipeline, params, out,
-                                          _embedded_settings(out, state or out / ".blobs", overrides))
+                                          _embedded_settings(state or out / ".blobs", overrides))
                 else:
                     import tempfile
 
                     # the blob store lives only as long as the run: OUT keeps the artifacts, not a copy of every blob
                     with tempfile.TemporaryDirectory(prefix=".blobs-", dir=out) as scratch:
-                        status = run_embedded(pipeline, params, out, _embedded_settings(out, Path(scratch), overrides))
+                        status = run_embedded(pipeline, params, out, _embedded_settings(Path(scratch), overrides))
     why = nothing_done(out) if nothing_done else None
     if why:
         raise NothingDone(f"{pipeline}: job {status.job_id} produced nothing: {why}; artifacts in {out}")
     typer.echo(f"{pipeline}: job {status.job_id} {status.state.value}; artifacts in {out}", err=True)
 
 
-def _embedded_settings(out: Path, blob_dir: Path, overrides: Optional[dict]):
+def _embedded_settings(blob_dir: Path, overrides: Optional[dict]):
     from flawforge.settings import Settings
 
-    # The job's own space, its output folder, is a data root beside the configured ones.
+    # The local user's own run reads whatever they can read: the data roots confine the jobs API and --stack.
     return Settings(bus="memory", blob_backend="local", blob_dir=str(blob_dir),
-                    **{"data_roots": f"{Settings().data_roots},{out.resolve()}", **(overrides or {})})
+                    **{"data_roots": os.sep, **(overrides or {})})
 
 
 # Options of `flawforge run` itself, set by its callback before the subcommand runs.
@@ -564,8 +565,6 @@ def serve(service: str = typer.Argument(..., help="Service name, e.g. trace-exec
 
 def settings_error(exc) -> str:
     """A bad FLAWFORGE_* value, named by its environment variable (pydantic names the field)."""
-    import os
-
     from flawforge.settings_doc import env_name
 
     err = exc.errors(include_url=False)[0]

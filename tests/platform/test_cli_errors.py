@@ -74,6 +74,11 @@ def cases(data: Path) -> list[Case]:
         # math-errors inputs
         Case("gsm8k missing", ["run", "math-errors", "--gsm8k", "/nonexistent/train.jsonl", "--templates", templates,
                                "--indices", "0-1", "--out", "OUT"], "/nonexistent/train.jsonl"),
+        # an embedded run reads the user's own files, wherever they are; a missing one is named as missing
+        Case("gsm8k missing outside the roots", [*math, "--gsm8k", "/tmp/nonexistent/train.jsonl", "--indices", "0-1"],
+             "/tmp/nonexistent/train.jsonl does not exist", env={"FLAWFORGE_DATA_ROOTS": "/nonexistent-root"}),
+        Case("own gsm8k outside the roots: runs", [*math, "--gsm8k", "GSM8K", "--indices", "0-1"],
+             "math-errors: job ", env={"FLAWFORGE_DATA_ROOTS": "/nonexistent-root"}, status=0, leaves_no=None),
         Case("gsm8k empty", ["run", "math-errors", "--gsm8k", "EMPTY", "--templates", templates, "--indices", "0-1",
                              "--out", "OUT"], "failed"),
         Case("gsm8k malformed", ["run", "math-errors", "--gsm8k", "MALFORMED", "--templates", templates,
@@ -122,9 +127,9 @@ def cases(data: Path) -> list[Case]:
         Case("study neither prompts nor demo", ["run", "pressure-study", "--out", "OUT"],
              "give either --prompts FILE or --demo"),
         Case("study prompts malformed", ["run", "pressure-study", "--prompts", "MALFORMED", "--out", "OUT"],
-             "MALFORMED:1: line: Invalid JSON", env={"FLAWFORGE_DATA_ROOTS": "."}),
+             "MALFORMED:1: line: Invalid JSON"),
         Case("study prompts empty", ["run", "pressure-study", "--prompts", "EMPTY", "--out", "OUT"],
-             "EMPTY holds no prompts", env={"FLAWFORGE_DATA_ROOTS": "."}),
+             "EMPTY holds no prompts"),
         Case("study model missing", ["run", "pressure-study", "--demo", "--model", "/nonexistent.gguf", "--out",
                                      "OUT"], "model path '/nonexistent.gguf' does not exist"),
         Case("import decisions bad round name", ["review", "import-decisions", "--round", "bad name!"], "round name",
@@ -170,14 +175,16 @@ def cases(data: Path) -> list[Case]:
     ]
 
 
-def run_case(case: Case, folder: Path) -> tuple[Case, subprocess.CompletedProcess, Path]:
+def run_case(case: Case, folder: Path, gsm8k: Path) -> tuple[Case, subprocess.CompletedProcess, Path]:
     folder.mkdir()
     (folder / "FILE").write_text("a file the user has\n")
     (folder / "EMPTY").write_text("")
     (folder / "MALFORMED").write_text("{not json\n")
     os.mkfifo(folder / "FIFO")  # nobody writes it: a command that opens it to read waits for good
+    with gsm8k.open() as rows:  # a user's own copy of the first problems
+        (folder / "GSM8K").write_text("".join(next(rows) for _ in range(3)))
     paths = {"OUT": folder / "out", "FILE": folder / "FILE", "EMPTY": folder / "EMPTY",
-             "MALFORMED": folder / "MALFORMED", "FIFO": folder / "FIFO"}
+             "MALFORMED": folder / "MALFORMED", "FIFO": folder / "FIFO", "GSM8K": folder / "GSM8K"}
     args = [str(paths.get(arg, arg)) for arg in case.args]
     env = {**os.environ, "FLAWFORGE_BLOB_DIR": str(folder / "blobs"), "FLAWFORGE_API_TOKENS": "t:tok",
            "FLAWFORGE_HTTP_PORT": "1", **case.env}  # a service that starts by mistake cannot bind
@@ -190,8 +197,8 @@ def test_every_command_answers_mistakes_with_one_line(shared_data, tmp_path):
     all_cases = cases(shared_data)
     assert len({c.id for c in all_cases}) == len(all_cases)
     with ThreadPoolExecutor(4) as pool:
-        results = list(pool.map(lambda c: run_case(c, tmp_path / c.id.replace(" ", "_").replace(":", "")),
-                                all_cases))
+        results = list(pool.map(lambda c: run_case(c, tmp_path / c.id.replace(" ", "_").replace(":", ""),
+                                                   shared_data / "gsm8k" / "train.jsonl"), all_cases))
     failures = []
     for case, result, out in results:
         lines = [line for line in result.stderr.splitlines() if line.strip()]
