@@ -18,7 +18,6 @@ import io
 import json
 import math
 import time
-from typing import Callable
 
 import numpy as np
 import torch

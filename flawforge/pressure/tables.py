@@ -283,6 +283,8 @@ def report(table: dict, images: list[str]) -> str:
     run = table["run_time"]
     params = table["parameters"]
 
+    decomposed = sorted({row["block"] for rows in table["attn_ffn_decomposition"].values() for row in rows})
+
     def last(curve):
         return None if not curve else curve["mean"][-1]
 
@@ -337,8 +339,9 @@ def report(table: dict, images: list[str]) -> str:
         f"| taxonomy of failures (priming / override) | {table['taxonomy']['priming']} / "
         f"{table['taxonomy']['override']} | {paper['taxonomy']['priming']} / {paper['taxonomy']['override']} |",
         "",
-        f"Attention / MLP decomposition over blocks {params['decompose_first']}..{params['decompose_last']} (from the "
-        f"end where negative; the paper's figure: {paper['decomposition_blocks']}); see attn_ffn.png.",
+        f"Attention / MLP decomposition over blocks {_ranges(decomposed)} of 0-{blocks - 1} (parameters "
+        f"{params['decompose_first']}..{params['decompose_last']}, negative from the end; the paper's figure: "
+        f"{paper['decomposition_blocks']}); see attn_ffn.png.",
         "",
         "## Activation patching, each kind on its own",
         "",
