@@ -28,6 +28,9 @@ class Settings(BaseSettings):
                                                               "before it fails, naming the missing service.")
     job_retention_days: float = Field(7.0, ge=0, description="Days a finished job and its blobs are kept before they "
                                                              "are deleted; 0 keeps them until deleted through the API.")
+    progress_log_s: float = Field(30.0, gt=0, description="Seconds between the progress lines (done/total, rate, "
+                                                          "time left) a `flawforge run` prints where stderr is no "
+                                                          "terminal (a log, nohup); a terminal gets a bar.")
 
     blob_backend: Literal["local", "s3"] = Field("local", description="Blob store backend.")
     blob_dir: str = Field("var/blobs", description="Folder of the local blob store.")

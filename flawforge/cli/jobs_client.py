@@ -10,9 +10,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
-from tqdm import tqdm
 
 from flawforge.blobstore.base import sha256_hex
+from flawforge.cli.progress import progress_display
 from flawforge.errors import FlawforgeError, Interrupted
 
 # After Ctrl-C the embedded job is cancelled; its threads get this long to notice before the process ends.
@@ -21,21 +21,18 @@ from flawforge.proto.jobs import Artifact, JobState, JobStatus
 
 
 def _follow(read_status, poll_s: float, label: str) -> JobStatus:
-    # At a terminal only: piped into a log, a progress bar is noise.
-    bar = tqdm(desc=label, unit="item", dynamic_ncols=True, leave=False, disable=None)
+    """Polls the job until it ends, showing its progress: a bar at a terminal, else a line now and then."""
+    display = progress_display(label)
     try:
         while True:
             status = read_status()
-            if status.progress.total is not None:
-                bar.total = status.progress.total
-            bar.n = status.progress.done
-            bar.set_postfix_str(status.progress.message or status.state.value, refresh=False)
-            bar.refresh()
+            display.update(status.progress.done, status.progress.total,
+                           status.progress.message or status.state.value)
             if status.state.finished or status.state == JobState.interrupted:
                 return status
             time.sleep(poll_s)
     finally:
-        bar.close()
+        display.close()
 
 
 def _finish(status: JobStatus) -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -37,6 +38,46 @@ def test_keep_blobs_keeps_the_embedded_blob_store(tmp_path):
     result = run_cli("run", "--keep-blobs", "smoke", "--count", "3", "--out", str(tmp_path / "out"))
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "out" / ".blobs" / "jobs").is_dir()
+
+
+# done/total (a total unknown yet is '?'), the rate once items land, the time left where the total is known
+PROGRESS_LINE = re.compile(r"math-errors: (\d+)/(?:\?|(\d+) \(\d+%\))(?:, ([\d.]+) items/s)?(?:, ETA (\S+))? \((.+)\)")
+
+
+def _seconds(eta: str) -> int:
+    match = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", eta)
+    hours, minutes, seconds = (int(part or 0) for part in match.groups())
+    return hours * 3600 + minutes * 60 + seconds
+
+
+def test_without_a_terminal_a_long_job_logs_a_progress_line_now_and_then(tmp_path, shared_data):
+    """Under nohup or into a log there is no bar: a line every FLAWFORGE_PROGRESS_LOG_S seconds (30 by default)
+    with done/total, the rate and the time left, per stage of the job."""
+    out = tmp_path / "out"
+    result = run_cli("run", "math-errors", "--gsm8k", str(shared_data / "gsm8k" / "train.jsonl"), "--templates",
+                     str(shared_data / "formalization-templates"), "--indices", "0-99", "--out", str(out),
+                     env={"FLAWFORGE_PROGRESS_LOG_S": "0.5"}, timeout=300)
+    assert result.returncode == 0, result.stderr
+    *lines, last = result.stderr.splitlines()
+    assert last.startswith("math-errors: job ") and last.endswith(f"succeeded; artifacts in {out}")
+    assert len(lines) >= 3 and "\r" not in result.stderr, result.stderr  # lines, not a bar redrawn in place
+    stages: dict[str, list[tuple[int, int]]] = {}
+    for line in lines:
+        match = PROGRESS_LINE.fullmatch(line)
+        assert match, line
+        done, total, rate, eta, stage = match.groups()
+        if total is None:
+            assert eta is None, line
+            continue
+        stages.setdefault(stage, []).append((int(done), int(total)))
+        if rate is not None:  # the time left is what is left at that rate (both printed rounded)
+            left = (int(total) - int(done)) / float(rate)
+            assert abs(_seconds(eta) - left) <= 1 + 0.1 * left, line
+    summary = json.loads((out / "summary.json").read_text())
+    assert stages, lines
+    for stage, points in stages.items():  # each stage counts its own items, never backwards
+        assert [done for done, _ in points] == sorted(done for done, _ in points), stage
+        assert {total for _, total in points} <= {summary["problems"], summary["problems_with_template"]}, stage
 
 
 @pytest.mark.parametrize("args, message", [
