@@ -5,12 +5,13 @@ units are not: runtime.suite.OtherUser); tests whose outcomes differ are flaky o
 runs them and are left out, the rest that passed both times are the baseline. Candidates come
 from the modifiers over the library's modules; only candidates in code some baseline test
 executes are eligible; `per_library` of them are chosen with the seed and each runs the baseline
-tests that can notice it (see verdict). A candidate that changes only a function's body, or removes a
-method, in code that does not run at import, runs in a suite batch: the suite collected once
-per batch, the function's code replaced (the method deleted) in place, one batch per worker;
-the others, and any change a batch hands back, run in a unit of their own with the changed
-file written over the project. Runs go out concurrently; results are put in candidate order,
-so the output does not depend on which finished first.
+tests that can notice it (see verdict). A candidate that changes only a function's body, or
+removes a method, in code that does not run at import, and whose tests are quick
+(ALONE_ABOVE_S), runs in a suite batch: the suite collected once per batch, the function's code
+replaced (the method deleted) in place, one batch per worker; the others, and any change a batch
+hands back, run in a unit of their own with the changed file written over the project. Runs go
+out concurrently; results are put in candidate order, so the output does not depend on which
+finished first. Then the final gate (final_gate) re-runs each valid one as a user would.
 """
 from __future__ import annotations
 
@@ -46,6 +47,10 @@ MIN_TIMEOUT_S = 15.0
 EXCLUSION_ROUNDS = 12
 # A test that ran out a clean run's time is taken to hang when, alone, it also runs out this fraction of it.
 HANG_FRACTION = 8
+# A candidate whose tests took the clean run more CPU seconds than this runs in a unit of its own, batchable or not:
+# that unit is then the final gate's run with the bug (proven_run), where a batch's is not and the gate runs them
+# again; a batch saves a unit's start and collection, about this much on the shared libraries.
+ALONE_ABOVE_S = 0.3
 
 
 class SuiteRunner(Protocol):
@@ -292,8 +297,9 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
     in_place = [c for c in chosen if c.qualname not in class_names[c.path] and not runs_at_import(coverage, c.path,
                                                                                                c.qualname)]
     removals = {c for c in in_place if member_removal(modules[c.path], c.buggy_source, c.qualname)}
-    batchable = [c for c in in_place
-                 if c in removals or body_only_change(modules[c.path], c.buggy_source, c.qualname)]
+    per_test_s = second.usage.cpu_s / max(1, len(second.tests))
+    batchable = [c for c in in_place if len(selected[c]) * per_test_s <= ALONE_ABOVE_S
+                 and (c in removals or body_only_change(modules[c.path], c.buggy_source, c.qualname))]
     in_batches = set(batchable)
     others = [c for c in chosen if c not in in_batches]
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
