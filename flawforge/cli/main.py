@@ -437,10 +437,19 @@ def recall_report(candidates: Path = typer.Option(..., "--candidates", help="can
                                                     help="Human review folder: decisions.csv and accepted/."),
                   indices: Optional[str] = typer.Option(None, help="Only the decisions on problems A-B (the "
                                                                    "range the candidates were made for)."),
-                  missed: bool = typer.Option(False, help="Also list the accepted errors the candidates miss.")) -> None:
+                  missed: bool = typer.Option(False, help="Also list the accepted errors the candidates miss."),
+                  cross_validate: bool = typer.Option(
+                      False, "--cross-validate",
+                      help="The candidates are an uncapped run (--caps none): also report the recall of the selection "
+                           "under --caps, replayed per problem with a ranker fitted on the other folds' problems."),
+                  caps: Optional[str] = typer.Option(None, help="With --cross-validate: the caps replayed, as run "
+                                                                "math-errors takes them (default: the default caps).")
+                  ) -> None:
     """How many human review decisions the candidates reproduce, accepted and rejected, as JSON."""
     from flawforge.math.gsm8k import index_range
-    from flawforge.math.recall import read_human_review, recall
+    from flawforge.math.recall import cross_validated_recall, read_human_review, recall
+    from flawforge.math.type_mix import shipped_type_mix
+    from flawforge.proto.math import Caps
 
     # Every argument is checked before the candidates are parsed (seconds for a whole run's file).
     wanted = None
@@ -449,6 +458,12 @@ def recall_report(candidates: Path = typer.Option(..., "--candidates", help="can
             wanted = index_range(indices)
         except ValueError as exc:
             raise FlawforgeError(f"--indices: {exc}") from None
+    if caps is not None and not cross_validate:
+        raise FlawforgeError("--caps applies with --cross-validate")
+    try:
+        replayed = Caps.model_validate(caps_of(caps)) if caps is not None else Caps()
+    except ValueError as exc:  # a limit out of range (pydantic's ValidationError)
+        raise FlawforgeError(f"--caps {caps}: {exc}") from None
     if not candidates.is_file():
         raise FlawforgeError(f"--candidates {candidates}: no such file")
     decisions = read_human_review(human_review)
@@ -462,6 +477,14 @@ def recall_report(candidates: Path = typer.Option(..., "--candidates", help="can
               "accepted_by_error_type": {t: {"accepted": n, "reproduced": report.produced_by_type[t]}
                                          for t, n in sorted(report.accepted_by_type.items())}}
     result["ranker"] = ranker_report(decisions, found)
+    if cross_validate:
+        measured = cross_validated_recall(decisions, found, replayed, shipped_type_mix())
+        result["cross_validated"] = {
+            "caps": replayed.model_dump()["conceptual"], "folds": "5, grouped by problem",
+            "kept": measured.kept, "accepted_recall": round(measured.report.accepted_recall, 4),
+            "accepted_reproduced": measured.report.accepted_produced,
+            "rejected_recall": round(measured.report.rejected_recall, 4),
+            "rejected_reproduced": measured.report.rejected_produced, "auc": round(measured.auc, 4)}
     if missed:
         result["missed"] = [decision.__dict__ for decision in report.missed]
     typer.echo(json.dumps(result, indent=1))
@@ -470,14 +493,11 @@ def recall_report(candidates: Path = typer.Option(..., "--candidates", help="can
 def ranker_report(decisions: list, candidates: list) -> dict:
     """The plausibility ranker's ROC AUC between the accepted and rejected decisions the candidates reproduce:
     cross-validated (refitted per fold, folds grouped by problem) and with the shipped weights."""
-    from flawforge.math.ranking import candidate_features, cross_validated_auc, roc_auc, shipped_ranker
-    from flawforge.math.ranking_fit import L2
-    from flawforge.math.recall import labelled
+    from flawforge.math.ranking import L2, cross_validated_auc, roc_auc, shipped_ranker
+    from flawforge.math.recall import examples, labelled
 
     pairs = labelled(decisions, candidates)
-    rows = [candidate_features(candidate) for _, candidate in pairs]
-    labels = [int(decision.status == "accepted") for decision, _ in pairs]
-    groups = [decision.problem_index for decision, _ in pairs]
+    rows, labels, groups = examples(pairs)
     ranker = shipped_ranker()
     if len(set(labels)) < 2:
         return {"decisions_scored": len(pairs), "note": "needs accepted and rejected decisions the candidates reproduce"}

@@ -32,7 +32,9 @@ from flawforge.math.proofread import Verdict, check_correct, check_flawed, quest
 from flawforge.math.program import BoundProgram, Prediction, Program, Site, TemplateError
 from flawforge.math.ranking import Ranker, features, names_read, shipped_ranker, world_knowledge_names
 from flawforge.math.reconstruct import SolutionWriter, Unrenderable
-from flawforge.math.selection import DEFAULT_CAPS, Caps, Choice, Plausibility, ValueRule, select, stable_hash
+from flawforge.math.selection import DEFAULT_CAPS, Caps, Choice, Plausibility, ValueRule, choice_key, select, \
+    stable_hash
+from flawforge.math.type_mix import shipped_type_mix
 from flawforge.proto.math import Candidate, ProblemTemplate, Reject
 from flawforge.proto.sandbox import ExecutionResult
 from flawforge.proto.values import TraceStep, TypedValue
@@ -79,7 +81,7 @@ class _Mutant:
     @cached_property
     def key(self) -> str:
         """A stable identity: where the mutation applies and how."""
-        return SORTED_JSON.encode([self.site.assignment.position, self.mutation.name, self.edit.params])
+        return choice_key(self.site.assignment.position, self.mutation.name, self.edit.params)
 
 
 class _Outcome(NamedTuple):
@@ -152,7 +154,7 @@ def generate_for_problem(template: ProblemTemplate, sandbox: TraceExecutor, fami
     ranker = shipped_ranker()
     place = _Places(program, writer.order)
     selected = select([_choice(g, ranker, bound, place) for g in groups], caps, seed, accept=tell,
-                      quotas=ranker.quotas(caps.conceptual.per_type))
+                      quotas=shipped_type_mix().draw(seed, caps))
 
     output = ProblemOutput(candidates=[_candidate(template, correct, bound, writer.solution, f, seed, with_traces)
                                        for f in selected])

@@ -24,13 +24,14 @@ from typing import Any, Collection, Mapping, Sequence
 
 from flawforge.math import PROBLEM_CACHE_SIZE
 from flawforge.math.arithmetic import is_int_like, is_number
-from flawforge.math.program import FINAL_ANSWER_STEP, Program, TemplateError, expression_nodes
+from flawforge.math.program import FINAL_ANSWER_STEP, Assignment, Program, TemplateError, expression_nodes
 from flawforge.proto.math import CONCEPTUAL_TYPES, Candidate
 
 WEIGHTS_FILE = Path(__file__).with_name("ranking_weights.json")
 _CAP = 6.0  # orders of magnitude: a larger change reads the same
 _WORLD_KNOWLEDGE = re.compile(r"^\s*(\w+)\s*=[^#\n]*#\s*WK\b", re.MULTILINE)
 _SUBSTITUTIONS = ("incorrect_operand", "input_misrepresentation")
+L2 = 10.0  # the strongest shrinkage of 0.1, 1 and 10, and the best cross-validated AUC on the shared decisions
 
 
 def _log_ratio(new: Any, old: Any) -> float:
@@ -88,8 +89,9 @@ def features(*, error_type: str, correct_answer: Any, flawed_answer: Any, correc
     return row
 
 
-def _flawed_expression(candidate: Candidate) -> ast.expr | None:
-    """The erroneous step's flawed right-hand side, read back from the candidate's mutated code."""
+def erroneous_assignment(candidate: Candidate) -> Assignment | None:
+    """The assignment the candidate's mutation changed, read back from its mutated code (its right-hand side is
+    the flawed one; its position is the site's)."""
     try:
         program = Program.parse(candidate.mutated_code, [])
     except TemplateError:
@@ -98,7 +100,7 @@ def _flawed_expression(candidate: Candidate) -> ast.expr | None:
     assignments = [a for a in program.assignments if a.target == candidate.target_variable]
     in_step = [a for a in assignments if a.step == line or (line == FINAL_ANSWER_STEP and a is program.answer)]
     chosen = (in_step or assignments)[-1:]
-    return chosen[0].value if chosen else None
+    return chosen[0] if chosen else None
 
 
 def candidate_features(candidate: Candidate) -> dict[str, float]:
@@ -110,39 +112,29 @@ def candidate_features(candidate: Candidate) -> dict[str, float]:
     else:  # the solution stops at the reported step
         position = len(flawed) / steps
     params = {k: v for k, v in candidate.mutation.items() if k != "name"}
+    assignment = erroneous_assignment(candidate)
     return features(error_type=candidate.error_type, correct_answer=candidate.correct_final_answer.to_python(),
                     flawed_answer=candidate.flawed_final_answer.to_python(),
                     correct_value=candidate.correct_value.to_python(), flawed_value=candidate.flawed_value.to_python(),
-                    position=min(1.0, position), params=params, reads=names_read(_flawed_expression(candidate)),
+                    position=min(1.0, position), params=params,
+                    reads=names_read(assignment.value if assignment is not None else None),
                     world_knowledge=world_knowledge_names(candidate.mutated_code))
 
 
 @dataclass(frozen=True)
 class Ranker:
-    weights: Mapping[str, float]       # per feature, and "bias"
-    accept_rates: Mapping[str, float]  # per conceptual error type: the share of its reviewed errors accepted
+    weights: Mapping[str, float]  # per feature, and "bias"
 
     def score(self, row: Mapping[str, float]) -> float:
         return self.weights.get("bias", 0.0) + sum(self.weights.get(name, 0.0) * value for name, value in row.items())
 
-    def quotas(self, per_type: int | None) -> dict[str, int]:
-        """Each conceptual type's cap on a problem's candidates under a per-type cap: round(per_type * rate /
-        best rate), at least one (with the shared decisions and a per-type cap of 2, input misrepresentation,
-        accepted 69% of the time, keeps 1 and the others 2; with 8, it keeps 6). No cap: no quotas."""
-        if per_type is None or not self.accept_rates:
-            return {}
-        best = max(self.accept_rates.values()) or 1.0
-        return {t: max(1, math.floor(per_type * rate / best + 0.5)) for t, rate in self.accept_rates.items()}
-
     def to_json(self) -> str:
-        return json.dumps({"weights": dict(sorted(self.weights.items())),
-                           "accept_rates": dict(sorted(self.accept_rates.items()))}, indent=1) + "\n"
+        return json.dumps({"weights": dict(sorted(self.weights.items()))}, indent=1) + "\n"
 
 
 @lru_cache(maxsize=1)
 def shipped_ranker() -> Ranker:
-    data = json.loads(WEIGHTS_FILE.read_text(encoding="utf-8"))
-    return Ranker(weights=data["weights"], accept_rates=data["accept_rates"])
+    return Ranker(weights=json.loads(WEIGHTS_FILE.read_text(encoding="utf-8"))["weights"])
 
 
 # --- fitting ------------------------------------------------------------------------------------
@@ -220,13 +212,7 @@ def cross_validated_auc(rows: Sequence[Mapping[str, float]], labels: Sequence[in
         test = [i for i, f in enumerate(fold_of) if f == fold]
         if not test or len({labels[i] for i in train}) < 2:
             continue
-        model = Ranker(weights=fit([rows[i] for i in train], [labels[i] for i in train], l2), accept_rates={})
+        model = Ranker(weights=fit([rows[i] for i in train], [labels[i] for i in train], l2))
         for i in test:
             scores[i] = model.score(rows[i])
     return roc_auc(scores, labels)
-
-
-def accept_rates_from(accepted: Mapping[str, int], rejected: Mapping[str, int]) -> dict[str, float]:
-    """Each conceptual type's human accept rate (a type nobody reviewed: 0)."""
-    return {t: round(accepted.get(t, 0) / max(1, accepted.get(t, 0) + rejected.get(t, 0)), 4)
-            for t in CONCEPTUAL_TYPES}

@@ -20,7 +20,10 @@ from pathlib import Path
 from typing import Iterable
 
 from flawforge.errors import FlawforgeError
-from flawforge.proto.math import CONCEPTUAL_TYPES, Candidate
+from flawforge.math.ranking import L2, Ranker, candidate_features, erroneous_assignment, fit, grouped_folds, roc_auc
+from flawforge.math.selection import Choice, choice_key, select
+from flawforge.math.type_mix import TypeMix
+from flawforge.proto.math import CONCEPTUAL_TYPES, Caps, Candidate
 from flawforge.proto.values import TypedValue
 
 _FINAL_ANSWER = re.compile(r"^####\s*(.+?)\s*$", re.MULTILINE)
@@ -176,3 +179,64 @@ def labelled(decisions: Iterable[HumanDecision], candidates: Iterable[Candidate]
         if match is not None:
             pairs.append((decision, match))
     return pairs
+
+
+def examples(pairs: list[tuple[HumanDecision, Candidate]]) -> tuple[list[dict], list[int], list[int]]:
+    """The ranker's examples from labelled pairs: each candidate's features, 1 for accepted, and its problem."""
+    rows = [candidate_features(candidate) for _, candidate in pairs]
+    labels = [int(decision.status == "accepted") for decision, _ in pairs]
+    groups = [decision.problem_index for decision, _ in pairs]
+    return rows, labels, groups
+
+
+def kept_at(candidates: Iterable[Candidate], caps: Caps, ranker: Ranker, mix: TypeMix) -> list[Candidate]:
+    """The conceptual candidates of an uncapped run that generation under `caps` keeps with `ranker` and `mix`:
+    each problem's selection replayed with its seed (the quotas it draws, the ties it breaks) and each
+    candidate's key and score, as generation computes them."""
+    by_problem: dict[tuple[int, str], list[Candidate]] = {}
+    for candidate in candidates:
+        if candidate.family == "conceptual":
+            by_problem.setdefault((candidate.problem_index, candidate.template_model), []).append(candidate)
+    kept = []
+    for group in by_problem.values():
+        seed = group[0].seed
+        choices = []
+        for candidate in group:
+            assignment = erroneous_assignment(candidate)
+            params = {k: v for k, v in candidate.mutation.items() if k != "name"}
+            choices.append(Choice(family=candidate.family, error_type=candidate.error_type,
+                                  line=candidate.erroneous_line_number, prior=1.0,
+                                  key=choice_key(assignment.position if assignment else -1, candidate.error_type,
+                                                 params),
+                                  item=candidate, score=ranker.score(candidate_features(candidate))))
+        kept += select(choices, caps, seed, quotas=mix.draw(seed, caps))
+    return kept
+
+
+@dataclass
+class CrossValidated:
+    report: RecallReport  # the decisions the replayed selection reproduces
+    auc: float            # the out-of-fold scores' ROC AUC between reproduced accepted and rejected decisions
+    kept: int             # conceptual candidates the replayed selection keeps
+
+
+def cross_validated_recall(decisions: list[HumanDecision], pool: list[Candidate], caps: Caps, mix: TypeMix,
+                           folds: int = 5) -> CrossValidated:
+    """Recall of the selection under `caps`, measured on problems whose decisions the ranker never saw: the
+    decisions' problems are split into folds; each fold's candidates are selected (`kept_at`) with a ranker
+    fitted on the other folds' decisions. `pool` is an uncapped run's candidates."""
+    pairs = labelled(decisions, pool)
+    rows, labels, groups = examples(pairs)
+    fold_of = dict(zip(groups, grouped_folds(groups, folds)))
+    scores = [0.0] * len(rows)
+    kept: list[Candidate] = []
+    for fold in range(folds):
+        train = [i for i, group in enumerate(groups) if fold_of[group] != fold]
+        if len({labels[i] for i in train}) < 2:
+            continue
+        ranker = Ranker(weights=fit([rows[i] for i in train], [labels[i] for i in train], L2))
+        for i, group in enumerate(groups):
+            if fold_of[group] == fold:
+                scores[i] = ranker.score(rows[i])
+        kept += kept_at([c for c in pool if fold_of.get(c.problem_index) == fold], caps, ranker, mix)
+    return CrossValidated(report=recall(decisions, kept), auc=roc_auc(scores, labels), kept=len(kept))

@@ -8,14 +8,15 @@ one line and `total` in all per problem. Within them the selection covers as muc
 problem's plausible error space as it can: each kept mutant stands for its share of its error
 type's plausibility (its prior over the sum of the priors of that type's mutants), and the
 largest shares are taken first, so a type with two plausible variants gets one of them before
-a type with thirty. Ties are broken by a generator seeded by the caller, never by global random
-state.
+a type with thirty. Each type's cap may be lowered further by the problem's quota of it (the
+type mix, flawforge.math.type_mix). Ties are broken by a hash of the caller's seed, never by
+global random state.
 """
 from __future__ import annotations
 
 import hashlib
+import json
 import math
-import random
 from fractions import Fraction
 from collections import Counter, defaultdict
 from typing import Any, Callable, Generic, Mapping, NamedTuple, Sequence, TypeVar
@@ -106,10 +107,11 @@ def select(choices: Sequence[Choice[T]], caps: Caps, seed: int,
 
     `accept` turns a choice's item into what is kept, or None to pass it over (checked only
     for choices the caps would take, so expensive checks run on few items). `quotas` lowers the
-    conceptual per-type cap of the types it names (flawforge.math.ranking.Ranker.quotas)."""
+    per-type cap of the types it names (flawforge.math.type_mix.TypeMix.draw). Ties are broken by
+    a hash of the seed and each choice's key, so any subset of the choices is ordered as it is
+    among all of them (`flawforge recall` replays the selection from an uncapped run)."""
     ordered = sorted(choices, key=lambda c: (c.family, c.error_type, c.line, c.key))
-    rng = random.Random(seed)
-    tiebreak = {id(choice): rng.random() for choice in ordered}
+    tiebreak = {id(choice): stable_hash(str(seed), choice.key) for choice in ordered}
     total_prior: dict[tuple[str, str], float] = defaultdict(float)
     for choice in ordered:
         total_prior[(choice.family, choice.error_type)] += choice.prior
@@ -129,7 +131,7 @@ def select(choices: Sequence[Choice[T]], caps: Caps, seed: int,
                                                  tiebreak[id(c)])):
         limits = caps.of(choice.family)
         type_limit = limits.per_type
-        if type_limit is not None and choice.family == "conceptual":
+        if type_limit is not None:
             type_limit = min(type_limit, quotas.get(choice.error_type, type_limit))
         if ((type_limit is not None and per_type[(choice.family, choice.error_type)] >= type_limit)
                 or (limits.per_line is not None and per_line[(choice.family, choice.line)] >= limits.per_line)
@@ -143,6 +145,14 @@ def select(choices: Sequence[Choice[T]], caps: Caps, seed: int,
         per_family[choice.family] += 1
         kept.append(accepted)
     return kept
+
+
+_SORTED_JSON = json.JSONEncoder(sort_keys=True)  # json.dumps(..., sort_keys=True) builds an encoder on every call
+
+
+def choice_key(position: int, error_type: str, params: Mapping[str, Any]) -> str:
+    """A choice's stable identity: the position of the assignment its mutation changes, and how."""
+    return _SORTED_JSON.encode([position, error_type, params])
 
 
 def stable_hash(*parts: str) -> str:

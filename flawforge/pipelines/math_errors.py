@@ -25,6 +25,7 @@ from flawforge.math.gsm8k import index_range, read_gsm8k
 from flawforge.math.selection import stable_hash
 from flawforge.math.templates import DEFAULT_MODEL_PREFERENCE, TemplateFolder, choose_templates
 from flawforge.math.tiers import tier_of
+from flawforge.math.type_mix import shipped_type_mix
 from flawforge.proto.base import jsonl
 from flawforge.proto.math import (COMPUTATIONAL_TYPES, CONCEPTUAL_TYPES, PROBLEM_QUEUE, BatchProblem, Candidate,
                                   Caps, Family, ProblemBatch, ProblemResult, ProblemTemplate, Reject,
@@ -106,6 +107,8 @@ def _summary(params: MathErrorsParams, requested: int, templates: dict[int, Prob
         "candidates": sum(by_type.values()),
         "candidates_by_family": dict(sorted(by_family.items())),
         "candidates_by_error_type": dict(sorted(by_type.items())),
+        # each family's generated mix of error types beside the mix people make (flawforge.math.type_mix)
+        "type_mix": shipped_type_mix().report(by_type, params.families),
         "candidates_by_tier": dict(sorted((tier, n) for tier, n in by_tier.items() if n)),
         "rejects": len(rejects),
         "rejects_by_reason": dict(sorted(Counter(r.reason for r in rejects).items())),

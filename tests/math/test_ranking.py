@@ -5,11 +5,10 @@ import math
 
 from flawforge.math import generate
 from flawforge.math.generate import generate_for_problem
-from flawforge.math.ranking import (Ranker, accept_rates_from, candidate_features, cross_validated_auc, features, fit,
-                                    grouped_folds, names_read, roc_auc, shipped_ranker, world_knowledge_names)
+from flawforge.math.ranking import (candidate_features, cross_validated_auc, features, fit, grouped_folds, names_read,
+                                    roc_auc, shipped_ranker, world_knowledge_names)
 from flawforge.math.selection import NO_CAPS
 from flawforge.math.templates import problem_template
-from flawforge.proto.math import CONCEPTUAL_TYPES
 
 GEMINI = "google_gemini-2.5-flash"
 
@@ -19,10 +18,10 @@ def row(error_type: str, flawed_answer, correct_answer=100) -> dict:
                     correct_value=4, flawed_value=5, position=0.5, params={}, reads={}, world_knowledge=())
 
 
-def babysitting(folder, problems, sandbox, monkeypatch):
-    """Problem 1's conceptual candidates (Weng earns $12 an hour, `minutes_per_hour = 60  # WK`), each with the
-    features the generator ranked its mutant by."""
-    code, steps = folder.files("tier4", 1, GEMINI).read()
+def letters(folder, problems, sandbox, monkeypatch):
+    """Problem 4's conceptual candidates (James writes a 3-page letter to 2 friends twice a week, `weeks_per_year =
+    52  # WK`), each with the features the generator ranked its mutant by."""
+    code, steps = folder.files("tier1", 4, GEMINI).read()
     ranked = {}
     choice = generate._choice
 
@@ -36,7 +35,7 @@ def babysitting(folder, problems, sandbox, monkeypatch):
         return choice(group, ranker, bound, place)
 
     monkeypatch.setattr(generate, "_choice", spy)
-    template = problem_template(problems[1], "tier4", GEMINI, code, steps)
+    template = problem_template(problems[4], "tier1", GEMINI, code, steps)
     output = generate_for_problem(template, sandbox, ["conceptual"], seed=1, caps=NO_CAPS)
     return [(c, ranked.get((c.error_type, c.erroneous_line_number,
                             str(sorted((k, v) for k, v in c.mutation.items() if k != "name")))))
@@ -58,23 +57,22 @@ def test_world_knowledge_names_are_the_variables_marked_wk():
 
 def test_substitutions_that_repeat_an_operand_and_world_knowledge_on_a_real_template(folder, problems, sandbox,
                                                                                      monkeypatch):
-    candidates = babysitting(folder, problems, sandbox, monkeypatch)
+    candidates = letters(folder, problems, sandbox, monkeypatch)
     by_replacement = {c.mutation["replacement"]: candidate_features(c) for c, _ in candidates
-                      if c.error_type == "incorrect_operand" and c.mutation["operand"] == "rate_per_minute"}
-    # rate_per_minute * minutes_worked: "she earned 50 x 50" reads the minutes twice
-    assert by_replacement["minutes_worked"]["repeats_operand"] == 1
-    assert by_replacement["hourly_rate"]["repeats_operand"] == 0
-    # "60 x 50": the minutes in an hour, a world-knowledge constant, stand in for the rate
-    assert by_replacement["minutes_per_hour"]["world_knowledge"] == 1
-    assert by_replacement["hourly_rate"]["world_knowledge"] == 0
-    # rate_per_minute = hourly_rate / minutes_per_hour: any error in that step involves the constant
-    assert all(candidate_features(c)["world_knowledge"] == 1 for c, _ in candidates
-               if c.error_type == "operator_swap" and c.target_variable == "rate_per_minute")
+                      if c.error_type == "incorrect_operand" and c.mutation["operand"] == "pages_per_friend_per_week"}
+    # pages_per_friend_per_week * num_friends: "2 x 2 pages a week" reads the friends twice
+    assert by_replacement["num_friends"]["repeats_operand"] == 1
+    assert by_replacement["pages_per_letter"]["repeats_operand"] == 0
+    # neither substitution of the second step touches the weeks in a year, a world-knowledge constant
+    assert by_replacement["num_friends"]["world_knowledge"] == by_replacement["pages_per_letter"]["world_knowledge"] == 0
+    # total_pages_per_year = total_pages_per_week * weeks_per_year: any error in that step involves the constant
+    third = [c for c, _ in candidates if c.target_variable == "total_pages_per_year"]
+    assert third and all(candidate_features(c)["world_knowledge"] == 1 for c in third)
 
 
 def test_the_generator_ranks_a_mutant_by_the_features_of_the_candidate_it_becomes(folder, problems, sandbox,
                                                                                    monkeypatch):
-    candidates = babysitting(folder, problems, sandbox, monkeypatch)
+    candidates = letters(folder, problems, sandbox, monkeypatch)
     compared = [(candidate_features(c), ranked) for c, ranked in candidates if ranked is not None]
     assert len(compared) >= 4
     assert all(mine == ranked for mine, ranked in compared)
@@ -96,15 +94,7 @@ def test_fit_learns_what_separates_the_labels_and_is_deterministic():
     assert cross_validated_auc(rows, labels, list(range(40))) == 1.0
 
 
-def test_shipped_weights_prefer_whole_answers_and_quotas_follow_accept_rates():
+def test_shipped_weights_prefer_whole_answers():
     ranker = shipped_ranker()
     assert ranker.score(row("operator_swap", 120)) > ranker.score(row("operator_swap", 120.5))
     assert ranker.weights["repeats_operand"] < 0 and ranker.weights["world_knowledge"] < 0
-    assert set(ranker.accept_rates) == set(CONCEPTUAL_TYPES)
-    # input misrepresentation, accepted 69% of the time against 95% for incomplete calculations, keeps fewer
-    assert ranker.quotas(2) == {**dict.fromkeys(CONCEPTUAL_TYPES, 2), "input_misrepresentation": 1}
-    assert ranker.quotas(8)["input_misrepresentation"] == 6 and ranker.quotas(8)["incomplete_calculation"] == 8
-    assert ranker.quotas(None) == {}
-    rates = accept_rates_from({"operator_swap": 9}, {"operator_swap": 1})
-    assert rates == {**dict.fromkeys(CONCEPTUAL_TYPES, 0.0), "operator_swap": 0.9}
-    assert Ranker(weights={}, accept_rates=rates).quotas(4) == {**dict.fromkeys(CONCEPTUAL_TYPES, 1), "operator_swap": 4}

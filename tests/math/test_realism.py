@@ -3,15 +3,23 @@ it refused, and the problem's whole plausible pool keeps no candidate that makes
 the rule."""
 from __future__ import annotations
 
+import ast
+import re
+from collections import Counter
+
 import pytest
 
 from flawforge.math import generate
+from flawforge.math.arithmetic import evaluate
 from flawforge.math.mutations.realism import RULES, Story
 from flawforge.math.mutations.units import same_unit, unit_of
 from flawforge.math.program import BoundProgram, Program
 from flawforge.math.proofread import question_numbers
 from flawforge.math.selection import NO_CAPS
 from flawforge.math.templates import problem_template
+from flawforge.sandbox import Sandbox
+
+from tests.math.mutation_corpus import LIMITS, all_templates, generate_all, key_of
 
 MODEL = "google_gemini-2.5-flash"
 
@@ -93,3 +101,96 @@ def test_units_read_from_names_comments_and_the_solution_text(folder, problems):
     weng = Program.parse(*folder.files("tier4", 1, MODEL).read())
     assert (unit_of(weng, "hourly_rate"), unit_of(weng, "minutes_per_hour"), unit_of(weng, "minutes_worked")) == (
         "rate", "per hour", "minute")
+
+
+# --- the rules hold on what generation keeps: a part of the shared corpus at the default caps, each check written
+# again here from the candidates and the templates (not through the rules) ---------------------------------------
+_ROUNDING = {"int", "float", "round", "floor", "ceil"}
+
+
+@pytest.fixture(scope="module")
+def kept(shared_data):
+    templates = {key_of(t): t for t in all_templates(shared_data) if t.problem_index < 300}
+    with Sandbox.from_settings(limits=LIMITS, workers=2) as sandbox:
+        outputs = generate_all(sandbox, tuple(templates.values()))
+    return [(templates[key], c) for key, output in outputs.items() for c in output.candidates]
+
+
+def _visible_operation(template, candidate):
+    """The erroneous line's operation as the template writes it, with its operands' correct values."""
+    steps, step = {}, ""
+    for number, text in enumerate(template.code.splitlines(), start=1):
+        marker = re.match(r"\s*#\s*(L\d+|FA)\b", text)
+        step = marker.group(1) if marker else step
+        steps[number] = step
+    assignment = [node for node in ast.walk(ast.parse(template.code)) if isinstance(node, ast.Assign)
+                  and getattr(node.targets[0], "id", "") == candidate.target_variable
+                  and steps[node.lineno] == candidate.erroneous_line_number][-1]
+    expression = assignment.value
+    while isinstance(expression, ast.Call) and getattr(expression.func, "id", getattr(expression.func, "attr", "")) \
+            in _ROUNDING:
+        expression = expression.args[0]
+    if not isinstance(expression, ast.BinOp):
+        return None
+    scope = {}
+    for traced in candidate.correct_trace:  # the values before the line
+        if traced.name == candidate.target_variable and assignment.lineno <= traced.line <= assignment.end_lineno:
+            break
+        scope[traced.name] = traced.value.to_python()
+    left, right = (evaluate(side, scope) for side in (expression.left, expression.right))
+    return type(expression.op).__name__, float(left), float(right)
+
+
+def test_no_kept_slip_goes_the_impossible_way(kept):
+    judged, impossible = Counter(), []
+    for template, c in kept:
+        if c.family != "computational":
+            continue
+        operation = _visible_operation(template, c)
+        if operation is None:
+            continue
+        op, a, b = operation
+        new = float(c.flawed_value.to_python())
+        judged[op] += 1
+        wrong = ((op == "Add" and a > 0 and b > 0 and new < max(a, b) - 1e-9)
+                 or (op == "Sub" and a > 0 and b > 0 and new > a + 1e-9)
+                 or (op == "Mult" and a > 1 and b > 1 and new < max(a, b) - 1e-9)
+                 or (op == "Mult" and ((0 < a < 1 and b > 0 and new > b + 1e-9) or (0 < b < 1 and a > 0 and new > a + 1e-9)))
+                 or (op in ("Div", "FloorDiv") and a > 0 and b > 1 and new > a + 1e-9)
+                 or (op in ("Div", "FloorDiv") and a > 0 and 0 < b < 1 and new < a - 1e-9))
+        if wrong:
+            impossible.append((c.problem_index, c.error_type, op, a, b, new))
+    print(dict(judged))
+    assert min(judged[op] for op in ("Add", "Sub", "Mult", "Div")) >= 20
+    assert impossible == []
+
+
+def test_no_kept_conceptual_answer_is_ten_times_off_outside_the_story(kept):
+    judged, far, outside = 0, 0, []
+    for template, c in kept:
+        if c.family != "conceptual":
+            continue
+        new, correct = float(c.flawed_final_answer.to_python()), float(c.correct_final_answer.to_python())
+        if not new or not correct:
+            continue
+        judged += 1
+        ratio = abs(new / correct)
+        if ratio < 10 and ratio > 0.1:
+            continue
+        far += 1
+        # the numbers the question states (digits and number words) and the values the correct solution computes
+        story = [float(n) for n in question_numbers(template.question)]
+        story += [float(s.value.to_python()) for s in c.correct_trace if s.value.type in ("int", "float", "fraction")]
+        story = [abs(n) for n in story if n]
+        if not min(story) * (1 - 1e-9) <= abs(new) <= max(story) * (1 + 1e-9):
+            outside.append((c.problem_index, c.error_type, correct, new))
+    print(judged, "conceptual answers,", far, "ten times off but within the story's numbers")
+    assert judged > 1000 and outside == []
+
+
+def test_kept_subtractions_for_divisions_and_sums_for_products_are_between_one_unit(kept):
+    swaps = [(template, c) for template, c in kept if c.error_type == "operator_swap"]
+    breaking = [(template, c) for template, c in swaps if (c.mutation["old"], c.mutation["new"]) in {("/", "-"), ("*", "+")}]
+    assert len(swaps) > 200
+    assert all(same_unit(Program.parse(template.code, template.logical_steps), c.mutation["left"], c.mutation["right"])
+               for template, c in breaking)

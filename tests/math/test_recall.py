@@ -2,15 +2,22 @@
 
 The human sample was drawn at random from the original generator's output, so the seed's caps
 (at most 5 errors per problem) can only match a part of it; the uncapped pool of plausible
-errors shows what the mutations can produce at all. Measured on the shared data: pool 363/395
-accepted (91.9%); the default caps (8 / 5 / 24) 326/395 accepted (82.5%) and 56/79 rejected
-(70.9%); the seed's caps 214/395 accepted (54.2%) and 19/79 rejected (24.1%) (with the seeds the
-tests derive from each problem and template; other seeds break the ties within an error type
-differently and give 53-57% accepted under the seed's caps).
-Of the 17 accepted errors outside the pool, 12 name another line than the one their
+errors shows what the mutations can produce at all. Before the realism rules the pool held
+363/395 accepted errors; of the 32 outside it then, 12 name another line than the one their
 mutation changed, 2 use numbers the reviewer typed in, and 3 have prose that contradicts the
 flawed computation ("14(0.5)=28" for 14/0.5, "12/60 = 1/5" after 12*60, "4-2=6 hours"),
-which the generator does not write.
+which the generator does not write. The realism rules refuse 28 more, most of them sums for
+products or differences for quotients between quantities of different units (14 accepted, 4
+rejected) and answers ten times off outside the story's numbers (10 accepted, 10 rejected):
+the pool holds 335/395 accepted (84.8%) and 53/79 rejected (67.1%).
+
+At the default caps the type mix keeps about two operator swaps, incorrect operands and
+misrepresented inputs a problem, and every incomplete calculation and reported intermediate:
+that is what brings the mix within 0.15 of the human one (flawforge.math.type_mix), and
+what costs the accepted errors of those three types, which the reviewers saw as a random draw
+from many per problem. Measured by `flawforge recall --cross-validate` on the shared data (the
+ranker refitted per fold, folds grouped by problem): 267/395 accepted (67.6%), 27/79 rejected
+(34.2%), ROC AUC 0.781; with the shipped ranker on every problem, 268/395 and 24/79.
 """
 from __future__ import annotations
 
@@ -19,17 +26,20 @@ from collections import Counter
 
 import pytest
 
-from flawforge.math.recall import HumanReviewError, parse_accepted, parse_rejected, read_human_review, recall
+from flawforge.math.ranking import shipped_ranker
+from flawforge.math.recall import (HumanReviewError, cross_validated_recall, kept_at, parse_accepted, parse_rejected,
+                                   read_human_review, recall)
+from flawforge.math.type_mix import shipped_type_mix
 from flawforge.math.selection import DEFAULT_CAPS, NO_CAPS, SEED_CAPS, Choice, select
 from flawforge.proto.math import Caps, FamilyCaps
 from flawforge.sandbox import Sandbox
 
 from tests.math.mutation_corpus import LIMITS, all_templates, corpus_outputs, generate_all, key_of
 
-POOL_ACCEPTED = 363    # of 395 (378 before the proofreader refused untrue texts)
-CAPPED_ACCEPTED = 326  # of 395, at the default caps (the target: 80%, 316)
-CAPPED_REJECTED = 56   # of 79
-RANKER_AUC = 0.74      # grouped cross-validation on the pool's reproduced decisions (0.759 measured)
+POOL_ACCEPTED = 335    # of 395 (378 before the proofreader refused untrue texts, 363 before the realism rules)
+CAPPED_ACCEPTED = 260  # of 395, at the default caps (268 measured)
+CAPPED_REJECTED = 31   # of 79 (40%; 24 measured)
+RANKER_AUC = 0.76      # grouped cross-validation on the pool's reproduced decisions (0.781 measured)
 
 
 def accepted_file(solution: str, error_type: str = "operator_swap", line: str = "L2") -> str:
@@ -76,13 +86,13 @@ def test_capped_recall(decisions, shared_data):
     candidates = [c for output in corpus_outputs(shared_data).values() for c in output.candidates]
     report = recall(decisions, candidates)
     print(report.summary())
-    assert report.accepted_produced >= CAPPED_ACCEPTED and report.accepted_recall >= 0.8
+    assert report.accepted_produced >= CAPPED_ACCEPTED
     assert report.rejected_produced <= CAPPED_REJECTED
     assert report.rejected_recall < report.accepted_recall
 
 
 @pytest.mark.slow
-def test_pool_recall(decisions, shared_data):
+def test_pool_recall_and_the_cross_validated_recall_of_the_default_caps(decisions, shared_data, tmp_path):
     reviewed = {(d.tier, d.problem_index, d.template_model) for d in decisions}
     templates = tuple(t for t in all_templates(shared_data) if key_of(t) in reviewed)
     assert len(templates) == len(reviewed)
@@ -92,11 +102,17 @@ def test_pool_recall(decisions, shared_data):
     report = recall(decisions, pool)
     print(report.summary())
     assert report.accepted_produced >= POOL_ACCEPTED
-    from flawforge.cli.main import ranker_report
-
-    ranked = ranker_report(decisions, pool)
-    print(ranked)
-    assert ranked["cross_validated_auc"] >= RANKER_AUC
+    (tmp_path / "candidates.jsonl").write_text("".join(c.model_dump_json() + "\n" for c in pool))
+    ran = run_cli("recall", "--candidates", str(tmp_path / "candidates.jsonl"), "--human-review",
+                  str(shared_data / "human-review"), "--cross-validate")
+    assert ran.exit_code == 0, ran.output
+    measured = json.loads(ran.output)
+    print(measured["ranker"], measured["cross_validated"])
+    assert measured["ranker"]["cross_validated_auc"] >= RANKER_AUC
+    cross_validated = measured["cross_validated"]
+    assert cross_validated["auc"] >= RANKER_AUC
+    assert cross_validated["rejected_recall"] <= 0.40
+    assert cross_validated["accepted_recall"] >= 0.65
 
 
 def run_cli(*args: str):
@@ -137,6 +153,35 @@ def test_recall_command_reports_what_the_library_computes_and_caps_none_keeps_th
     assert counts["none"] > counts["seed"]
     assert uncapped["accepted"] == capped["accepted"] > 10
     assert uncapped["accepted_reproduced"] > capped["accepted_reproduced"]
+
+
+def test_the_recall_command_replays_the_selection_a_capped_run_makes(decisions, shared_data, tmp_path):
+    from flawforge.math.export import parse_candidates
+
+    gsm8k, templates = str(shared_data / "gsm8k" / "train.jsonl"), str(shared_data / "formalization-templates")
+    runs = {}
+    for caps in ("none", "seed", None):
+        out = tmp_path / str(caps)
+        ran = run_cli("run", "math-errors", "--gsm8k", gsm8k, "--templates", templates, "--indices", "0-149",
+                      "--families", "conceptual", *(("--caps", caps) if caps else ()), "--out", str(out))
+        assert ran.exit_code == 0, ran.output
+        runs[caps] = parse_candidates((out / "candidates.jsonl").read_text())
+    # the uncapped run's candidates, selected again per problem, are what a run at those caps keeps
+    for caps, replayed in ((None, Caps()), ("seed", SEED_CAPS)):
+        kept = kept_at(runs["none"], replayed, shipped_ranker(), shipped_type_mix())
+        assert sorted(c.id for c in kept) == sorted(c.id for c in runs[caps]) and len(kept) > 300
+    reported = run_cli("recall", "--candidates", str(tmp_path / "none" / "candidates.jsonl"), "--human-review",
+                       str(shared_data / "human-review"), "--indices", "0-149", "--cross-validate")
+    assert reported.exit_code == 0, reported.output
+    measured = json.loads(reported.output)["cross_validated"]
+    expected = cross_validated_recall([d for d in decisions if d.problem_index < 150], runs["none"], Caps(),
+                                      shipped_type_mix())
+    assert (measured["accepted_reproduced"], measured["rejected_reproduced"], measured["kept"]) == (
+        expected.report.accepted_produced, expected.report.rejected_produced, expected.kept)
+    assert measured["accepted_reproduced"] > 10 and measured["kept"] < len(runs["none"])
+    refused = run_cli("recall", "--candidates", str(tmp_path / "none" / "candidates.jsonl"), "--human-review",
+                      str(shared_data / "human-review"), "--caps", "seed")
+    assert refused.exit_code != 0 and str(refused.exception) == "--caps applies with --cross-validate"
 
 
 @pytest.mark.parametrize("caps, message", [
@@ -180,12 +225,13 @@ def choices(family: str, error_type: str, count: int) -> list[Choice]:
 
 
 @pytest.mark.parametrize("caps, quotas, kept", [
-    (SEED_CAPS, {"operator_swap": 1}, {"operator_swap": 1, "off_by_n": 2}),   # a quota lowers a conceptual cap
+    (SEED_CAPS, {"operator_swap": 1}, {"operator_swap": 1, "off_by_n": 2}),   # a quota lowers a per-type cap
     (SEED_CAPS, {"operator_swap": 7}, {"operator_swap": 2, "off_by_n": 2}),   # and never raises it
-    (DEFAULT_CAPS, {"off_by_n": 1}, {"operator_swap": 8, "off_by_n": 2}),     # computational caps ignore quotas
+    (DEFAULT_CAPS, {"off_by_n": 1}, {"operator_swap": 8, "off_by_n": 1}),     # of either family
+    (DEFAULT_CAPS, {"off_by_n": 0}, {"operator_swap": 8}),                    # a quota of 0 keeps none
     (NO_CAPS, {"operator_swap": 1}, {"operator_swap": 10, "off_by_n": 10}),   # no cap: quotas do not invent one
 ])
-def test_quotas_lower_only_the_conceptual_per_type_cap(caps, quotas, kept):
+def test_quotas_lower_the_per_type_cap(caps, quotas, kept):
     chosen = select(choices("conceptual", "operator_swap", 10) + choices("computational", "off_by_n", 10), caps,
                     seed=0, quotas=quotas)
     assert Counter(item.rstrip("0123456789") for item in chosen) == kept
