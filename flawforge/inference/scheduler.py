@@ -66,7 +66,8 @@ class GenerationRequest:
 
 class PaddedBatch:
     """The running rows' key/value cache, left-padded to one length, with each row's attention mask, token count
-    and the logits its next token is chosen from. Row order is the order rows joined."""
+    and the logits its next token is chosen from. Row order is the order rows joined. Full-attention cache layers
+    only (TransformersBackend checks the model's)."""
 
     def __init__(self, device: torch.device):
         self.device = device
@@ -88,7 +89,7 @@ class PaddedBatch:
         if self.cache is None:
             self.cache = cache
         else:
-            for mine, theirs in zip(_layers(self.cache), _layers(cache)):
+            for mine, theirs in zip(self.cache.layers, cache.layers):
                 for name in ("keys", "values"):
                     setattr(mine, name, torch.cat([_left_pad(getattr(mine, name), width),
                                                    _left_pad(getattr(theirs, name), width)]))
@@ -106,7 +107,7 @@ class PaddedBatch:
         index = torch.tensor(rows, device=self.device)
         self.mask, self.lengths, self.logits = self.mask[index], self.lengths[index], self.logits[index.cpu()]
         unused = int((self.mask.shape[1] - self.lengths).min())
-        for layer in _layers(self.cache):
+        for layer in self.cache.layers:
             layer.keys = layer.keys[index, :, unused:]
             layer.values = layer.values[index, :, unused:]
         self.mask = self.mask[:, unused:]
@@ -119,15 +120,6 @@ class PaddedBatch:
         self.lengths = self.lengths + 1
         return {"input_ids": torch.tensor(tokens, device=self.device)[:, None], "attention_mask": self.mask,
                 "position_ids": positions}
-
-
-def _layers(cache) -> list:
-    layers = cache.layers
-    for layer in layers:
-        if type(layer).__name__ != "DynamicLayer":
-            raise RuntimeError(f"continuous batching needs full-attention cache layers; this model has "
-                               f"{type(layer).__name__}")
-    return layers
 
 
 def _left_pad(states: torch.Tensor, width: int) -> torch.Tensor:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterator
 
+from flawforge.errors import ConfigError
 from flawforge.inference.backend import Backend, Delta, SamplingParams, ScoreItem
 from flawforge.inference.decoding import RequestDecoder
 from flawforge.inference.loading import LoadedModel
@@ -26,6 +27,7 @@ class TransformersBackend(Backend):
         self.context_length = lm.context_length
         self.vocab_size = lm.model.config.vocab_size
         self.eos_ids = lm.eos_ids
+        _check_cache_layers(lm.model)
         self.scheduler = BatchScheduler(lm, max_batch_rows)
 
     def stream(self, prompt_ids: list[int], params: SamplingParams,
@@ -35,3 +37,14 @@ class TransformersBackend(Backend):
 
     def score(self, items: list[ScoreItem]) -> list[list[list[float]]]:
         return score_continuations(self.lm, items, self.batch_tokens)
+
+
+def _check_cache_layers(model) -> None:
+    """Continuous batching left-pads full-attention caches: a sliding-window layer would drop a padded row's own
+    tokens from its window."""
+    from transformers import DynamicCache
+
+    kinds = {type(layer).__name__ for layer in DynamicCache(config=model.config).layers} - {"DynamicLayer"}
+    if kinds:
+        raise ConfigError(f"the transformers backend batches full-attention caches only; this model's cache has "
+                          f"{', '.join(sorted(kinds))} layers")

@@ -87,3 +87,16 @@ def test_greedy_ties_go_to_the_lowest_token_id(backend):
     logits[0, [901, 77, 5000]] = 3.5  # three tokens exactly equal at the top
     _, fed = decoder.step(logits)
     assert fed == {0: 77}
+
+
+def test_a_model_with_sliding_window_layers_is_refused_at_load():
+    from transformers import MistralConfig, MistralForCausalLM
+
+    from flawforge.errors import ConfigError
+    from flawforge.inference.transformers_backend import _check_cache_layers
+
+    tiny = MistralForCausalLM(MistralConfig(sliding_window=16, num_hidden_layers=1, hidden_size=32,
+                                            intermediate_size=64, num_attention_heads=2, num_key_value_heads=1,
+                                            vocab_size=64))
+    with pytest.raises(ConfigError, match="DynamicSlidingWindowLayer"):
+        _check_cache_layers(tiny)
