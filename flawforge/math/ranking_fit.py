@@ -27,7 +27,8 @@ def offered(candidates) -> dict[str, list[int]]:
     """Each error type's number of candidates on each problem of the run."""
     per_problem: dict[tuple, Counter] = {}
     for candidate in candidates:
-        per_problem.setdefault((candidate.problem_index, candidate.template_model), Counter())[candidate.error_type] += 1
+        problem = (candidate.problem_index, candidate.template_model)
+        per_problem.setdefault(problem, Counter())[candidate.error_type] += 1
     return {t: [counts[t] for counts in per_problem.values()] for types in TYPES.values() for t in types}
 
 

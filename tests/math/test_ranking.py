@@ -64,7 +64,8 @@ def test_substitutions_that_repeat_an_operand_and_world_knowledge_on_a_real_temp
     assert by_replacement["num_friends"]["repeats_operand"] == 1
     assert by_replacement["pages_per_letter"]["repeats_operand"] == 0
     # neither substitution of the second step touches the weeks in a year, a world-knowledge constant
-    assert by_replacement["num_friends"]["world_knowledge"] == by_replacement["pages_per_letter"]["world_knowledge"] == 0
+    assert by_replacement["num_friends"]["world_knowledge"] == 0
+    assert by_replacement["pages_per_letter"]["world_knowledge"] == 0
     # total_pages_per_year = total_pages_per_week * weeks_per_year: any error in that step involves the constant
     third = [c for c, _ in candidates if c.target_variable == "total_pages_per_year"]
     assert third and all(candidate_features(c)["world_knowledge"] == 1 for c in third)

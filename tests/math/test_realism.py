@@ -155,7 +155,8 @@ def test_no_kept_slip_goes_the_impossible_way(kept):
         wrong = ((op == "Add" and a > 0 and b > 0 and new < max(a, b) - 1e-9)
                  or (op == "Sub" and a > 0 and b > 0 and new > a + 1e-9)
                  or (op == "Mult" and a > 1 and b > 1 and new < max(a, b) - 1e-9)
-                 or (op == "Mult" and ((0 < a < 1 and b > 0 and new > b + 1e-9) or (0 < b < 1 and a > 0 and new > a + 1e-9)))
+                 or (op == "Mult" and 0 < a < 1 and b > 0 and new > b + 1e-9)
+                 or (op == "Mult" and 0 < b < 1 and a > 0 and new > a + 1e-9)
                  or (op in ("Div", "FloorDiv") and a > 0 and b > 1 and new > a + 1e-9)
                  or (op in ("Div", "FloorDiv") and a > 0 and 0 < b < 1 and new < a - 1e-9))
         if wrong:
@@ -190,7 +191,8 @@ def test_no_kept_conceptual_answer_is_ten_times_off_outside_the_story(kept):
 
 def test_kept_subtractions_for_divisions_and_sums_for_products_are_between_one_unit(kept):
     swaps = [(template, c) for template, c in kept if c.error_type == "operator_swap"]
-    breaking = [(template, c) for template, c in swaps if (c.mutation["old"], c.mutation["new"]) in {("/", "-"), ("*", "+")}]
+    breaking = [(template, c) for template, c in swaps
+                if (c.mutation["old"], c.mutation["new"]) in {("/", "-"), ("*", "+")}]
     assert len(swaps) > 200
     assert all(same_unit(Program.parse(template.code, template.logical_steps), c.mutation["left"], c.mutation["right"])
                for template, c in breaking)

@@ -20,7 +20,7 @@ Three kinds of rule judge the errors of issue 34's audit:
   the numbers the question states and the values the correct solution computes (reporting a
   total instead of a share is a plausible answer; thirty thousand dollars for an hour's
   babysitting paid $12 is not). The erroneous step's own value is left to the ranker: a step
-  check would refuse as many errors the human review accepted as it rejected (11 and 12).
+  check would refuse as many errors the human review accepted as it rejected.
 - Units (operator swaps). Subtracting where a division belongs, or adding where a product
   belongs, is a mistake a person makes only between quantities of one unit (60 minutes / 15
   minutes read as 60 - 15); between a price and a count (or a total and a rate) the swap
@@ -237,8 +237,9 @@ class SumBelowATerm(DirectionRule):
     symbols = frozenset({"+"})
 
     def breaks(self, o: Operands) -> str | None:
-        if o.left > 0 and o.right > 0 and _below(o.new, max(o.left, o.right)):
-            return f"{show(o.left)} + {show(o.right)} shown as {show(o.new)}, below the term {show(max(o.left, o.right))}"
+        larger = max(o.left, o.right)
+        if o.left > 0 and o.right > 0 and _below(o.new, larger):
+            return f"{show(o.left)} + {show(o.right)} shown as {show(o.new)}, below the term {show(larger)}"
         return None
 
 
@@ -260,8 +261,9 @@ class ProductBelowAFactor(DirectionRule):
     symbols = frozenset({"*", "/"})
 
     def breaks(self, o: Operands) -> str | None:
-        if o.symbol == "*" and o.left > 1 and o.right > 1 and _below(o.new, max(o.left, o.right)):
-            return f"{show(o.left)} x {show(o.right)} shown as {show(o.new)}, below the factor {show(max(o.left, o.right))}"
+        larger = max(o.left, o.right)
+        if o.symbol == "*" and o.left > 1 and o.right > 1 and _below(o.new, larger):
+            return f"{show(o.left)} x {show(o.right)} shown as {show(o.new)}, below the factor {show(larger)}"
         if o.symbol == "/" and o.left > 0 and 0 < o.right < 1 and _below(o.new, o.left):
             return f"{show(o.left)} / {show(o.right)} shown as {show(o.new)}, below {show(o.left)}"
         return None

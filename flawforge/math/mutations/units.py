@@ -3,10 +3,13 @@
 Templates name their variables for what they hold (`price_per_ticket`, `num_tickets`,
 `minutes_per_hour`, `doubling_factor`) and comment their inputs with the question's words
 (`# $12 each`), and the solution's line templates print money as `${name}` and shares as
-`{name}%`. A unit here is a label read from those: a rate ('per ticket'), a pure number
-('ratio': factors, percentages, divisors), money ('$'), a time unit, or else the noun the
-name ends with. Two variables share a unit when their labels are equal; this is what the
-unit-aware operator swap rule asks, and it errs on the side of 'not one unit'.
+`{name}%`. A unit here is a label read from those: a rate ('per ticket', or 'rate' where
+the name does not say per what), a pure number ('ratio': factors, divisors, fractions),
+a percentage ('%'), money ('$'), a time unit, or else the noun a count counts (`num_apples`,
+`gallons_for_first_coat`). Two variables share a unit when their labels are equal and say
+what they measure ('rate' and 'ratio' do not: a speed multiplier and a price multiplier are
+not one quantity); this is what the unit-aware operator swap rule asks, and it errs on the
+side of 'not one unit'.
 """
 from __future__ import annotations
 
@@ -15,11 +18,14 @@ import re
 from flawforge.math.program import Program
 
 _RATE = frozenset({"rate", "speed", "hourly", "daily", "weekly", "monthly", "yearly", "annual", "each", "every"})
-_RATIO = frozenset({"percent", "percentage", "fraction", "ratio", "multiplier", "factor", "times", "twice",
-                    "double", "doubling", "triple", "tripling", "half", "divisor", "proportion", "share", "decimal"})
+_PERCENT = frozenset({"percent", "percentage"})
+_RATIO = frozenset({"fraction", "ratio", "multiplier", "factor", "times", "twice", "double", "doubling", "triple",
+                    "tripling", "half", "divisor", "proportion", "decimal", "numerator", "denominator"})
 _MONEY = frozenset({"cost", "price", "dollar", "money", "earning", "earned", "pay", "paid", "salary", "spent",
                     "spend", "budget", "profit", "revenue", "fee", "income", "saving", "wage", "bill", "charge",
-                    "tip", "tax", "rent", "cent", "allowance", "change"})
+                    "tip", "tax", "rent", "cent", "allowance", "change", "worth"})
+_COUNTING = frozenset({"num", "number", "count"})  # `num_people_splitting_cost` counts people
+_PREPOSITIONS = frozenset({"for", "of", "in", "on", "from", "to", "at", "with", "after", "before", "by"})
 _TIME = frozenset({"second", "minute", "hour", "day", "week", "month", "year"})
 # words a name qualifies its noun with: 'total_apples_left' counts apples
 _QUALIFIERS = frozenset({"total", "num", "number", "of", "count", "initial", "final", "new", "remaining", "left",
@@ -60,26 +66,42 @@ def _shown_as(program: Program, name: str) -> str:
 
 
 def unit_of(program: Program, name: str) -> str:
-    """The variable's unit label: 'per <noun>', 'rate', 'ratio', '$', a time unit or a noun ('' if none)."""
+    """The variable's unit label: 'per <noun>', 'rate', 'ratio', '%', '$', a time unit or a noun ('' if none). The
+    name decides first; the comment and the solution text only where the name says nothing of the kind."""
     words = [_singular(word) for word in name.lower().split("_") if word]
     if "per" in words:
         return "per " + " ".join(words[words.index("per") + 1:])
-    comment = _comment(program, name)
-    if _RATE.intersection(words) or _COMMENT_RATE.search(comment):
-        return "rate"
-    shown = _shown_as(program, name)
-    if _RATIO.intersection(words) or shown == "%" or "%" in comment:
+    if _PERCENT.intersection(words):
+        return "%"
+    if _RATIO.intersection(words):
         return "ratio"
-    if _MONEY.intersection(words) or shown == "$" or "$" in comment:
+    if _RATE.intersection(words):
+        return "rate"
+    if words and words[0] in _COUNTING:
+        return _head_noun(words[1:])
+    if _MONEY.intersection(words):
         return "$"
-    times = [word for word in words if word in _TIME]
+    comment, shown = _comment(program, name), _shown_as(program, name)
+    if _COMMENT_RATE.search(comment):
+        return "rate"
+    if shown == "%" or "%" in comment:
+        return "%"
+    if shown == "$" or "$" in comment:
+        return "$"
+    return _head_noun(words)
+
+
+def _head_noun(words: list[str]) -> str:
+    """What a name counts: its last noun before a preposition ('gallons_for_first_coat': gallon), a time unit first."""
+    head = words[:next((i for i, word in enumerate(words) if word in _PREPOSITIONS), len(words))]
+    times = [word for word in head if word in _TIME]
     if times:
         return times[-1]
-    nouns = [word for word in words if word not in _QUALIFIERS and not word.isdigit()]
+    nouns = [word for word in head if word not in _QUALIFIERS and not word.isdigit()]
     return nouns[-1] if nouns else ""
 
 
 def same_unit(program: Program, left: str, right: str) -> bool:
-    """Whether two variables are quantities of one unit (both known, and equal)."""
+    """Whether two variables are quantities of one unit (both known and equal, and a label that says what)."""
     unit = unit_of(program, left)
-    return bool(unit) and unit == unit_of(program, right)
+    return unit not in ("", "rate", "ratio") and unit == unit_of(program, right)
