@@ -54,13 +54,15 @@ def served_app(service: str, settings: Settings) -> tuple["FastAPI", Platform]:
     return service_app(service, platform), platform
 
 
-def embedded_stack(settings: Settings, services: Sequence[str] = EMBEDDED_SERVICES) -> EmbeddedStack:
-    """The named services' consumers in this process, on one platform. It opens no port, so nothing calls it
-    without a token: anything served from its platform is explicitly unauthenticated rather than refused."""
+def embedded_stack(settings: Settings, services: Sequence[str] = EMBEDDED_SERVICES,
+                   pipelines: Sequence[str] | None = None) -> EmbeddedStack:
+    """The named services' consumers in this process, on one platform, with the job queues of `pipelines` only
+    where named. It opens no port, so nothing calls it without a token: anything served from its platform is
+    explicitly unauthenticated rather than refused."""
     from flawforge.services import consumers_of, load_service
 
     platform = platform_for(settings.model_copy(update={"auth": "disabled"}))
-    return EmbeddedStack(platform, [c for name in services for c in consumers_of(load_service(name))])
+    return EmbeddedStack(platform, [c for name in services for c in consumers_of(load_service(name), pipelines)])
 
 
 def service_ports() -> dict[str, int]:

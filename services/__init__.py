@@ -6,6 +6,7 @@ dependencies (torch lives only in the inference-server).
 from __future__ import annotations
 
 import importlib
+from typing import Sequence
 
 from flawforge.runtime.service import Consumer, ServiceSpec
 
@@ -19,12 +20,14 @@ def load_service(name: str) -> ServiceSpec:
     return module.SERVICE
 
 
-def consumers_of(spec: ServiceSpec) -> list[Consumer]:
-    """The service's own queues plus the job queues of the pipelines it owns."""
-    from flawforge.jobs.pipeline import pipelines
+def consumers_of(spec: ServiceSpec, pipelines: Sequence[str] | None = None) -> list[Consumer]:
+    """The service's own queues plus the job queues of the pipelines it owns (of `pipelines` only, if named)."""
+    from flawforge.jobs.pipeline import pipeline_named
+    from flawforge.jobs.pipeline import pipelines as every_pipeline
     from flawforge.jobs.runner import job_consumer
 
-    return list(spec.consumers) + [job_consumer(p) for p in pipelines().values() if p.owner == spec.name]
+    owned = every_pipeline().values() if pipelines is None else [pipeline_named(name) for name in pipelines]
+    return list(spec.consumers) + [job_consumer(p) for p in owned if p.owner == spec.name]
 
 
 def queue_consumers() -> dict[str, str]:

@@ -9,8 +9,6 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
-
 from flawforge.blobstore.base import sha256_hex
 from flawforge.cli.progress import progress_display
 from flawforge.errors import FlawforgeError, Interrupted
@@ -95,18 +93,18 @@ def _quiet_after_ctrl_c():
 def run_embedded(pipeline_name: str, params: dict, out: Path, settings) -> JobStatus:
     from pydantic import ValidationError
 
-    from flawforge.jobs.pipeline import pipelines
+    from flawforge.jobs.pipeline import pipeline_named
     from flawforge.jobs.runner import invalid_params, submit
     from flawforge.jobs.store import JobStore
     from flawforge.assembly import EMBEDDED_SERVICES, embedded_stack
 
-    pipeline = pipelines()[pipeline_name]
-    services = EMBEDDED_SERVICES
+    pipeline = pipeline_named(pipeline_name)
+    services = EMBEDDED_SERVICES if pipeline.services is None else pipeline.services
     if pipeline.owner not in services:  # a pipeline owned by a heavy service (the inference-server) brings it
-        services += (pipeline.owner,)
+        services = (pipeline.owner, *services)
     # The command reports the job's outcome itself, in one line: the runner's own log line would repeat it.
     runner_log = logging.getLogger("flawforge.jobs.runner")
-    with embedded_stack(settings, services) as stack, _quieted(runner_log):
+    with embedded_stack(settings, services, pipelines=(pipeline_name,)) as stack, _quieted(runner_log):
         jobs = JobStore(stack.platform.store)
         try:
             status = submit(stack.platform, pipeline, params)
@@ -129,6 +127,8 @@ def run_embedded(pipeline_name: str, params: dict, out: Path, settings) -> JobSt
 
 def run_on_stack(url: str, pipeline_name: str, params: dict, out: Path, token: str | None = None,
                  cancel_on_exit: bool | None = None) -> JobStatus:
+    import httpx  # only here: an embedded run has no use for an HTTP client (a tenth of its start-up)
+
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     with httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=30) as client:
         try:

@@ -63,13 +63,13 @@ def run_pipeline(pipeline: str, params: dict, out: Path, stack: Optional[str], t
     starts the local inference-server in this process as its provider, once the inputs are checked. `state`: the
     folder an embedded run of a resumable pipeline keeps its blob store in across runs (default OUT/.blobs)."""
     from flawforge.cli.jobs_client import run_embedded, run_on_stack
-    from flawforge.jobs.pipeline import pipelines
+    from flawforge.jobs.pipeline import pipeline_named
     from flawforge.jobs.runner import invalid_params
     from flawforge.settings import Settings
     from pydantic import ValidationError
 
     try:  # paths are checked where the job runs: here when embedded, by the stack on --stack
-        pipelines()[pipeline].params.model_validate(params)
+        pipeline_named(pipeline).params.model_validate(params)
     except ValidationError as exc:
         raise invalid_params(exc) from None
     if stack:
@@ -86,7 +86,7 @@ def run_pipeline(pipeline: str, params: dict, out: Path, stack: Optional[str], t
             with (local_provider(out, local_model, [params.get("model"), params.get("validator_model")])
                   if local_model is not None else nullcontext()) as provider:
                 overrides = {**(settings_overrides or {}), **(provider or {})}
-                if state is not None or _keep_blobs() or pipelines()[pipeline].resumable:
+                if state is not None or _keep_blobs() or pipeline_named(pipeline).resumable:
                     status = run_embedded(pipeline, params, out,
                                           _embedded_settings(state or out / ".blobs", overrides))
                 else:

@@ -12,10 +12,13 @@ from flawforge.proto.jobs import job_queue
 if TYPE_CHECKING:
     from flawforge.jobs.context import JobContext
 
-# Modules that register pipelines; imported lazily so light services stay light.
-PIPELINE_MODULES = ("flawforge.pipelines.smoke", "flawforge.pipelines.templates", "flawforge.pipelines.math_errors",
-                    "flawforge.pipelines.debug_conversations", "flawforge.pipelines.pressure_dataset",
-                    "flawforge.pipelines.pressure_study")
+# Each pipeline's module, which registers it; imported lazily so light services, and a run of one pipeline, stay
+# light (a run of math-errors imports neither the model gateway nor the pressure study).
+PIPELINE_MODULES = {"smoke": "flawforge.pipelines.smoke", "templates": "flawforge.pipelines.templates",
+                    "math-errors": "flawforge.pipelines.math_errors",
+                    "debug-conversations": "flawforge.pipelines.debug_conversations",
+                    "pressure-dataset": "flawforge.pipelines.pressure_dataset",
+                    "pressure-study": "flawforge.pipelines.pressure_study"}
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,8 @@ class Pipeline:
     # Keeps state in the blob store that a later run reads (finished work, the model-reply cache, claimed
     # catalog entries): embedded runs keep that store in OUT/.blobs instead of a scratch folder.
     resumable: bool = False
+    # The services an embedded run starts beside the owner (None: every embedded service).
+    services: tuple[str, ...] | None = None
 
     @property
     def queue(self) -> str:
@@ -45,6 +50,14 @@ def register(pipeline: Pipeline) -> Pipeline:
 
 
 def pipelines() -> dict[str, Pipeline]:
-    for module in PIPELINE_MODULES:
+    for module in PIPELINE_MODULES.values():
         importlib.import_module(module)
     return dict(_PIPELINES)
+
+
+def pipeline_named(name: str) -> Pipeline:
+    """One pipeline, importing its own module only; KeyError names the known ones."""
+    if name not in PIPELINE_MODULES:
+        raise KeyError(f"unknown pipeline {name!r}; known: {', '.join(PIPELINE_MODULES)}")
+    importlib.import_module(PIPELINE_MODULES[name])
+    return _PIPELINES[name]

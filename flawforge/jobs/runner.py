@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 from flawforge.errors import FlawforgeError, InvalidInput
 from flawforge.inputs import MUST_EXIST_CONTEXT, ROOTS_CONTEXT, data_roots
 from flawforge.jobs.context import JobCancelled, JobContext
-from flawforge.jobs.pipeline import Pipeline, pipelines
+from flawforge.jobs.pipeline import Pipeline, pipeline_named
 from flawforge.jobs.store import HEARTBEAT_S, JobNotFound, JobStore
 from flawforge.proto.jobs import JobRequested, JobState, JobStatus
 from flawforge.runtime.metrics import JOB_STATES, JOBS_RUNNING
@@ -118,7 +118,7 @@ def fail_if_unclaimed(platform: Platform, status: JobStatus) -> JobStatus:
     waited_s = (datetime.now(timezone.utc) - status.created_at).total_seconds()
     if status.state != JobState.queued or waited_s < platform.settings.consumer_timeout_s:
         return status
-    queue = pipelines()[status.pipeline].queue
+    queue = pipeline_named(status.pipeline).queue
     if platform.bus.consumer_count(queue) > 0:
         return status
     return enter_state(JobStore(platform.store), status.pipeline, status.job_id, JobState.failed,

@@ -220,4 +220,6 @@ def run(ctx: JobContext, params: MathErrorsParams) -> None:
 
 PIPELINE = register(Pipeline(name="math-errors", description="Computational and conceptual errors injected into "
                                                              "GSM8K solutions through formalization templates.",
-                             params=MathErrorsParams, owner="template-loader", run=run))
+                             params=MathErrorsParams, owner="template-loader", run=run,
+                             # its job publishes work items to the mutator; it validates in a sandbox of its own
+                             services=("mutator",)))

@@ -139,6 +139,27 @@ def test_rabbitmq_run_through_the_services_is_identical(shared_data, corpus_run,
                                                                          index_range(IDENTITY_SAMPLE)), name
 
 
+def test_an_embedded_run_of_math_errors_loads_only_what_it_runs():
+    """Start-up is part of what a user waits for: the command's embedded stack for math-errors imports neither the
+    other pipelines (the model gateway's, the pressure study's) nor an HTTP client."""
+    import subprocess
+    import sys
+
+    probe = ("import sys\n"
+             "from flawforge.assembly import embedded_stack\n"
+             "from flawforge.cli.jobs_client import run_embedded\n"
+             "from flawforge.jobs.pipeline import pipeline_named\n"
+             "from flawforge.services import consumers_of, load_service\n"
+             "pipeline = pipeline_named('math-errors')\n"
+             "queues = [c.queue for name in (pipeline.owner, *pipeline.services)\n"
+             "          for c in consumers_of(load_service(name), ['math-errors'])]\n"
+             "assert pipeline.queue in queues and 'math.problems' in queues, queues\n"
+             "print(sorted(m for m in sys.modules if m.startswith(('flawforge.llm', 'flawforge.pressure', 'httpx',\n"
+             "    'flawforge.pipelines.templates', 'flawforge.pipelines.pressure', 'flawforge.services.llm'))))\n")
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "[]", loaded
+
+
 def test_bad_parameters_fail_the_job_with_a_clear_error(shared_data, tmp_path):
     from flawforge.errors import FlawforgeError
 
