@@ -221,9 +221,13 @@ def run_debug_conversations(
         catalog: Optional[str] = typer.Option(None, "--catalog", help="Scenario catalog JSON instead of libraries "
                                                                       "('default': the shipped one)."),
         count: int = typer.Option(1, "--count", help="Scenarios (with --catalog)."),
-        model: Optional[str] = typer.Option(None, "--model", help="Model that writes scenarios (with --catalog) and "
-                                                                  "the conversations' assistant turns (checked "
-                                                                  "against the facts)."),
+        model: Optional[str] = typer.Option(None, "--model", help="Model that writes scenarios (with --catalog), "
+                                                                  "the conversations' assistant turns and the "
+                                                                  "problem statements (checked against the facts) "
+                                                                  "and the lm_rewrite modifier's bugs."),
+        trajectories: bool = typer.Option(True, "--trajectories/--no-trajectories",
+                                          help="An agent trajectory per instance, its tool calls run on the task "
+                                               "folder."),
         retries: int = typer.Option(3, "--retries", help="New seeds for a scenario without a valid bug."),
         seed: int = typer.Option(0, help="Seed of the choice of candidates or entries."),
         state: Optional[Path] = typer.Option(None, "--state", help="Embedded: a folder kept across runs for the blob "
@@ -232,14 +236,14 @@ def run_debug_conversations(
                                                                    "default OUT/.blobs."),
         out: Path = OutOption, stack: Optional[str] = StackOption) -> None:
     """Bugs proven per test in real libraries (--libraries) or model-written scenarios (--catalog):
-    OUT/instances.jsonl, conversations.jsonl, tasks/, rejects.jsonl, summary.json.
+    OUT/instances.jsonl, conversations.jsonl, trajectories.jsonl, tasks/, rejects.jsonl, summary.json.
 
     Embedded, with --model and no FLAWFORGE_LLM_PROVIDERS, the local inference-server is started in this process."""
     from flawforge.cli.debugging import run_debug_conversations as run_debugging
 
     params = {"seed": seed, **({"model": model} if model else {})}
     if libraries is not None:
-        params.update(libraries=str(libraries.resolve()), per_library=per_library)
+        params.update(libraries=str(libraries.resolve()), per_library=per_library, trajectories=trajectories)
         if modifiers:
             params["modifiers"] = [m.strip() for m in modifiers.split(",") if m.strip()]
     if catalog is not None:

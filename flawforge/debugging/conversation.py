@@ -162,10 +162,11 @@ def _diagnosis(instance: Instance, sites: list[tuple[Site, str]], failures: list
         f"{len(instance.FAIL_TO_PASS)} test(s) fail, among them {_tests(instance.FAIL_TO_PASS)}; the other "
         f"{len(instance.PASS_TO_PASS)} pass."])
     if len(sites) > 1:
+        functions = ", ".join(f"`{name}`" for name in instance.qualname.split(", "))
         scope += " " + pick(key, "several", [
-            f"There is more than one mistake: {len(sites)} places need fixing.",
-            f"The failures do not come from one place: there are {len(sites)} separate mistakes.",
-            f"{len(sites)} separate spots are wrong, not one."])
+            f"There is more than one mistake: {len(sites)} places need fixing, in {functions}.",
+            f"The failures do not come from one place: there are {len(sites)} separate mistakes ({functions}).",
+            f"{len(sites)} separate spots are wrong, not one; they are in {functions}."])
     located = []
     for number, (site, hunk) in enumerate(sites):
         location = pick(key, f"location{number}", [

@@ -88,6 +88,8 @@ class DebugConversationsParams(BaseModel):
     per_library: int = Field(10, ge=1, le=10_000, description="Candidate bugs validated per library.")
     modifiers: list[str] = Field(default_factory=all_modifiers, min_length=1, description="Bug modifiers to use.")
     seed: int = Field(0, ge=0, lt=1 << 63, description="Seed of the choice of candidates.")
+    trajectories: bool = Field(True, description="Write an agent trajectory per instance (two or more suite runs "
+                                                 "each, on its task folder).")
 
     @field_validator("modifiers")
     @classmethod
@@ -159,7 +161,7 @@ def run(ctx: JobContext, params: DebugConversationsParams) -> None:
         results, projects = run_scenarios(ctx, params)
     else:
         results, projects = run_libraries(ctx, params)
-    write_outputs(ctx, results, projects, started, params.model)
+    write_outputs(ctx, results, projects, started, params.model, params.trajectories)
 
 
 def run_libraries(ctx: JobContext, params: DebugConversationsParams):
@@ -463,7 +465,7 @@ def task_entries(results: list[LibraryResult], projects: dict) -> dict[str, dict
 
 
 def write_outputs(ctx: JobContext, results: list[LibraryResult], projects: dict, started: float,
-                  model: str | None = None) -> None:
+                  model: str | None = None, with_trajectories: bool = True) -> None:
     """instances.jsonl, conversations.jsonl, trajectories.jsonl (an agent's tool calls on each task folder, with what
     they returned), tasks.tar (tasks/<task id>/: what an agent gets), solutions.tar
     (solutions/<task id>.json: the instance, its fix and conversation), rejects.jsonl, summary.json; no host path
@@ -492,7 +494,8 @@ def write_outputs(ctx: JobContext, results: list[LibraryResult], projects: dict,
             if is_test_file(instance, path):
                 read_only.add(f"{folder}/{path}")
         solutions[f"solutions/{task_id(instance.instance_id)}.json"] = solution_record(instance, conversation)
-    trajectories = trajectories_of(ctx.platform.settings, instances, projects, folders, failures)
+    trajectories = (trajectories_of(ctx.platform.settings, instances, projects, folders, failures)
+                    if with_trajectories else [])
     ctx.put_artifact("instances.jsonl", jsonl(instances))
     ctx.put_artifact("conversations.jsonl", jsonl(conversations))
     ctx.put_artifact("trajectories.jsonl", jsonl(trajectories))
