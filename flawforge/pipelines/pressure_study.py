@@ -192,7 +192,7 @@ def demo_records(ctx: JobContext, lm, params: PressureStudyParams) -> list[Promp
 
 
 # Names how the demo's prompts are chosen, in their stored copy's key: a change of rule is a new demo.
-DEMO_VERSION = 2
+DEMO_VERSION = 3
 
 
 def p_sem_of(lm, prompts: list[str], sequences: list[list[list[int]]]) -> list[float]:
@@ -205,8 +205,8 @@ def p_sem_of(lm, prompts: list[str], sequences: list[list[list[int]]]) -> list[f
 
 
 def build_demo_prompts(lm, count: int, seed: int) -> list[PromptRecord]:
-    """Up to `count` demo prompts: POOL_FACTOR times as many candidates, those whose target has a single-token
-    form kept, their P0 measured, `count` of them spread over the P0 bins reached, and their P1 measured."""
+    """Up to `count` demo prompts: the demo's pool (pressure/demo.py), those whose target has a single-token form
+    kept, their P0 measured, `count` of them spread over the P0 bins reached, and their P1 measured."""
     from flawforge.inference import word_forms
     from flawforge.pressure import demo, filters
     from flawforge.pressure.prompts import baseline_prompt, negative_prompt
@@ -215,7 +215,7 @@ def build_demo_prompts(lm, count: int, seed: int) -> list[PromptRecord]:
     encode = lambda text: lm.tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
     decode = lambda ids: lm.tokenizer.decode(list(ids), skip_special_tokens=True)  # noqa: E731
     pool, sequences = [], []
-    for candidate in demo.demo_candidates(count * demo.POOL_FACTOR, seed):
+    for candidate in demo.demo_pool(count, seed):
         seqs = [list(s) for s in word_forms.sequences(candidate.target_word, encode, decode)]
         if filters.first_token_failure(candidate, seqs) is None:
             pool.append(candidate)

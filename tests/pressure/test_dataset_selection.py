@@ -187,3 +187,15 @@ def test_the_demo_spreads_its_prompts_over_every_p0_bin_reached():
     assert {bins.bin_index(p0[i]) for i in spread_over_bins(p0, 4)} == {0, 1, 2, 4}
     assert spread_over_bins(p0, 20) == list(range(10))
     assert spread_over_bins([0.01] * 5, 3) == [0, 1, 2]
+
+
+def test_the_demo_pool_holds_every_language_question_beside_its_draw():
+    from flawforge.pressure.demo import POOL_FACTOR, demo_candidates, demo_pool
+
+    pool = demo_pool(6, 42)
+    drawn = demo_candidates(6 * POOL_FACTOR, 42)
+    assert pool[:len(drawn)] == drawn and len({c.candidate_id for c in pool}) == len(pool)
+    languages = [c for c in pool if c.detail.get("relation") == "language"]
+    assert len(languages) > 50 and len({c.target_word for c in languages}) == len(languages)
+    assert "What language do people speak in Italy?" in {c.question_text for c in languages}
+    assert all(first_failure(c, reject_sentence_counts=False) is None for c in pool)
