@@ -29,8 +29,8 @@ from flawforge.debugging.patches import instance_id, unified_diff
 from flawforge.debugging.realism import worth_trying
 from flawforge.debugging.revalidate import revalidate
 from flawforge.debugging.rewrites import with_rewritten_tests
-from flawforge.debugging.verdict import (IMPORT_TIME, Collected, covered, judge, normalized, runs_at_import,
-                                         standing_refusal, test_file, tests_to_run, untrusted)
+from flawforge.debugging.verdict import (FIXTURE, IMPORT_TIME, Collected, covered, judge, normalized,
+                                         runs_at_import, standing_refusal, test_file, tests_to_run, untrusted)
 from flawforge.proto.debugging import Baseline, BugReject, Environment, Exclusion, Instance, LibraryResult
 from flawforge.proto.sandbox import SandboxLimits, SuiteChange, SuiteRunResult
 
@@ -252,25 +252,30 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
     result.candidates_total = len(candidates)
     collected = Collected([test.name for test in first.tests], space.deselected)
     passing = collected.ordered(baseline.passing)
-    # What the baseline tests (and the import) executed: only they can show a change.
+    # What the baseline tests (with the wide fixtures they use, and the import) executed: only they can show a change.
     in_baseline = set(passing)
-    coverage = {test: keys for test, keys in first.coverage.items() if test == IMPORT_TIME or test in in_baseline}
+    coverage = {test: keys for test, keys in first.coverage.items()
+                if test == IMPORT_TIME or test in in_baseline or test.startswith(FIXTURE)}
+    selected: dict[Candidate, list[str]] = {}
+
+    def selection(c: Candidate) -> list[str]:
+        if c not in selected:
+            selected[c] = tests_to_run(coverage, passing, c.path, c.qualname)
+        return selected[c]
+
     if rewrites is not None:
         rewritten, refused = rewrites(modules, lambda path, qualname: covered(coverage, path, qualname))
         candidates += rewritten
         result.rejects += refused
         result.candidates_total = len(candidates)
     chosen = choose(candidates, per_library, seed, f"{name}-{version}",
-                    lambda c: covered(coverage, c.path, c.qualname) and worth_trying(c, modules[c.path]))
+                    lambda c: bool(selection(c)) and worth_trying(c, modules[c.path]))
     if not chosen:
         result.rejects.append(BugReject(source=name, version=version, reason="no_candidates",
                                         detail=f"{len(candidates)} candidates, none in code the tests execute"))
         return result
     limits = SUITE_LIMITS.model_copy(update={"timeout_s": min(SUITE_LIMITS.timeout_s, max(
         MIN_TIMEOUT_S, TIMEOUT_FACTOR * max(first.usage.wall_s, second.usage.wall_s)))})
-    class_names = {path: _class_names(source) for path, source in modules.items()}
-    selected = {c: tests_to_run(coverage, passing, c.path, c.qualname, c.qualname in class_names[c.path])
-                for c in chosen}
     args = {c: collected.arguments(selected[c]) for c in chosen}
     alone_runs: set[Candidate] = set()  # whose run was a unit of its own, with the buggy file written
 
@@ -294,6 +299,7 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
             pending = pending[reached:]
         return runs
 
+    class_names = {path: _class_names(source) for path, source in modules.items()}
     in_place = [c for c in chosen if c.qualname not in class_names[c.path] and not runs_at_import(coverage, c.path,
                                                                                                c.qualname)]
     removals = {c for c in in_place if member_removal(modules[c.path], c.buggy_source, c.qualname)}

@@ -4,9 +4,9 @@ A bug is valid when at least one selected baseline test reports a failure with i
 (FAIL_TO_PASS), at least one reports a pass (PASS_TO_PASS), and the run itself is whole: pytest
 ended its session normally, every selected baseline test reported, no limit was hit, nothing
 was forbidden. Only baseline tests that can notice the change are selected: those that executed
-the changed function in the clean run (every baseline test of the file of one that uses a module-,
-class- or session-wide fixture), or every baseline test when the function runs at import or the
-change is to a class. Both lists hold tests this run reported, except where every selected test
+the changed function in the clean run, or use a fixture wider than a test (class, module, package
+or session scope) whose setup executed it (for a change to a class, any of its methods), or every
+baseline test when the function runs at import. Both lists hold tests this run reported, except where every selected test
 failed: then the failing tests' files' other baseline tests (which did not run the changed code)
 are listed as PASS_TO_PASS. Lists are in the order the clean run collected the tests, and a
 selection goes to pytest as Collected.arguments writes it (a file where every test of it is
@@ -23,7 +23,7 @@ from flawforge.proto.debugging import FAILING_OUTPUT_BYTES
 from flawforge.proto.sandbox import SuiteRunResult
 
 IMPORT_TIME = ""  # the coverage entry of what ran outside any test
-SHARED_FIXTURES = "<shared fixtures>"  # the coverage key of a test using a fixture wider than itself
+FIXTURE = "<fixture>"  # the coverage id of a wide fixture's setup, and its key among a test's (runtime.suite)
 ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 WORKDIR = re.compile(r"/tmp/\d+/")
 # At most this many tests that did not run the change are listed as PASS_TO_PASS where every one run failed.
@@ -42,7 +42,8 @@ def test_file(test_id: str) -> str:
 
 
 def covered(coverage: dict[str, list[str]], path: str, qualname: str) -> bool:
-    """Some test (or the import) executes the function, or a method of the class, `qualname` of `path`."""
+    """Some test, wide fixture or the import executes the function, or a method of the class, `qualname` of
+    `path`."""
     return any(_covers(key, path, qualname) for keys in coverage.values() for key in keys)
 
 
@@ -51,17 +52,16 @@ def runs_at_import(coverage: dict[str, list[str]], path: str, qualname: str) -> 
     return any(_covers(key, path, qualname) for key in coverage.get(IMPORT_TIME, []))
 
 
-def tests_to_run(coverage: dict[str, list[str]], baseline: list[str], path: str, qualname: str,
-                 is_class: bool) -> list[str]:
+def tests_to_run(coverage: dict[str, list[str]], baseline: list[str], path: str, qualname: str) -> list[str]:
     """The baseline tests (`baseline`, in collection order) a candidate runs, in that order: those that executed the
-    changed function, and every baseline test of the file of one that uses a fixture wider than itself (an earlier
-    test's run of the function reaches it); all of them for a class or a function that runs at import."""
-    if is_class or runs_at_import(coverage, path, qualname):
+    changed function (for a class, any of its methods), and those using a wide fixture whose setup executed it (set up
+    once, for an earlier test, its value reaches them all); all of them for a function, or a class with a method,
+    that runs at import."""
+    if runs_at_import(coverage, path, qualname):
         return list(baseline)
-    covering = {test for test, keys in coverage.items()
-                if test != IMPORT_TIME and any(_covers(key, path, qualname) for key in keys)}
-    shared = {test_file(test) for test in covering if SHARED_FIXTURES in coverage[test]}
-    return [test for test in baseline if test in covering or test_file(test) in shared]
+    running = {key for key, keys in coverage.items() if any(_covers(k, path, qualname) for k in keys)}
+    covering = {test for test, keys in coverage.items() if test in running or running.intersection(keys)}
+    return [test for test in baseline if test in covering]
 
 
 class Collected:

@@ -219,3 +219,33 @@ def test_a_test_with_a_failing_subtest_is_failing(sandbox):
     assert run["tests/test_who.py::test_subtests"] == "failed"
     assert run["tests/test_who.py::TestCase::test_failing_subtest"] == "failed"
     assert run["tests/test_who.py::TestCase::test_passing_subtests"] == "passed"
+
+
+FIXTURES = {
+    "fx-1.0/pkg/__init__.py": "",
+    "fx-1.0/pkg/calc.py": "def make():\n    return 2\n\n\ndef double(x):\n    return 2 * x\n",
+    "fx-1.0/tests/test_fx.py": (
+        "import unittest\n\nimport pytest\n\nfrom pkg.calc import double, make\n\n\n"
+        "@pytest.fixture(scope='class')\ndef made():\n    return make()\n\n\n"
+        "class TestWithFixture:\n    def test_first(self, made):\n        assert made == 2\n\n"
+        "    def test_second(self, made):\n        assert double(made) == 4\n\n\n"
+        "class TestWithout:\n    def test_double(self):\n        assert double(1) == 2\n\n\n"
+        "class TestUnittest(unittest.TestCase):\n    @classmethod\n    def setUpClass(cls):\n        cls.made = make()\n\n"
+        "    def test_made(self):\n        self.assertEqual(self.made, 2)\n"),
+}
+
+
+def test_what_a_wide_fixture_runs_reaches_every_test_that_uses_it(sandbox):
+    """make() runs once, in the setup of a class-scoped fixture (and of a unittest setUpClass): its coverage is the
+    fixture's, the tests of its class name the fixture, and a change to make() selects them, not the other class."""
+    from flawforge.debugging.verdict import tests_to_run
+
+    run = sandbox.run_suite(archive(FIXTURES), args=["tests"], coverage_files=["pkg/calc.py"], limits=LIMITS)
+    tests = [t.name for t in run.tests]
+    assert {t.outcome for t in run.tests} == {"passed"}
+    assert run.coverage["<fixture>tests/test_fx.py::TestWithFixture::made"] == ["pkg/calc.py::make"]
+    assert "pkg/calc.py::make" not in run.coverage["tests/test_fx.py::TestWithFixture::test_second"]
+    assert tests_to_run(run.coverage, tests, "pkg/calc.py", "make") == [
+        "tests/test_fx.py::TestWithFixture::test_first", "tests/test_fx.py::TestWithFixture::test_second",
+        "tests/test_fx.py::TestUnittest::test_made"]
+    assert "tests/test_fx.py::TestWithout::test_double" in tests_to_run(run.coverage, tests, "pkg/calc.py", "double")

@@ -7,8 +7,11 @@ reports through an in-process plugin: ["ts", id] when a test starts, ["tr", id, 
 message] when it ends, ["ce", id, message] for a file that fails to collect, ["px", status] with pytest's
 exit status at the end. With
 `coverage`, ["cv", id, [keys]] names the project functions each test executed ("path::qualname";
-id "" holds what ran outside any test, e.g. at import; "<shared fixtures>" marks a test that uses a
-fixture wider than itself), for choosing the tests a change can affect.
+id "" holds what ran outside any test, e.g. at import), for choosing the tests a change can affect. A
+fixture wider than a test (class, module, package or session scope; unittest's setUpClass) is set up
+once for the tests that share it: what its setup ran is kept under its own id,
+"<fixture><scope's node id>::<name>" ("" for package and session scope), and each test's keys name the
+wide fixtures it uses, so a change to what a fixture ran reaches every test that uses it.
 
 A `suite_batch` unit collects the suite once, then runs each of several changes to one function in
 turn (see run_suite_batch): pytest's start and the collection are paid once per batch, not once
@@ -29,7 +32,7 @@ from flawforge.sandbox.runtime import policy
 from flawforge.sandbox.runtime.archive import MAX_MEMBER_BYTES, project_members
 
 MESSAGE_CHARS = 20000
-SHARED_FIXTURES = "<shared fixtures>"  # a coverage key: the test uses a fixture wider than itself
+FIXTURE = "<fixture>"  # the start of a wide fixture's coverage id, and of its key in the keys of a test using it
 BASE_ARGS = ["-q", "--tb=native", "-p", "no:cacheprovider", "-p", "no:faulthandler", "-o", "addopts=",
              "--continue-on-collection-errors", "--color=no"]
 
@@ -94,6 +97,12 @@ class Coverage:
         self.current = test_id
         self.profiler.enable(subcalls=False, builtins=False)
 
+    def enter(self, key: str) -> str:
+        """What runs from now on is `key`'s (a wide fixture's setup); returns whose it was before."""
+        before = self.current
+        self.start(key)
+        return before
+
     def stop(self) -> None:
         self._collect()
         self.current = ""
@@ -134,15 +143,23 @@ class Reporter:
         self.send(["tr", nodeid, outcome, message], True)
 
     def pytest_collection_modifyitems(self, session, config, items):
-        """With coverage, marks the tests that use a fixture wider than the test (module, class, session,
-        setUpClass, setup_module): what such a fixture computed in an earlier test reaches them too."""
+        """With coverage, adds to each test's keys the wide fixtures it uses (module, class, package, session,
+        setUpClass, setup_module), each as fixture_key names the instance the test gets."""
         if self.coverage is None:
             return
+        import pytest
+
         for item in items:
             info = getattr(item, "_fixtureinfo", None)
-            definitions = info.name2fixturedefs.values() if info is not None else ()
-            if any(getattr(d, "scope", "function") != "function" for defs in definitions for d in defs):
-                self.coverage.by_test.setdefault(item.nodeid, set()).add(SHARED_FIXTURES)
+            for name, definitions in (info.name2fixturedefs.items() if info is not None else ()):
+                scope = getattr(definitions[-1], "scope", "function") if definitions else "function"
+                if scope in ("class", "module"):
+                    node = item.getparent(pytest.Class if scope == "class" else pytest.Module)
+                    self.coverage.by_test.setdefault(item.nodeid, set()).add(
+                        fixture_key(node.nodeid if node is not None else "", name))
+                elif scope != "function":
+                    self.coverage.by_test.setdefault(item.nodeid, set()).add(fixture_key("", name))
+
 
     def pytest_collectstart(self, collector):
         """Names the file being collected: what its import does (a forbidden operation) is laid at its door."""
@@ -152,6 +169,32 @@ class Reporter:
     def pytest_collectreport(self, report):
         if report.failed:
             self.send(["ce", report.nodeid, report.longreprtext[-MESSAGE_CHARS:]], True)
+
+
+def fixture_coverage(coverage: Coverage):
+    """The pytest plugin that keeps what a wide fixture's setup runs under the fixture's own key."""
+    import pytest
+
+    class FixtureCoverage:
+        @pytest.hookimpl(wrapper=True)
+        def pytest_fixture_setup(self, fixturedef, request):
+            scope = getattr(fixturedef, "scope", "function")
+            if scope == "function":
+                return (yield)
+            node = request.node.nodeid if scope in ("class", "module") else ""
+            before = coverage.enter(fixture_key(node, fixturedef.argname))
+            try:
+                return (yield)
+            finally:
+                coverage.start(before)
+
+    return FixtureCoverage()
+
+
+def fixture_key(scope_node: str, name: str) -> str:
+    """The coverage id of a wide fixture's instance: its scope's node (a class or module; "" for package and
+    session scope, taken as one) and its name."""
+    return f"{FIXTURE}{scope_node}::{name}"
 
 
 def import_pytest(request: dict, standard_path: list) -> None:
@@ -242,7 +285,8 @@ def run_suite(request: dict, send) -> None:
         # pytest's default temporary folder must be owned by the user it sees: a folder of the run's own instead
         args = ["--basetemp", os.path.join(root, ".pytest-other-user"), *args]
     try:
-        status = pytest.main(BASE_ARGS + ["--rootdir", root] + args, plugins=[reporter])
+        status = pytest.main(BASE_ARGS + ["--rootdir", root] + args,
+                             plugins=[reporter] + ([fixture_coverage(coverage)] if coverage is not None else []))
     finally:
         if coverage is not None:
             coverage.finish()
