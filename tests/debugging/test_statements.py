@@ -111,3 +111,14 @@ def test_the_statement_says_what_was_run_what_came_back_and_what_was_expected_an
 ])
 def test_leaks_are_found(text, found):
     assert any(found in problem for problem in leaks(text, instance("", PATCH)))
+
+
+def test_a_message_that_quotes_a_changed_line_is_left_out():
+    """typing's message on an @overload implementation quotes the decorator the bug moved: the report names the
+    exception without its message."""
+    test = "tests/test_calc.py::test_ordinal_literal_first"
+    patch = "--- a/pkg/calc.py\n+++ b/pkg/calc.py\n@@ -3,2 +3,1 @@\n-    @overload\n     def f(self): ...\n"
+    said = "NotImplementedError: You should not call an overloaded function. A series of @overload-decorated ..."
+    bug = instance(output(test, said, 8, 'assert "1st" == ordinal(1)'), patch)
+    statement = deterministic_statement(bug, failures_of(bug, {"tests/test_calc.py": TESTS}))
+    assert leaks(statement, bug) == [] and "NotImplementedError" in statement and "@overload" not in statement
