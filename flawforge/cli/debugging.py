@@ -72,22 +72,28 @@ def unpack_tasks(out: Path) -> None:
         archive.unlink()
 
 
-def no_scenario_instance(out: Path) -> Optional[str]:
-    """Why a catalog run that succeeded emitted no instance, or None when it emitted some."""
+def no_instance(out: Path, source: str) -> Optional[str]:
+    """Why a run on `source`s ('library' or 'scenario') that succeeded emitted no instance (where it could use
+    none of them, each one's reason), or None when it emitted some."""
     summary = json.loads((out / "summary.json").read_text())
     if summary["valid"]:
         return None
-    if not summary["libraries"]:
+    if not summary["libraries"]:  # a catalog run: a libraries run without archives fails before it starts
         return "every catalog entry is claimed already, by earlier runs on the same blob store (--state)"
+    rejects = [json.loads(line) for line in (out / "rejects.jsonl").read_text().splitlines() if line.strip()]
+    unusable = [r["detail"] for r in rejects if r["reason"] == "unusable_library"]
+    if len(unusable) == summary["libraries"]:
+        return f"nothing to inject bugs into: {'; '.join(unusable)}"
     reasons = ", ".join(f"{reason} ({n})" for reason, n in summary["rejects_by_reason"].items())
-    return f"no valid bug in {summary['libraries']} scenario(s): {reasons} (details in rejects.jsonl)"
+    return f"no valid bug in {summary['libraries']} {source}(s): {reasons} (details in rejects.jsonl)"
 
 
 def run_debug_conversations(run_pipeline, params: dict, out: Path, stack: Optional[str], **options) -> None:
-    """The job by `run_pipeline` (with its `options`); a catalog run that emits no instance exits 1 saying why."""
+    """The job by `run_pipeline` (with its `options`); a run that emits no instance exits 1 saying why."""
     try:
-        run_pipeline("debug-conversations", params, out, stack,
-                     nothing_done=no_scenario_instance if params.get("catalog") else None, **options)
+        source = "scenario" if params.get("catalog") else "library"
+        run_pipeline("debug-conversations", params, out, stack, nothing_done=lambda out: no_instance(out, source),
+                     **options)
     finally:
         unpack_tasks(out)
     typer.echo((out / "summary.json").read_text())

@@ -10,6 +10,7 @@ import re
 import signal
 import subprocess
 import sys
+import tarfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -30,6 +31,10 @@ class Case:
     env: dict[str, str] = field(default_factory=dict)
     status: int = 2
     leaves_no: str | None = "OUT"  # the path that must not exist afterwards (OUT: the case's --out)
+
+
+# Data roots that hold none of the cases' files.
+OUTSIDE_THE_ROOTS = {"FLAWFORGE_DATA_ROOTS": "/nonexistent-root"}
 
 
 def cases(data: Path) -> list[Case]:
@@ -74,15 +79,15 @@ def cases(data: Path) -> list[Case]:
         # math-errors inputs
         Case("gsm8k missing", ["run", "math-errors", "--gsm8k", "/nonexistent/train.jsonl", "--templates", templates,
                                "--indices", "0-1", "--out", "OUT"], "/nonexistent/train.jsonl"),
-        # an embedded run reads the user's own files, wherever they are; a missing one is named as missing
+        # an embedded run reads the user's own files, wherever they are (here outside the data roots, and read:
+        # the job fails on what they hold); a missing one is named as missing
         Case("gsm8k missing outside the roots", [*math, "--gsm8k", "/tmp/nonexistent/train.jsonl", "--indices", "0-1"],
-             "/tmp/nonexistent/train.jsonl does not exist", env={"FLAWFORGE_DATA_ROOTS": "/nonexistent-root"}),
-        Case("own gsm8k outside the roots: runs", [*math, "--gsm8k", "GSM8K", "--indices", "0-1"],
-             "math-errors: job ", env={"FLAWFORGE_DATA_ROOTS": "/nonexistent-root"}, status=0, leaves_no=None),
+             "/tmp/nonexistent/train.jsonl does not exist", env=OUTSIDE_THE_ROOTS),
         Case("gsm8k empty", ["run", "math-errors", "--gsm8k", "EMPTY", "--templates", templates, "--indices", "0-1",
-                             "--out", "OUT"], "failed"),
+                             "--out", "OUT"], "EMPTY: no problems in the file", env=OUTSIDE_THE_ROOTS),
         Case("gsm8k malformed", ["run", "math-errors", "--gsm8k", "MALFORMED", "--templates", templates,
-                                 "--indices", "0-1", "--out", "OUT"], "failed"),
+                                 "--indices", "0-1", "--out", "OUT"], "MALFORMED: line 1 is not JSON",
+             env=OUTSIDE_THE_ROOTS),
         Case("indices malformed", [*math, "--indices", "5-2"], "indices"),
         Case("caps malformed", [*math, "--indices", "0-1", "--caps", "per_type=many"], "--caps: per_type must be"),
         Case("unknown family", [*math, "--indices", "0-1", "--families", "cosmic"], "invalid families"),
@@ -149,6 +154,9 @@ def cases(data: Path) -> list[Case]:
              leaves_no=None),
         Case("debug libraries missing", ["run", "debug-conversations", "--libraries", "/nonexistent", "--out", "OUT"],
              "/nonexistent"),
+        Case("debug library without tests: nothing done", ["run", "debug-conversations", "--libraries",
+                                                            "NO_TESTS_LIBRARIES", "--per-library", "2", "--out", "OUT"],
+             "produced nothing: nothing to inject bugs into: tinylib 0.1: no tests found", status=1, leaves_no=None),
         # file inputs: regular files only, never waited on or read whole
         Case("sandbox file a fifo", ["sandbox", "exec", "FIFO"], "is a FIFO, not a regular file", leaves_no=None),
         Case("sandbox file endless", ["sandbox", "exec", "/dev/zero"], "/dev/zero is a character device",
@@ -175,19 +183,32 @@ def cases(data: Path) -> list[Case]:
     ]
 
 
-def run_case(case: Case, folder: Path, gsm8k: Path) -> tuple[Case, subprocess.CompletedProcess, Path]:
+def library_without_tests(folder: Path) -> dict[str, Path]:
+    """A folder holding one library sdist, with no tests, as the cases name it."""
+    library = folder / "tinylib-0.1"
+    (library / "tinylib").mkdir(parents=True)
+    (library / "tinylib" / "__init__.py").write_text("def add(a, b):\n    return a + b\n")
+    (library / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: tinylib\nVersion: 0.1\n")
+    (library / "pyproject.toml").write_text('[project]\nname = "tinylib"\nversion = "0.1"\n')
+    (folder / "libraries").mkdir()
+    with tarfile.open(folder / "libraries" / "tinylib-0.1.tar.gz", "w:gz") as tar:
+        tar.add(library, arcname=library.name)
+    return {"NO_TESTS_LIBRARIES": folder / "libraries"}
+
+
+def run_case(case: Case, folder: Path, own: dict[str, Path]) -> tuple[Case, subprocess.CompletedProcess, Path]:
     folder.mkdir()
     (folder / "FILE").write_text("a file the user has\n")
     (folder / "EMPTY").write_text("")
     (folder / "MALFORMED").write_text("{not json\n")
     os.mkfifo(folder / "FIFO")  # nobody writes it: a command that opens it to read waits for good
-    with gsm8k.open() as rows:  # a user's own copy of the first problems
-        (folder / "GSM8K").write_text("".join(next(rows) for _ in range(3)))
     paths = {"OUT": folder / "out", "FILE": folder / "FILE", "EMPTY": folder / "EMPTY",
-             "MALFORMED": folder / "MALFORMED", "FIFO": folder / "FIFO", "GSM8K": folder / "GSM8K"}
+             "MALFORMED": folder / "MALFORMED", "FIFO": folder / "FIFO", **own}
     args = [str(paths.get(arg, arg)) for arg in case.args]
     env = {**os.environ, "FLAWFORGE_BLOB_DIR": str(folder / "blobs"), "FLAWFORGE_API_TOKENS": "t:tok",
-           "FLAWFORGE_HTTP_PORT": "1", **case.env}  # a service that starts by mistake cannot bind
+           "FLAWFORGE_HTTP_PORT": "1",  # a service that starts by mistake cannot bind
+           "FLAWFORGE_PROGRESS_LOG_S": "3600",  # a slow case's progress lines are not its answer
+           **case.env}
     result = subprocess.run([*FLAWFORGE, *args], capture_output=True, text=True, timeout=180, env=env, cwd=folder,
                             stdin=subprocess.DEVNULL)
     return case, result, paths["OUT"]
@@ -196,9 +217,10 @@ def run_case(case: Case, folder: Path, gsm8k: Path) -> tuple[Case, subprocess.Co
 def test_every_command_answers_mistakes_with_one_line(shared_data, tmp_path):
     all_cases = cases(shared_data)
     assert len({c.id for c in all_cases}) == len(all_cases)
+    own = library_without_tests(tmp_path / "own")
     with ThreadPoolExecutor(4) as pool:
-        results = list(pool.map(lambda c: run_case(c, tmp_path / c.id.replace(" ", "_").replace(":", ""),
-                                                   shared_data / "gsm8k" / "train.jsonl"), all_cases))
+        results = list(pool.map(lambda c: run_case(c, tmp_path / c.id.replace(" ", "_").replace(":", ""), own),
+                                all_cases))
     failures = []
     for case, result, out in results:
         lines = [line for line in result.stderr.splitlines() if line.strip()]
