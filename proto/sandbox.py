@@ -167,12 +167,6 @@ class SuiteOptions(Model):
                                                 "outcome depends on who runs them.")
 
 
-class SuiteRunRequest(SuiteOptions):
-    """A project's pytest suite: the project as a tar.gz blob plus changed files, run with a report per test."""
-
-    archive: BlobRef = Field(description="The project, a tar.gz; a single top folder is stripped.")
-
-
 class SuiteExecRequest(SuiteOptions):
     """A project's pytest suite over HTTP (POST /sandbox/suite): the project inline, as base64 of its tar.gz."""
 

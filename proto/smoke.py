@@ -12,10 +12,3 @@ class DigestRequested(Message):
     job_id: str
     item: int
     payload: BlobRef
-
-
-class DigestDone(Message):
-    kind = "smoke.digest_done"
-    job_id: str
-    item: int
-    digest: BlobRef

@@ -16,7 +16,6 @@ from flawforge.proto.llm import ChatMessage, ChatRequest
 LLM_VARIANT = "llm_variant"
 # After the model's variants, the seed's own injections, in its order.
 INJECTED = ("op_invert", "numeric_perturb")
-SCENARIO_VERSION = "1"
 MAX_TOKENS = 4096
 SYSTEM = ("You write small, self-contained, correct Python modules for STEM problems, with pytest tests. Reply with "
           "one JSON object only.")

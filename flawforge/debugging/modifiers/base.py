@@ -315,10 +315,6 @@ def statements_of(node: ast.AST) -> Iterable[tuple[ast.AST, str, list[ast.stmt]]
                 yield handler, "body", handler.body
 
 
-def one_line(site: Site, node: ast.AST) -> bool:
-    return node.lineno == node.end_lineno
-
-
 def starts_with(site: Site, node: ast.stmt, word: str) -> bool:
     return site.lines[node.lineno - 1][node.col_offset:].startswith(word)
 
