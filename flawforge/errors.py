@@ -1,8 +1,8 @@
 """Errors a user can cause or see; the CLI prints them as one line, without a traceback.
 
 Each class carries the HTTP status and the stable code a service answers it with (one set of
-exception handlers in flawforge/runtime/app.py turns them into answers): code that raises one
-never deals in HTTP.
+exception handlers, ErrorAnswers in flawforge/runtime/http_errors.py, turns them into answers):
+code that raises one never deals in HTTP.
 """
 
 
