@@ -128,6 +128,9 @@ def _inference_settings(blob_dir: Path, **overrides):
                     # One thread by default: on two shared cores torch's spinning threads slow each other.
                     inference_threads=int(os.environ.get("FLAWFORGE_INFERENCE_THREADS", "1")),
                     inference_cache_dir=os.environ.get("FLAWFORGE_INFERENCE_CACHE_DIR", str(REPO / "var" / "models")),
+                    # A schema compiles in a child process; on two loaded cores its start alone can pass the
+                    # 10 s default, and these tests are about what decoding yields, not about that bound.
+                    inference_grammar_compile_timeout_s=60.0,
                     **overrides)
 
 

@@ -218,7 +218,7 @@ def test_schema_constrained_replies_parse_on_100_of_100_prompts(inference_server
     requests = [ChatRequest(model=inference_server["model"], max_tokens=96, temperature=0.8, seed=i, messages=[
         {"role": "user", "content": f"{names[i % 5]} is {i} years old and lives in {cities[i // 20]}. "
                                     "Give the record."}]) for i in range(100)]
-    outcomes = gateway.structured_many(requests, Record, concurrency=1)
+    outcomes = gateway.structured_many(requests, Record, concurrency=8)
     failures = [(i, str(o.error)) for i, o in enumerate(outcomes) if o.value is None]
     assert not failures, failures
     assert all(len(o.replies) == 1 for o in outcomes)
