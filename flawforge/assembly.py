@@ -31,8 +31,15 @@ def job_middleware(store: BlobStore) -> list[Middleware]:
     return [JobDeadLetters(store), SkipWorkOfFinishedJobs(store)]
 
 
+def queue_owner(queue: str) -> str | None:
+    """The service that consumes the queue (the one to start when nobody does)."""
+    from flawforge.services import queue_consumers
+
+    return queue_consumers().get(queue)
+
+
 def platform_for(settings: Settings) -> Platform:
-    return Platform.from_settings(settings, job_middleware)
+    return Platform.from_settings(settings, job_middleware, queue_owner)
 
 
 def service_app(service: str | ServiceSpec, platform: Platform, *, run_worker: bool | None = None) -> "FastAPI":

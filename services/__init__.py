@@ -33,10 +33,3 @@ def consumers_of(spec: ServiceSpec, pipelines: Sequence[str] | None = None) -> l
 def queue_consumers() -> dict[str, str]:
     """Queue -> the service that consumes it (the one to start when nobody does)."""
     return {consumer.queue: name for name in SERVICE_NAMES for consumer in consumers_of(load_service(name))}
-
-
-def missing_consumer(queue: str, waited_s: float) -> str:
-    """The message of a job that waited in vain for a consumer of the queue."""
-    service = queue_consumers().get(queue)
-    start = f"start the {service} service (flawforge serve {service})" if service else "no service consumes it"
-    return f"nothing consumes queue {queue!r} after {waited_s:.0f} s: {start}"

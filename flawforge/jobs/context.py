@@ -22,6 +22,13 @@ class JobCancelled(Conflict):
     code = "job_cancelled"
 
 
+def missing_consumer(platform: Platform, queue: str, waited_s: float) -> str:
+    """The message of a job that waited in vain for a consumer of the queue."""
+    service = platform.queue_owner(queue)
+    start = f"start the {service} service (flawforge serve {service})" if service else "no service consumes it"
+    return f"nothing consumes queue {queue!r} after {waited_s:.0f} s: {start}"
+
+
 def item_key(job_id: str, name: str) -> str:
     """Where a work item of a job stores its result."""
     return f"jobs/{job_id}/items/{name}"
@@ -63,11 +70,9 @@ class JobContext:
             self.jobs.set_progress(self.job_id, done, total, message)
 
     def _require_consumers(self, waited_s: float) -> None:
-        from flawforge.services import missing_consumer
-
         for queue in sorted(self.bus.queues):
             if self.bus.consumer_count(queue) == 0:
-                raise FlawforgeError(missing_consumer(queue, waited_s))
+                raise FlawforgeError(missing_consumer(self.platform, queue, waited_s))
 
     def check_cancelled(self) -> None:
         if self.jobs.get(self.job_id).cancel_requested:

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from flawforge.errors import FlawforgeError, InvalidInput
 from flawforge.inputs import MUST_EXIST_CONTEXT, ROOTS_CONTEXT, data_roots
-from flawforge.jobs.context import JobCancelled, JobContext
+from flawforge.jobs.context import JobCancelled, JobContext, missing_consumer
 from flawforge.jobs.pipeline import Pipeline, pipeline_named
 from flawforge.jobs.store import HEARTBEAT_S, JobNotFound, JobStore
 from flawforge.proto.jobs import JobRequested, JobState, JobStatus
@@ -113,8 +113,6 @@ def job_consumer(pipeline: Pipeline) -> Consumer:
 def fail_if_unclaimed(platform: Platform, status: JobStatus) -> JobStatus:
     """A job still queued after the consumer timeout, whose queue nothing consumes, fails naming the service
     that should (without this it would wait at 0 done for ever)."""
-    from flawforge.services import missing_consumer
-
     waited_s = (datetime.now(timezone.utc) - status.created_at).total_seconds()
     if status.state != JobState.queued or waited_s < platform.settings.consumer_timeout_s:
         return status
@@ -122,7 +120,7 @@ def fail_if_unclaimed(platform: Platform, status: JobStatus) -> JobStatus:
     if platform.bus.consumer_count(queue) > 0:
         return status
     return enter_state(JobStore(platform.store), status.pipeline, status.job_id, JobState.failed,
-                       error=missing_consumer(queue, waited_s))
+                       error=missing_consumer(platform, queue, waited_s))
 
 
 def submit(platform: Platform, pipeline: Pipeline, params: dict):
