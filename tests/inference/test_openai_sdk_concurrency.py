@@ -27,8 +27,8 @@ def chat(content: str, **options) -> tuple[str, dict]:
 JOBS = [chat("Name a colour."), chat("Write a sentence about the sea."), chat("What is two plus two?"),
         ("completion", {"prompt": "1, 2, 3,", "max_tokens": 8}),
         ("completion", {"prompt": "The capital of France is", "max_tokens": 8}),
-        chat("Name a ship.", response_format={"type": "json_schema", "json_schema": {"name": "n", "schema": NAME_SCHEMA}},
-             max_tokens=16),
+        chat("Name a ship.", max_tokens=16,
+             response_format={"type": "json_schema", "json_schema": {"name": "n", "schema": NAME_SCHEMA}}),
         chat("Describe Rome.", response_format={"type": "json_object"}, max_tokens=12),
         chat("What is the weather in Paris?", tools=[WEATHER_TOOL], tool_choice="required", max_tokens=24)]
 
@@ -104,8 +104,9 @@ def test_a_keyword_decoding_would_not_enforce_is_a_400_naming_it(sdk, inference_
     tags = {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string"},
                                                       "uniqueItems": True}}}
     with pytest.raises(openai.BadRequestError) as caught:
-        sdk.chat.completions.create(model=inference_server["model"], messages=[{"role": "user", "content": "Tags?"}],
-                                    response_format={"type": "json_schema", "json_schema": {"name": "t", "schema": tags}})
+        sdk.chat.completions.create(
+            model=inference_server["model"], messages=[{"role": "user", "content": "Tags?"}],
+            response_format={"type": "json_schema", "json_schema": {"name": "t", "schema": tags}})
     error = caught.value
     assert (error.status_code, error.code, error.param) == (400, "unsupported_schema_keyword", "response_format")
     assert "'uniqueItems' at /properties/tags" in error.message
