@@ -1,7 +1,7 @@
 """Smoke pipeline: proves bus, blob store, workers and jobs work together.
 
-Each item is a payload blob; a worker on the `smoke.digest` queue reads it by key,
-checks its checksum and stores its digest. The job collects the digests in order.
+Each item is a payload blob; the metrics service's worker on the `smoke.digest` queue reads it by key,
+checks its checksum and stores its digest (services/metrics/digest.py). The job collects the digests in order.
 """
 from __future__ import annotations
 
@@ -13,8 +13,6 @@ from pydantic import BaseModel, Field, model_validator
 from flawforge.jobs.context import JobContext
 from flawforge.jobs.pipeline import Pipeline, register
 from flawforge.proto.smoke import DIGEST_QUEUE, DigestRequested
-from flawforge.runtime.platform import Platform
-from flawforge.runtime.service import Consumer
 
 MAX_TOTAL_BYTES = 1 << 30  # of all payloads of one job
 
@@ -50,17 +48,6 @@ def run(ctx: JobContext, params: SmokeParams) -> None:
     digests = [json.loads(results[name])["sha256"] for name in names]
     ctx.put_artifact("digests.json", json.dumps({"count": len(digests), "sha256": digests}, indent=1).encode())
 
-
-def make_digest_handler(platform: Platform):
-    def handle(message: DigestRequested) -> None:
-        data = platform.store.get_verified(message.payload)
-        result = json.dumps({"item": message.item, "sha256": hashlib.sha256(data).hexdigest()}).encode()
-        platform.store.put(f"jobs/{message.job_id}/items/{message.item}.json", result)
-
-    return handle
-
-
-DIGEST_CONSUMER = Consumer(queue=DIGEST_QUEUE, make_handler=make_digest_handler)
 
 PIPELINE = register(Pipeline(name="smoke", description="Round trip of payload blobs through the bus.",
                              params=SmokeParams, owner="metrics", run=run))

@@ -1,6 +1,6 @@
 """The metrics service: aggregates results and hosts the smoke pipeline's worker and human review."""
-from flawforge.pipelines.smoke import DIGEST_CONSUMER
 from flawforge.runtime.service import ServiceSpec
+from flawforge.services.metrics.digest import DIGEST_CONSUMER
 
 SERVICE = ServiceSpec(
     name="metrics",
