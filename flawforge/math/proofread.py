@@ -467,12 +467,18 @@ def _sides(pieces: tuple[_Piece, ...], start: int) -> tuple[list[list[_Piece]], 
             current.append(piece)
         elif piece.kind == "rp" and previous in ("num", "rp") and _open(current) > 0:
             current.append(piece)
+        elif piece.kind == "word" and previous == "op" and [p.kind for p in pieces[index + 1:index + 4]] == [
+                "lp", "num", "rp"]:
+            index += 1  # a count named before it: "7 adults + Shonda (1) + 12 kids"
+            continue
         elif piece.kind == "word" and previous in ("num", "rp"):
             if piece.text.lower() == _OF:
                 following = pieces[index + 1] if index + 1 < len(pieces) else None
-                # "3 of 12 eggs": a number taken of another, which the reader cannot compute
-                cut_short = following is not None and following.kind in ("num", "lp")
-                break
+                if following is None or following.kind != "word":
+                    # "3 of 12 eggs": a number taken of another, which the reader cannot compute
+                    cut_short = following is not None and following.kind in ("num", "lp")
+                    break
+                # else units: "2 of her kids + 10 of their friends"
             # units after a number, kept only when an operator or '=' follows them
             after = index
             while after < len(pieces) and pieces[after].kind == "word" and after - index < _MAX_UNIT_WORDS:

@@ -33,6 +33,7 @@ from tests.math.mutation_corpus import corpus_outputs
     "He ran three times 4 = 13 miles",
     "4 x two = 9",
     "2/3 of 30 - 5 = 16",
+    "There are 7 adults + Shonda (1) + 2 of her kids + 10 of their friends = 18 people",  # units with "of"
 ])
 def test_false_calculations_are_caught(line):
     assert line_findings(line), line
@@ -61,6 +62,7 @@ def test_false_calculations_are_caught(line):
     "Wanda brought 90 pieces of bread, three times the number of treats, so 90/3 = <<90/3=30>>30 treats.",
     "They brought a total of 30 treats+60 treats+45 pieces of bread + 90 pieces of bread = <<30+60+45+90=225>>225",
     "He ate 3 of 12 eggs = 1/4 of them",                           # a number taken of another: no arithmetic
+    "There are 7 adults + Shonda (1) + 12 of her kids + 10 of their friends = 30 people",
 ])
 def test_true_text_is_not_flagged(line):
     assert not line_findings(line), line_findings(line)

@@ -298,6 +298,32 @@ def test_every_solution_of_the_corpus_tells_the_truth(corpus):
 
 
 @pytest.mark.slow
+def test_a_second_reader_finds_the_text_of_the_corpus_true_and_written_as_the_original_writes(corpus, problems):
+    """tests/math/visible_arithmetic.py, written apart from the proofreader the generator uses, reads every
+    annotation and visible calculation: none is false but a computational slip's own line, a swap's text carries
+    the parentheses it needs, and no result is an improper fraction where the original writes no fraction."""
+    false, improper, grouped = [], [], 0
+    for output in corpus.values():
+        for c in output.candidates:
+            lines = c.flawed_solution.splitlines()[:-1]
+            for number, line in enumerate(lines, start=1):
+                if not (c.family == "computational" and c.erroneous_line_number == f"L{number}"):
+                    false += [(c.id, c.error_type, finding) for finding in false_calculations(line)]
+            # neither the GSM8K solution (its prose or mixed numbers, "1 1/2") nor the template writes fractions
+            written_as_fractions = re.search(r"\d+/\d+", problems[c.problem_index].answer) or fraction_results(
+                c.original_solution)
+            if improper_fraction_results(c.flawed_solution) and not written_as_fractions:
+                improper.append((c.id, improper_fraction_results(c.flawed_solution)))
+            if c.error_type == "operator_swap":
+                changed = first_changed_line(c)
+                grouped += c.flawed_solution.splitlines()[changed].count("(") > \
+                    c.original_solution.splitlines()[changed].count("(")
+    assert not false, (len(false), false[:5])
+    assert not improper, (len(improper), improper[:5])
+    assert grouped > 10  # swaps whose text needed parentheses got them (and read true above)
+
+
+@pytest.mark.slow
 def test_operator_swaps_of_the_corpus_never_keep_the_old_operator(corpus):
     for output in corpus.values():
         for c in output.candidates:

@@ -171,7 +171,9 @@ def false_calculations(line: str) -> list[str]:
     return wrong
 
 
-_FRACTION_RESULT = re.compile(r"(?:=\s*\$?|>>\s*\$?)(\d+)/(\d+)(?![\d/*+-])")
+# a fraction after '=' or an annotation that no operator or '=' follows: a result ("= 398/5 pots"), not a
+# division ("= 80/2 = 40")
+_FRACTION_RESULT = re.compile(r"(?:=\s*\$?|>>\s*\$?)(\d+)/(\d+)(?!\d|\s*[-+*/=x])")
 
 
 def improper_fraction_results(text: str) -> list[str]:
