@@ -45,6 +45,12 @@ def _errors(rows: list[dict]) -> list[list[float]]:
     return [low, high]
 
 
+def _empty(ax, text: str) -> None:
+    """A panel with nothing to draw says so, instead of an empty frame."""
+    ax.set_axis_off()
+    ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=10, color="grey", transform=ax.transAxes)
+
+
 def _integer_ticks(axis) -> None:
     from matplotlib.ticker import MaxNLocator
 
@@ -53,6 +59,7 @@ def _integer_ticks(axis) -> None:
 
 def _bin_ticks(ax, counts: dict) -> None:
     ax.set_xticks(range(len(P0_BINS)), [f"{b}\nn={counts.get(b, 0)}" for b in P0_BINS], fontsize=8)
+    ax.set_xlim(-0.5, len(P0_BINS) - 0.5)  # every bin has its place, filled or not
     ax.set_xlabel("P0 bin (semantic pressure under the baseline prompt)")
 
 
@@ -103,16 +110,19 @@ def failure_curve(table: dict) -> bytes:
 def logit_lens(table: dict) -> bytes:
     fig, axes = _figure(1, 2, 5.4, 4.2)
     for ax, outcome in zip(axes[0], ("failure", "success")):
-        for cond in ("baseline", "negative"):
+        curves = {cond: table["logit_lens_curves"].get(f"{cond}_{outcome}") for cond in ("baseline", "negative")}
+        if not any(curves.values()):
+            _empty(ax, f"no greedy {OUTCOME_STYLE[outcome][1]} with a single-token target")
+            continue
+        for cond, curve in curves.items():
             color, label = CONDITION_STYLE[cond]
-            _band(ax, table["logit_lens_curves"].get(f"{cond}_{outcome}"), color, label, floor=LENS_FLOOR)
+            _band(ax, curve, color, label, floor=LENS_FLOOR)
         ax.set_yscale("log")
         ax.set_title(f"greedy {OUTCOME_STYLE[outcome][1]}", fontsize=10)
         ax.set_xlabel(f"layer (0 = embeddings, {table['num_layers']} = after the last block)")
         _integer_ticks(ax.xaxis)
         ax.set_ylabel("p_first: P(X's single-token forms), log scale")
-        if ax.lines:
-            ax.legend(fontsize=8, loc="best")
+        ax.legend(fontsize=8, loc="best")
     fig.suptitle(f"Logit lens at the decision step, 95% bootstrap bands: {table['model']}")
     return _png(fig)
 
@@ -147,8 +157,11 @@ def patching(table: dict) -> bytes:
             ax.set_xlabel("patched block", fontsize=8)
             _integer_ticks(ax.xaxis)
     n = table["patching_effects_by_bin"]["prompts"]
-    fig.suptitle(f"Activation patching baseline → negative at the last position, each kind on its own, 95% "
-                 f"bootstrap bands ({n} prompts, {table['model']})")
+    if not kinds:
+        _empty(axes[0, 0], "no prompt patched")
+        _empty(axes[0, 1], "")
+    fig.suptitle(f"Activation patching baseline → negative at the last position, each kind on its own\n"
+                 f"95% bootstrap bands, {n} prompts, {table['model']}")
     return _png(fig)
 
 
@@ -164,6 +177,7 @@ def attention_by_bin(table: dict) -> bytes:
             ax.errorbar(np.arange(len(P0_BINS)) + shift, [r["mean"] for r in estimates], yerr=_errors(estimates),
                         marker="o", capsize=3, color=color, label=f"{label} (n={rows['all']['n']})")
         ax.set_xticks(range(len(P0_BINS)), P0_BINS, fontsize=8)
+        ax.set_xlim(-0.5, len(P0_BINS) - 0.5)
         ax.set_xlabel("P0 bin")
         ax.set_ylabel("negative prompt, decision step", fontsize=8)
         ax.set_title(title, fontsize=9)
@@ -181,8 +195,7 @@ def attention_heads(table: dict) -> bytes:
         for col, outcome in enumerate(("failure", "success")):
             ax = axes[row, col]
             if outcome not in found:
-                ax.set_axis_off()
-                ax.set_title(f"{title}: no {OUTCOME_STYLE[outcome][1]}", fontsize=9)
+                _empty(ax, f"{title}:\nno greedy {OUTCOME_STYLE[outcome][1]}")
                 continue
             image = ax.imshow(np.asarray(found[outcome]), aspect="auto", cmap="viridis", origin="lower")
             fig.colorbar(image, ax=ax, shrink=0.85)
@@ -195,7 +208,7 @@ def attention_heads(table: dict) -> bytes:
             fig.colorbar(image, ax=ax, shrink=0.85)
             ax.set_title(f"{title}: failures − successes", fontsize=9)
         else:
-            ax.set_axis_off()
+            _empty(ax, "no difference to show:\none outcome only")
         for ax in axes[row]:
             ax.set_xlabel("head", fontsize=8)
             ax.set_ylabel("block", fontsize=8)
@@ -229,6 +242,9 @@ def attn_ffn(table: dict) -> bytes:
     fig, axes = _figure(1, 2, 6.0, 4.4)
     for ax, outcome in zip(axes[0], ("failure", "success")):
         rows = table["attn_ffn_decomposition"].get(f"negative_{outcome}") or []
+        if not rows:
+            _empty(ax, f"no greedy {OUTCOME_STYLE[outcome][1]} with a single-token target")
+            continue
         x = np.arange(len(rows))
         for shift, part, color, label in ((-0.2, "attn_contribution", "tab:orange", "attention adds"),
                                           (0.2, "mlp_contribution", "tab:blue", "MLP adds")):
@@ -239,10 +255,8 @@ def attn_ffn(table: dict) -> bytes:
         ax.axhline(0, color="grey", lw=0.8)
         ax.set_xlabel("block (index from the end)")
         ax.set_ylabel("change in p_first (negative prompt)")
-        n = rows[0]["mlp_contribution"]["n"] if rows else 0
-        ax.set_title(f"greedy {OUTCOME_STYLE[outcome][1]} (n={n})", fontsize=10)
-        if rows:
-            ax.legend(fontsize=8)
+        ax.set_title(f"greedy {OUTCOME_STYLE[outcome][1]} (n={rows[0]['mlp_contribution']['n']})", fontsize=10)
+        ax.legend(fontsize=8)
     fig.suptitle(f"Attention and MLP contributions to X per block, 95% bootstrap intervals: {table['model']}")
     return _png(fig)
 
