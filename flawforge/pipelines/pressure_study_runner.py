@@ -262,27 +262,33 @@ class StudyRunner:
 
 def patch_subset(records: list[PromptRecord], results: list[PromptResult], limit: int | None) -> PatchSubset:
     """The balanced high-P0 subset: P0 >= max(0.7, min(0.95, q75 of P0)); every success and min(S, F)
-    failures, highest P0 first. A model whose P0 never reaches the threshold (a small model) gets every
-    prompt ranked by P0 instead, recorded in the rule. `limit` keeps the first prompts of the alternation."""
+    failures, highest P0 first. Where that leaves nothing (a small model: no prompt reaches the threshold, or
+    the few that do all fail), every prompt is a candidate, ranked by P0, recorded in the rule. `limit` keeps
+    the first prompts of the alternation."""
     p0 = np.array([r.p0 for r in records])
     threshold = max(0.7, min(0.95, float(np.quantile(p0, 0.75))))
-    high = [i for i in range(len(records)) if p0[i] >= threshold]
+    ranked = sorted(range(len(records)), key=lambda i: -p0[i])
+    high = [i for i in ranked if p0[i] >= threshold]
+    successes, chosen_f = _balanced(high, results)
     fallback = None
-    if not high:
-        # A small model (SmolLM2: P0 far below 0.7) leaves the subset empty: the gate is off, every prompt
-        # is a candidate, highest P0 first.
-        high = list(range(len(records)))
-        fallback = f"no prompt reaches P0 >= {threshold:.2f}; gate off, prompts ranked by P0 instead"
-    high.sort(key=lambda i: -p0[i])
-    failures = [i for i in high if results[i].outcome == "failure"]
-    successes = [i for i in high if results[i].outcome == "success"]
-    chosen_f = failures[:min(len(successes), len(failures))]
+    if not successes:
+        fallback = (f"no prompt reaches P0 >= {threshold:.2f}" if not high else
+                    f"none of the {len(high)} prompts at P0 >= {threshold:.2f} succeeds") + \
+            "; gate off, prompts ranked by P0 instead"
+        successes, chosen_f = _balanced(ranked, results)
     # Successes and failures alternate, so a limit keeps the balance.
     order = [i for pair in zip(successes, chosen_f) for i in pair] + successes[len(chosen_f):]
     if limit is not None:
         order = order[:limit]
     return PatchSubset(threshold=threshold, fallback=fallback, prompts=[records[i].prompt_id for i in order],
                        successes=sum(i in successes for i in order), failures=sum(i in chosen_f for i in order))
+
+
+def _balanced(candidates: list[int], results: list[PromptResult]) -> tuple[list[int], list[int]]:
+    """Every success among the candidates (in their order) and as many of their failures, no more."""
+    failures = [i for i in candidates if results[i].outcome == "failure"]
+    successes = [i for i in candidates if results[i].outcome == "success"]
+    return successes, failures[:min(len(successes), len(failures))]
 
 
 def outputs(records: list[PromptRecord], results: list[PromptResult], subset: PatchSubset,

@@ -125,3 +125,12 @@ def test_decomposition_blocks_default_to_the_last_ten_and_bad_ranges_are_named()
         decompose_blocks(-31, -1, 30)
     with pytest.raises(FlawforgeError, match=r"decompose_first=5 \(block 5\) comes after decompose_last=2"):
         decompose_blocks(5, 2, 30)
+
+
+def test_a_gate_whose_prompts_all_fail_patches_ranked_by_p0_instead():
+    # q75 of P0 is 0.91: only b passes the gate, and it fails, so no balanced pair is left above it.
+    pairs = [make("a", 0.1, 0, False, 0.30, 0.10, 0.0), make("b", 0.97, 4, True, 0.60, 0.70, 0.10),
+             make("c", 0.85, 2, True, 0.50, 0.40, 0.0)]
+    subset = patch_subset([p[0] for p in pairs], [p[1] for p in pairs], None)
+    assert subset.fallback == "none of the 1 prompts at P0 >= 0.91 succeeds; gate off, prompts ranked by P0 instead"
+    assert subset.prompts == ["a", "b"] and (subset.successes, subset.failures) == (1, 1)
