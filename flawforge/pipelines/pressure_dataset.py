@@ -30,7 +30,7 @@ from flawforge.jobs.pipeline import Pipeline, register
 from flawforge.llm.gateway import Gateway, StructuredOutcome
 from flawforge.llm.limits import CallScope
 from flawforge.pressure import bins, filters, sources, validation
-from flawforge.pressure.generators import GENERATORS, Refused, Slot, TargetedGenerator, make_candidate
+from flawforge.pressure.generators import GENERATORS, Refused, Slot, TargetedGenerator
 from flawforge.pressure.prompts import baseline_prompt, negative_prompt
 from flawforge.inference.word_forms import norm
 from flawforge.proto.base import jsonl

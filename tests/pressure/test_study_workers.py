@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from flawforge.assembly import job_middleware, platform_for
+from flawforge.assembly import platform_for
 from flawforge.jobs.pipeline import pipelines
 from flawforge.jobs.runner import run_job
 from flawforge.jobs.store import JobStore
