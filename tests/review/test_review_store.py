@@ -89,7 +89,7 @@ def test_a_skip_is_recorded_and_frees_the_slot_for_someone_else(reviews, candida
 
 
 def test_undo_withdraws_the_last_decision_and_gives_its_item_back(reviews, candidates, questions):
-    items = make_round(reviews, candidates, questions, size=1, reviewers_per_item=1)
+    make_round(reviews, candidates, questions, size=1, reviewers_per_item=1)
     first = reviews.next_item("r1", "ana")
     decide(reviews, "r1", first, "ana", "accept")
     second = reviews.next_item("r1", "ana")
@@ -111,7 +111,7 @@ def test_undo_withdraws_the_last_decision_and_gives_its_item_back(reviews, candi
     assert reviews.next_item("r1", "ana").item.item_id == held.item.item_id
     fresh = ReviewStore(reviews.store)  # another process reads the same
     assert [d.kind for d in fresh.decisions("r1", "ana")] == ["accept", "accept"]
-    assert fresh.progress("r1").reviews_done == 2 and len(items) == 5
+    assert fresh.progress("r1").reviews_done == 2
 
 
 def test_undo_of_a_skip_the_next_reviewer_took_is_refused_and_bad_undos_are_named(reviews, candidates, questions):
