@@ -103,10 +103,10 @@ def test_a_template_that_breaks_generation_is_a_reject_of_its_problem_alone(shar
     real = flawforge.math.generate.generate_for_problem
 
     def breaks_on(index, error):
-        def generate(template, *args):
+        def generate(template, *args, **options):
             if template.problem_index == index:
                 raise error
-            return real(template, *args)
+            return real(template, *args, **options)
         return generate
 
     ctx = JobContext(platform, "job4")
