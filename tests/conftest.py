@@ -72,6 +72,14 @@ def data_roots(tmp_path_factory) -> str:
     return roots
 
 
+@pytest.fixture(scope="session", autouse=True)
+def quiet_progress() -> None:
+    """The CLI's subprocesses print a progress line every FLAWFORGE_PROGRESS_LOG_S seconds without a terminal; on a
+    loaded machine a short job can pass the 30 s default, and tests that read a command's one line of error would
+    read that line too. The progress test sets its own interval."""
+    os.environ["FLAWFORGE_PROGRESS_LOG_S"] = "3600"
+
+
 @pytest.fixture
 def queue_name() -> str:
     return f"test.{uuid.uuid4().hex[:10]}"

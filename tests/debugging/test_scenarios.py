@@ -215,7 +215,9 @@ def test_an_unreachable_provider_fails_the_job_in_one_line_and_gives_its_claims_
     assert line.startswith("flawforge: error: job ") and "cannot reach provider 'down' at http://127.0.0.1:9/v1" in line
     assert claims_in(store) == {held: {"job_id": "another-job", "attempt": "0"}}
     asked = [key for key in store.list("llm/log/") if key.endswith(".request.json")]
-    assert len(asked) == 2  # the free entry was taken and asked for (twice: the provider's two attempts)
+    assert len(asked) == 1  # the free entry was taken and asked for, once: the held one was not
+    (answered,) = [json.loads(store.get(key)) for key in store.list("llm/log/") if key.endswith(".response.json")]
+    assert len(answered["attempts"]) == 2 and answered["error"].startswith("provider_error")  # the two attempts
     assert not out.exists()
 
 
