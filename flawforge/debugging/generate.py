@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 import re
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from flawforge.debugging.candidates import (Candidate, body_only_change, candidates_of, choose, member_removal,
@@ -74,6 +74,8 @@ class Workspace:
     environment: Environment
     environment_path: str | None = None
     deselected: tuple[str, ...] = ()
+    # The final gate's clean runs by their arguments: each is run once for the library, however many gates ask.
+    gate_clean_runs: dict[tuple[str, ...], SuiteRunResult] = field(default_factory=dict, compare=False, repr=False)
 
     def _options(self) -> dict:
         return {"environment": self.environment_path} if self.environment_path else {}
@@ -193,11 +195,13 @@ def proven_run(run: SuiteRunResult, instance: Instance, collected: Collected) ->
 def final_gate(space: Workspace, instances: list[tuple[Instance, str, SuiteRunResult | None]], limits: SandboxLimits,
                concurrency: int) -> tuple[list[Instance], list[BugReject]]:
     """Each instance as a user would check it: its tests (Instance.arguments), in fresh units, clean (one run for
-    all instances with the same tests) and with the bug; only those that reproduce are kept. `instances`:
-    (instance, its buggy module, the run with the bug that already was this check, or None: proven_run)."""
-    listed = {tuple(i.arguments) for i, _, _ in instances}
+    all the library's instances with the same tests) and with the bug; only those that reproduce are kept.
+    `instances`: (instance, its buggy module, the run with the bug that already was this check, or None:
+    proven_run)."""
+    clean = space.gate_clean_runs
+    listed = sorted({tuple(i.arguments) for i, _, _ in instances} - set(clean))
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        clean = dict(zip(listed, pool.map(lambda tests: space.run(list(tests), limits=limits), listed)))
+        clean.update(zip(listed, pool.map(lambda tests: space.run(list(tests), limits=limits), listed)))
         buggy = list(pool.map(lambda item: item[2] or space.run(item[0].arguments, {item[0].path: item[1]},
                                                                  limits=limits), instances))
     kept, dropped = [], []
