@@ -29,7 +29,7 @@ WRITER = "deterministic"
 SYSTEM = ("You are a careful Python developer. You debug by reading the failing tests' output, finding the code "
           "it points to, and making the smallest change that makes the tests pass without breaking others.")
 SHOWN_TESTS = 5
-LISTED_TESTS = 50  # in a task's problem file; tests.txt runs them all
+LISTED_TESTS = 50  # in a task's problem file; tests.txt lists them all
 OUTPUT_BYTES = 3000
 # The code a user turn shows: the function the fix goes in when it is this short, else this many lines either
 # side of where the fix goes.
@@ -286,13 +286,18 @@ def contradictions(reply: ConversationReply, instance: Instance, clean: str) -> 
     return found
 
 
-RUN_TESTS = '''"""Runs this task's tests: exits 0 when every listed test passes. Arguments go on to pytest (e.g. -rA)."""
+RUN_TESTS = '''"""Runs this task's tests and exits 0 when every test tests.txt lists passes (what else the run
+reports, such as a collection error the library has without the bug too, does not count). Arguments go on to pytest
+(e.g. -rA)."""
 import os
 import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_ROOTS = {roots!r}
+# pytest's arguments that run exactly the listed tests, in the order they were checked: a test file where every test
+# of it is listed, else node ids.
+ARGUMENTS = {arguments!r}
 
 
 def fixed_addresses():
@@ -307,13 +312,37 @@ def fixed_addresses():
     return lambda: personality(personality(0xFFFFFFFF) | 0x0040000)
 
 
+class Listed:
+    """The pytest plugin that makes the exit status 0 only when every listed test passed (a failed subtest fails
+    its test)."""
+
+    def __init__(self, tests):
+        self.tests, self.passed, self.failed = tests, set(), set()
+
+    def pytest_runtest_logreport(self, report):
+        if report.failed or report.skipped:
+            self.failed.add(report.nodeid)
+        elif report.when == "call":
+            self.passed.add(report.nodeid)
+
+    def pytest_sessionfinish(self, session):
+        missing = [test for test in self.tests if test not in self.passed or test in self.failed]
+        session.exitstatus = 1 if missing else 0
+        if missing:
+            print("run_tests.py: %d listed test(s) did not pass, e.g. %s" % (len(missing), missing[0]))
+
+
 if __name__ == "__main__":
-    with open(os.path.join(HERE, "tests.txt")) as listed:
-        tests = [line.strip() for line in listed if line.strip()]
+    if os.environ.get("RUN_TESTS_CHILD") == "1":  # pytest in this process, with the plugin
+        import pytest
+
+        with open(os.path.join(HERE, "tests.txt")) as listed:
+            tests = [line.strip() for line in listed if line.strip()]
+        sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "-o", "addopts=", "--continue-on-collection-errors",
+                              "--rootdir", HERE, *sys.argv[1:], *ARGUMENTS], plugins=[Listed(tests)]))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(os.path.join(HERE, r) for r in SOURCE_ROOTS),
-               PYTHONDONTWRITEBYTECODE="1", PYTHONHASHSEED="{hash_seed}")
-    sys.exit(subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
-                              "--rootdir", HERE, *sys.argv[1:], *tests], cwd=HERE, env=env,
+               PYTHONDONTWRITEBYTECODE="1", PYTHONHASHSEED="{hash_seed}", RUN_TESTS_CHILD="1")
+    sys.exit(subprocess.call([sys.executable, os.path.abspath(__file__), *sys.argv[1:]], cwd=HERE, env=env,
                              preexec_fn=fixed_addresses()))
 '''
 
@@ -330,8 +359,7 @@ def task_problem(instance: Instance) -> str:
             else f"# {instance.source} {instance.version}: failing tests\n\n{scenario_text(instance)}")
     return (f"{head}{failing_tests(instance)} Change the library's code, not its tests.\n\n"
             f"The library's code is under {roots}; its tests are in {tests}. `python {RUN_TESTS_FILE}` runs the "
-            f"tests `{TESTS_FILE}` names (a test file there stands for every test in it) and exits 0 when all "
-            f"pass; it needs Python "
+            f"tests listed in `{TESTS_FILE}` and exits 0 when all pass; it needs Python "
             f"{instance.environment.python} with the packages of `{ENVIRONMENT_FILE}` "
             f"(`pip install -r {ENVIRONMENT_FILE}`).\n\n"
             f"## Failing tests\n\n{listed}{f'- ... and {more} more (see {TESTS_FILE})' + chr(10) if more > 0 else ''}"
@@ -352,14 +380,14 @@ def is_test_file(instance: Instance, path: str) -> bool:
 
 def task_files(instance: Instance, project: dict[str, bytes]) -> dict[str, bytes]:
     """A file-edit task, every path relative to the task folder: the project with the bug in it, tests.txt
-    (pytest's arguments for FAIL_TO_PASS and PASS_TO_PASS, as the final gate ran them), run_tests.py, the problem file and environment.txt. Nothing of the answer
-    (patch, fix, description, modifier, conversation). A name that is not a plain relative one is UnsafeName."""
+    (FAIL_TO_PASS, then PASS_TO_PASS), run_tests.py (which runs them with the arguments the final gate ran), the
+    problem file and environment.txt. Nothing of the answer (patch, fix, description, modifier, conversation). A name that is not a plain relative one is UnsafeName."""
     files = {plain_name(path, "project file"): data for path, data in project.items()}
     path = plain_name(instance.path, "the instance's path")
     files[path] = apply_patch(project[path].decode("utf-8"), instance.patch).encode("utf-8")
-    files[TESTS_FILE] = "".join(t + "\n" for t in instance.arguments).encode()
+    files[TESTS_FILE] = "".join(t + "\n" for t in instance.FAIL_TO_PASS + instance.PASS_TO_PASS).encode()
     files[RUN_TESTS_FILE] = RUN_TESTS.format(roots=[r or "." for r in instance.source_roots],
-                                             hash_seed=SUITE_HASH_SEED).encode()
+                                             arguments=instance.arguments, hash_seed=SUITE_HASH_SEED).encode()
     files[PROBLEM_FILE] = task_problem(instance).encode()
     files[ENVIRONMENT_FILE] = environment_file(instance).encode()
     return files

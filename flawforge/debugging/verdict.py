@@ -25,6 +25,8 @@ from flawforge.proto.sandbox import SuiteRunResult
 IMPORT_TIME = ""  # the coverage entry of what ran outside any test
 FIXTURE = "<fixture>"  # the coverage id of a wide fixture's setup, and its key among a test's (runtime.suite)
 ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+# The end of an address that pytest's shortened repr kept ("[(<mod.NoCompare...ffff5e70450>)]").
+CUT_ADDRESS = re.compile(r"(?<=\.\.\.)[0-9a-f]{4,}(?=>)")
 WORKDIR = re.compile(r"/tmp/\d+/")
 # At most this many tests that did not run the change are listed as PASS_TO_PASS where every one run failed.
 UNRUN_PASSING = 20
@@ -97,7 +99,7 @@ class Collected:
 
 def normalized(text: str) -> str:
     """Test output without what differs between identical runs (object addresses, the unit's work dir)."""
-    return WORKDIR.sub("", ADDRESS.sub(" at 0x...", text))
+    return WORKDIR.sub("", CUT_ADDRESS.sub("", ADDRESS.sub(" at 0x...", text)))
 
 
 @dataclass(frozen=True)

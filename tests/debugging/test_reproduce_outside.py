@@ -48,16 +48,20 @@ def plain_venv(folder: Path, packages: list[str]) -> Path:
     return python
 
 
-def reported(python: Path, task: Path) -> dict[str, str]:
-    """Each listed test's outcome, as pytest's own summary (-rA) names it, from the task's run_tests.py."""
+def reported(python: Path, task: Path) -> tuple[dict[str, str], int]:
+    """Each listed test's outcome, as pytest's own summary (-rA) names it, from the task's run_tests.py, and its exit
+    status."""
     done = subprocess.run([str(python), "run_tests.py", "-rA", "--tb=no", "-p", "no:randomly"], cwd=task,
                           capture_output=True, text=True, timeout=600, env={"PATH": os.environ["PATH"]})
     outcomes = {}
     for line in done.stdout.splitlines():
         word, _, rest = line.partition(" ")
-        if word in OUTCOME_WORDS:
-            outcomes[rest.split(" - ", 1)[0].strip()] = OUTCOME_WORDS[word]
-    return outcomes
+        test = rest.split(" - ", 1)[0].strip()
+        if word.startswith("SUBFAILED"):  # "SUBFAILED(n=1) test": its test is failing, whatever else -rA says of it
+            outcomes[test] = "failed"
+        elif word in OUTCOME_WORDS and outcomes.get(test) != "failed":
+            outcomes[test] = OUTCOME_WORDS[word]
+    return outcomes, done.returncode
 
 
 def test_every_instance_reproduces_in_a_plain_venv_of_its_environment(run_folder, tmp_path):
@@ -74,14 +78,16 @@ def test_every_instance_reproduces_in_a_plain_venv_of_its_environment(run_folder
         python = venvs[environment.key]
         task = tmp_path / "tasks" / path.stem
         shutil.copytree(run_folder / "tasks" / path.stem, task)
-        with_bug = reported(python, task)
+        with_bug, status = reported(python, task)
+        assert status == 1, (instance.instance_id, status)
         for test in instance.FAIL_TO_PASS:
             assert with_bug.get(test) in ("failed", "error"), (instance.instance_id, test, with_bug.get(test))
         for test in instance.PASS_TO_PASS:
             assert with_bug.get(test) == "passed", (instance.instance_id, test, with_bug.get(test))
         os.chmod(task / instance.path, 0o644)
         subprocess.run(["patch", "-p1", "--quiet"], input=instance.fix_patch, text=True, cwd=task, check=True)
-        fixed = reported(python, task)
+        fixed, status = reported(python, task)
+        assert status == 0, (instance.instance_id, status)
         assert all(fixed.get(t) == "passed" for t in instance.FAIL_TO_PASS + instance.PASS_TO_PASS), \
             (instance.instance_id, {t: fixed.get(t) for t in instance.FAIL_TO_PASS})
     dateutil = next(i for i in instances if i.source == "python-dateutil")
