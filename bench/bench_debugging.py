@@ -1,9 +1,10 @@
 """Bugs validated per second on the shared libraries, beside the naive baseline, in one run.
 
 Flawforge: the debug-conversations job, embedded (each library's named environment, clean suites
-twice, candidates chosen from the functions the tests execute, each run in a sandbox unit forked
-from the warm zygote, only the test files that can notice the change, then the final gate:
-every valid candidate's tests re-run by node id in fresh units, clean and with the bug). Naive
+twice, candidates chosen from the functions the baseline tests execute, each run in a sandbox unit
+forked from the warm zygote or in a suite batch, only the tests that can notice the change, then
+the final gate: every valid candidate's tests re-run in fresh units, clean and with the bug, where
+the candidate's own unit was not already that run). Naive
 baseline (the seed's way): a fresh `python -m pytest` process per candidate on an unpacked copy
 with the bug written in, in a plain venv of the library's environment, the whole suite every
 time, unsandboxed, as many at once as the job runs; it settles a sample of
@@ -146,7 +147,7 @@ def main() -> None:
     print(json.dumps(report, indent=1))
     print(f"yield {summary['yield']:.1%} (target >= {TARGET_YIELD:.0%}); {rate:.3f} candidates/s vs naive "
           f"{naive_rate:.3f}/s: {rate / naive_rate:.1f}x wall, {report['ratio_cpu']:.1f}x CPU per candidate "
-          f"(target >= {TARGET_RATIO}x); job {wall:.0f} s (target < {TARGET_SECONDS} s for --per-library 30 on nine)")
+          f"(target >= {TARGET_RATIO}x); job {wall:.0f} s (target < {TARGET_SECONDS} s for --per-library 30)")
 
 
 if __name__ == "__main__":
