@@ -403,6 +403,19 @@ def step_templates(program: Program) -> list[tuple[str, str]]:
             if isinstance(step.get("line_number"), str) and isinstance(step.get("solution_line_template"), str)]
 
 
+def _money_as_original(template: str, original: str | None) -> str:
+    """The template with "$" before each annotation whose counterpart in the original line has one ("= $<<80-20=60>>60",
+    where the template wrote "= <<80-20=60>>60"): the result is money as the original says."""
+    if not original or "$<<" not in original:
+        return template
+    theirs = [match.start() for match in _ANNOTATION_TEMPLATE.finditer(original)]
+    slots = _annotation_slots(template)
+    if len(theirs) != len(slots):
+        return template  # no telling which annotation is which
+    return apply_edits(template, [(slot.start, slot.start, "$") for slot, at in zip(slots, theirs)
+                                  if original[:at].endswith("$") and not template[:slot.start].endswith("$")])
+
+
 def _repaired(template: str) -> str:
     template = _BRACED_ANNOTATION.sub(r"\1", template)
     if ">>" in template:
@@ -428,7 +441,8 @@ class SolutionWriter:
         self.program = program
         self.values = values
         self.code = code_of(program)
-        self.templates = step_templates(program)
+        self.templates = [(number, _money_as_original(template, (source_lines or {}).get(number)))
+                          for number, template in step_templates(program)]
         if not self.templates:
             raise Unrenderable("the template has no solution lines")
         self.template_of = dict(self.templates)  # by line label

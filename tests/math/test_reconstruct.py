@@ -255,6 +255,25 @@ def test_values_are_written_as_the_original_writes_them(sandbox):
     assert correct.splitlines()[0].startswith("At a germination rate of 4/5, 30 seeds yield 4/5*30=")
 
 
+PRICE = """def solve():
+    # L1
+    price = 80
+    discount = 20
+    paid = price - discount
+    # FA
+    answer = paid
+    return answer
+"""
+
+
+def test_money_stays_money_where_the_template_dropped_its_dollar_sign(sandbox):
+    line = "He pays ${price} - ${discount} = <<{price}-{discount}={paid}>>{paid}."
+    correct, flawed = written(sandbox, PRICE, {"L1": line}, "operator_swap", {"new": "+"},
+                              "He pays $80 - $20 = $<<80-20=60>>60.\n#### 60")
+    assert correct.splitlines()[0] == "He pays $80 - $20 = $<<80-20=60>>60."
+    assert flawed.splitlines()[0] == "He pays $80 + $20 = $<<80+20=100>>100."
+
+
 # --- every candidate of the corpus ------------------------------------------------------------
 def first_changed_line(candidate) -> int:
     """0-based index of the first solution line the flaw changed (step numbers need not start at L1)."""
