@@ -54,7 +54,10 @@ def run_job(libraries: Path, per_library: int, seed: int, root: Path) -> tuple[d
     out = root / "job"
     cpu = self_cpu(resource.RUSAGE_SELF)
     started = time.monotonic()
-    run_embedded("debug-conversations", {"libraries": str(libraries), "per_library": per_library, "seed": seed}, out,
+    # Trajectories (an agent's tool calls replayed in the sandbox per instance) are training data written after the
+    # bugs are validated, not part of validating them: left out, as before they existed.
+    run_embedded("debug-conversations", {"libraries": str(libraries), "per_library": per_library, "seed": seed,
+                                         "trajectories": False}, out,
                  Settings(bus="memory", blob_backend="local", blob_dir=str(root / "blobs"), data_roots=str(libraries)))
     wall = time.monotonic() - started
     cpu = self_cpu(resource.RUSAGE_SELF) - cpu + children_cpu(os.getpid())
