@@ -148,6 +148,30 @@ class Provider:
     def chat_body(self, request: ChatRequest, upstream_model: str) -> dict:
         return chat_body(request, upstream_model, self.config.json_schema)
 
+    def post(self, path: str, body: dict, scope: CallScope) -> Any:
+        """The JSON answer of a route of the provider's own beside OpenAI's API (`path` under its base_url: the
+        inference-server's research routes), under this provider's limits and logged like a model call."""
+        import httpx
+
+        if not self.config.base_url:
+            raise ProviderError(f"provider {self.name!r} has no base_url to send {path} to")
+        url = self.config.base_url.rstrip("/") + path
+        headers = {"Authorization": f"Bearer {self.secrets[0]}"} if self.secrets else {}
+
+        def send() -> Any:
+            response = httpx.post(url, json=body, headers=headers, timeout=self.config.timeout_s)
+            if not response.is_success:
+                try:
+                    detail = response.json()
+                except ValueError:
+                    detail = response.text[:1000]
+                raise error_from_response(response.status_code, detail, None, self.name)
+            return response.json()
+
+        with self.rate.admitted(scope.check):
+            return logged_exchange(self.calllog, {"provider": self.name, "job_id": scope.job_id, "url": url,
+                                                  "body": body}, self.secrets, send, self)[1]
+
     # --- files and batches ----------------------------------------------------------------
     def _batch_call(self, what: str, scope: CallScope, record: dict, call: Callable[..., Any]) -> Any:
         return logged_exchange(self.calllog, {"provider": self.name, "job_id": scope.job_id, "call": what, **record},

@@ -253,7 +253,7 @@ def measure_pressure(run: Run, candidates: list[Candidate]) -> dict[str, Pressur
             audit_id=audit_id, kind="request", stage="pressure", candidate_ids=linked, model=run.model,
             request=request.model_dump(mode="json"))])
         response = PressureResponse.model_validate(
-            provider.call("POST", PRESSURE_PATH, run.scope, json_body=request.model_dump(mode="json")).json())
+            provider.post(PRESSURE_PATH, request.model_dump(mode="json"), run.scope))
         run.audit.write(f"pressure-{start // PRESSURE_ITEMS_PER_CALL:05d}-response", [AuditRecord(
             audit_id=audit_id, kind="response", stage="pressure", candidate_ids=linked, model=response.model,
             response=json.dumps([[r.p_sem, r.p_first, len(r.sequences)] for r in response.results]))])
