@@ -42,7 +42,7 @@ system-deps:
 		{ $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $(SYSTEM_PACKAGES); }
 
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=40
 
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not slow and not model and not browser"
