@@ -133,7 +133,7 @@ class SamplingRequest(OpenAIRequest):
     json_closing_reserve: int = Field(0, ge=0, description="An extension: with response_format json_schema (or "
                                       "json_object), once this many tokens of max_tokens are left the reply takes "
                                       "every closing mark the grammar allows, so it ends as valid JSON (finish_reason "
-                                      "'length'). 0: off.")
+                                      "'length'). 0: off. At most half of max_tokens (a 400 otherwise).")
     dry_multiplier: float = Field(0.0, ge=0, le=100, description="Repetition guard (llama.cpp's DRY sampler; an "
                                   "extension, off at 0): a token that would extend a repeat of an earlier run of "
                                   "the completion loses multiplier * base ** (run length - allowed length).")

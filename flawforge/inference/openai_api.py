@@ -128,8 +128,18 @@ def _logit_bias(backend: Backend, req: SamplingRequest) -> tuple[tuple[int, floa
     return bias
 
 
+def _check_closing_reserve(reserve: int, max_tokens: int) -> None:
+    """The closing reserve is at most half the reply's budget (the rule the llm-gateway applies to the reserve it
+    sets): a larger one leaves the reply no room to write, every string closed at its first quote."""
+    if reserve > max_tokens // 2:
+        raise RequestError(400, f"json_closing_reserve {reserve} leaves no room to write: it may be at most half of "
+                                f"max_tokens ({max_tokens}), {max_tokens // 2}.", param="json_closing_reserve",
+                           code="invalid_closing_reserve")
+
+
 def _params(backend: Backend, req: SamplingRequest, max_tokens: int, logprobs: bool, top_logprobs: int,
             output_format: OutputFormat | None = None, format_param: str = "response_format") -> SamplingParams:
+    _check_closing_reserve(req.json_closing_reserve, max_tokens)
     seed = secrets.randbelow(SEED_SPACE) if req.seed is None else req.seed % SEED_SPACE
     if output_format is not None:
         backend.vocabulary.compile(output_format, format_param)  # a bad schema fails before any token

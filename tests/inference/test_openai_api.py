@@ -138,6 +138,22 @@ def test_a_closing_reserve_ends_a_schema_reply_as_valid_json_within_the_budget(c
     assert cut["message"]["content"][:common] == choice["message"]["content"][:common]
 
 
+def test_a_closing_reserve_over_half_the_budget_is_refused_naming_it(client, lm, backend):
+    ask = {"model": lm.name, "messages": ESSAY_PROMPT, "temperature": 0, "response_format": ESSAY}
+    refused = client.post("/v1/chat/completions", json={**ask, "max_tokens": 48, "json_closing_reserve": 25})
+    assert refused.status_code == 400, refused.text
+    error = refused.json()["error"]
+    assert error["param"] == "json_closing_reserve" and error["code"] == "invalid_closing_reserve"
+    assert "json_closing_reserve 25" in error["message"] and "max_tokens (48), 24" in error["message"]
+    # max_tokens left to the server: the budget it sets (the rest of the context) is what the reserve is held to
+    whole = client.post("/v1/chat/completions", json={**ask, "json_closing_reserve": backend.context_length})
+    assert whole.status_code == 400 and whole.json()["error"]["param"] == "json_closing_reserve"
+    # a completion is held to its own max_tokens
+    text = client.post("/v1/completions", json={"model": lm.name, "prompt": "The sea", "max_tokens": 4,
+                                                "json_closing_reserve": 3})
+    assert text.status_code == 400 and text.json()["error"]["param"] == "json_closing_reserve"
+
+
 def test_the_closing_reserve_ends_a_string_with_a_quote_not_with_brackets_written_inside_it(client, lm):
     """Inside a string a bracket is text the grammar allows: a reply pushed to write `]]` must still be closed."""
     import json
