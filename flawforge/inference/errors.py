@@ -15,10 +15,17 @@ def openai_error(status: int, message: str, param: str | None, code: str | None)
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
-def openai_error_body(answer: ErrorAnswer) -> dict:
+class OpenAIErrorFormat:
     """OpenAI's error object for every error of an OpenAI-compatible API (the inference-server's and the
-    llm-gateway's /v1)."""
-    return openai_error(answer.status, answer.message, answer.param, answer.code)
+    llm-gateway's /v1); a body that does not validate is a 400 there, as OpenAI answers it, not FastAPI's 422."""
+
+    invalid_request_status = 400
+
+    def __call__(self, answer: ErrorAnswer) -> dict:
+        return openai_error(answer.status, answer.message, answer.param, answer.code)
+
+
+openai_error_body = OpenAIErrorFormat()
 
 
 class RequestError(FlawforgeError):

@@ -139,7 +139,9 @@ class ErrorAnswers:
         findings = validation_findings(exc.errors())
         first = findings[0] if findings else {"loc": [], "msg": "invalid request"}
         where = ".".join(str(part) for part in first["loc"][1:]) or "body"
-        answer = ErrorAnswer(422, "invalid_request", f"{where}: {first['msg']}",
+        # A format may answer a malformed body with its API's own status (OpenAI's is 400).
+        status = getattr(self.format_for(request.url.path), "invalid_request_status", 422)
+        answer = ErrorAnswer(status, "invalid_request", f"{where}: {first['msg']}",
                              param=where, errors=findings)
         return self.response(request.url.path, answer)
 
