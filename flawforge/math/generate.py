@@ -58,6 +58,11 @@ class ProblemOutput:
     rejects: list[Reject] = field(default_factory=list)
 
 
+def catalog_order(candidate: Candidate) -> tuple:
+    """A candidate's place among its problem's candidates in the math-errors catalog (candidates.jsonl)."""
+    return candidate.family, candidate.error_type, candidate.target_variable, candidate.id
+
+
 _UNEVALUATED = object()
 
 

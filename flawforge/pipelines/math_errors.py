@@ -27,9 +27,9 @@ from flawforge.math.templates import DEFAULT_MODEL_PREFERENCE, TemplateFolder, c
 from flawforge.math.tiers import tier_of
 from flawforge.math.type_mix import shipped_type_mix
 from flawforge.proto.base import jsonl
-from flawforge.proto.math import (COMPUTATIONAL_TYPES, CONCEPTUAL_TYPES, PROBLEM_QUEUE, BatchProblem, Candidate,
-                                  Caps, Family, ProblemBatch, ProblemResult, ProblemTemplate, Reject,
-                                  TemplateValidation, ValidatedTemplate)
+from flawforge.proto.math import (COMPUTATIONAL_TYPES, CONCEPTUAL_TYPES, PROBLEM_QUEUE, BatchProblem, Caps, Family,
+                                  ProblemBatch, ProblemResult, ProblemTemplate, Reject, TemplateValidation,
+                                  ValidatedTemplate)
 
 # Problems whose templates are validated in one sandbox batch (a fork per program would cost more than the run).
 # The first batch is smaller: the generation processes wait for it, and start while the next is validated.
@@ -78,11 +78,6 @@ def problem_seed(base_seed: int, template: ProblemTemplate) -> int:
     """Derived from the job's seed, the problem and its template (never from hash(), which varies per process)."""
     digest = stable_hash(str(base_seed), str(template.problem_index), template.template_model, template.code)
     return int(digest[:16], 16) >> 1
-
-
-def catalog_order(candidate: Candidate) -> tuple:
-    """A candidate's place in candidates.jsonl, after its problem index."""
-    return candidate.family, candidate.error_type, candidate.target_variable, candidate.id
 
 
 def _summary(params: MathErrorsParams, requested: int, templates: dict[int, ProblemTemplate],

@@ -22,7 +22,6 @@ from functools import lru_cache
 from flawforge.blobstore import BlobStore, open_blob_store
 from flawforge.errors import FlawforgeError
 from flawforge.jobs.context import item_key
-from flawforge.pipelines.math_errors import catalog_order
 from flawforge.proto.base import jsonl
 from flawforge.proto.math import PROBLEM_QUEUE, ProblemBatch, ProblemResult, Reject, ValidatedTemplate
 from flawforge.proto.sandbox import ExecutionResult
@@ -139,7 +138,7 @@ def generate_batch(settings_json: str, message_json: str) -> None:
 
 def _problem_result(message: ProblemBatch, seed: int, validated: ValidatedTemplate, settings_json: str) -> bytes:
     """One problem's stored result: its header, then its candidates in catalog order."""
-    from flawforge.math.generate import generate_for_problem
+    from flawforge.math.generate import catalog_order, generate_for_problem
 
     template = validated.template
     executor = ValidatedRun(template.code, validated.run, settings_json)

@@ -8,11 +8,10 @@ import pytest
 
 from flawforge.errors import FlawforgeError
 from flawforge.jobs.context import JobContext
-from flawforge.math.generate import generate_for_problem
+from flawforge.math.generate import catalog_order, generate_for_problem
 from flawforge.math.gsm8k import read_gsm8k
 from flawforge.math.program import BoundProgram, Program
 from flawforge.math.templates import TemplateFolder, problem_template
-from flawforge.pipelines.math_errors import catalog_order
 from flawforge.proto.math import BatchProblem, ProblemBatch, ProblemResult, ProblemTemplate, ValidatedTemplate
 from flawforge.assembly import platform_for
 from flawforge.sandbox import Sandbox
