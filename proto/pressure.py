@@ -125,7 +125,9 @@ class PatchEffect(Model):
     delta_p_first: list[float] | None = Field(description="Per block: the same for p_first; None where X has no "
                                                           "single-token form.")
     flip: list[bool] = Field(description="Per block: the patched greedy continuation's violation differs from the "
-                                         "unpatched one's.")
+                                         "unpatched one's. As the reference continues: residual and attention-output "
+                                         "patches stay on, overwriting each new token's activation with the "
+                                         "baseline's last one; the K/V kinds' entries stay in the cache.")
 
 
 class PromptPatches(Model):

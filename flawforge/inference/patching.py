@@ -18,6 +18,10 @@ the reference implementation (Semantic Gravity Wells) defines them:
   prohibition line's tokens is masked out.
 C and D copy the keys as cached, after the rotary encoding, into a cache the negative's prefix computed
 unpatched: only the last position and what follows it read them.
+
+The greedy continuation of the flip test continues each kind as the reference does: A and B keep their hook
+on, each new token's activation at block b overwritten with the source's last-position one; the others leave
+their patch in the cache only (C and D's copied entries, the knockout's patched last position).
 """
 from __future__ import annotations
 
@@ -70,16 +74,22 @@ def _chain(first: HookFn, second: HookFn) -> HookFn:
 
 
 def run_patched(lm: LoadedModel, target: list[int], start: int, rows: Sequence[Sequence[Setter]], read: int,
-                max_new_tokens: int = 0, batch_rows: int | None = None) -> tuple[torch.Tensor, list[list[int]]]:
+                max_new_tokens: int = 0, batch_rows: int | None = None,
+                hooks_while_continuing: bool = False) -> tuple[torch.Tensor, list[list[int]]]:
     """The target prompt run once per entry of `rows`, each with its setters installed.
 
     `target[:start]` runs once unpatched and its cache is repeated for the rows; `target[start:]` runs with
     the patches. Returns the next-token probabilities [rows, vocab] read at position `read` (>= start) and,
     with `max_new_tokens` (reading at the last position), each row's greedy continuation, the patched cache
-    kept (a patch at the last position reaches later tokens through its cached keys and values only).
-    `batch_rows` caps the rows of one forward pass."""
+    kept. With `hooks_while_continuing` the rows' hook functions stay on for the continuation too: each step
+    runs one new token, column 0 of its activations, where a patch of the last position (alone in the tail)
+    writes; without, a patch reaches later tokens through the cache only. `batch_rows` caps the rows of one
+    forward pass."""
     if not 0 <= start <= read < len(target):
         raise ValueError(f"patched run of {len(target)} tokens: need 0 <= start ({start}) <= read ({read}) < length")
+    if hooks_while_continuing and start != len(target) - 1:
+        raise ValueError(f"hooks kept on while continuing write each new token where the last position alone was "
+                         f"patched: need start ({start}) = the last position ({len(target) - 1})")
     anat = anatomy(lm.model)
     batch_rows = batch_rows or len(rows)
     tail_width = len(target) - start
@@ -108,7 +118,8 @@ def run_patched(lm: LoadedModel, target: list[int], start: int, rows: Sequence[S
             probs = torch.softmax(out.logits[:, 0].float(), -1)
             probs_out.append(probs.cpu())
             if max_new_tokens:
-                continuations += _greedy(lm, cache, probs.argmax(-1), len(target), max_new_tokens)
+                with hooked(anat, fns if hooks_while_continuing else {}):
+                    continuations += _greedy(lm, cache, probs.argmax(-1), len(target), max_new_tokens)
     return torch.cat(probs_out), continuations
 
 
@@ -154,6 +165,8 @@ class PatchKind(ABC):
     name: ClassVar[str]
     reference: ClassVar[str]  # the reference implementation's letter, or "" for a kind of our own
     label: ClassVar[str]  # what is patched, in words (figures and the report)
+    # Whether the patch's hooks stay on while the patched run continues (the flip test), writing each new token.
+    hooks_while_continuing: ClassVar[bool] = False
 
     def source_points(self, blocks: int) -> list[str]:
         """The hook points whose activations the source run keeps."""
@@ -165,9 +178,11 @@ class PatchKind(ABC):
 
 
 class _LastPosition(PatchKind):
-    """The source's activation at its last position written over the target's at its last position."""
+    """The source's activation at its last position written over the target's at its last position and, while
+    the patched run continues, over each new token's (the reference keeps its hook on)."""
 
     point: ClassVar[str]
+    hooks_while_continuing = True
 
     def source_points(self, blocks: int) -> list[str]:
         return [self.point.format(block=block) for block in range(blocks)]
@@ -177,7 +192,8 @@ class _LastPosition(PatchKind):
         values = source.activations[name][-1:]
 
         def install(cache, rows: list[int]) -> dict[str, HookFn]:
-            return {name: write_columns(rows, [0], values)}  # the patched run's tail is the last token alone
+            # The patched run's tail is the last token alone, and each continuation step one new token.
+            return {name: write_columns(rows, [0], values)}
 
         return install
 
@@ -259,12 +275,13 @@ def patch_effects(lm: LoadedModel, plan: PatchPlan, kind: PatchKind, single_ids:
                   rest: dict[int, float], max_new_tokens: int) -> PatchReadings:
     """Patch each block in turn (one row per block, row 0 unpatched) at the target's last position and read
     it out; `rest[t]` is the unpatched target's probability of completing some sequence of S(X) after t. Each
-    row is continued greedily for `max_new_tokens` (the flip test)."""
+    row is continued greedily for `max_new_tokens` (the flip test), the kind's hooks on where it keeps them."""
     blocks = anatomy(lm.model).num_layers
     source = run_source(lm, plan.source, kind.source_points(blocks))
     rows = [[]] + [[kind.setter(plan, source, block)] for block in range(blocks)]
     last = len(plan.target) - 1
-    probs, completions = run_patched(lm, plan.target, last, rows, last, max_new_tokens)
+    probs, completions = run_patched(lm, plan.target, last, rows, last, max_new_tokens,
+                                     hooks_while_continuing=kind.hooks_while_continuing)
     starts = torch.tensor(list(rest), dtype=torch.long)
     p = (probs[:, starts] * torch.tensor(list(rest.values()))).sum(-1).clamp(max=1.0)
     ids = torch.tensor(list(single_ids), dtype=torch.long)

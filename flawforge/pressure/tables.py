@@ -360,7 +360,10 @@ def report(table: dict, images: list[str]) -> str:
 
         lines.append(f"| {kind}: {entry['label']} | {entry['reference'] or 'ours'} | {_sign_summary(groups['delta_p'])} | "
                      f"{_interval(at_last(groups['delta_p']), 4)} | {_interval(at_last(groups['flip_rate']))} |")
-    lines += ["", f"The paper (its tables.json averages the kinds A-D; the paper describes A): {paper['patching_delta_p']}.",
+    lines += ["", "Flip: the patched greedy continuation's violation differs from the unpatched one's; A and B keep "
+              "their patch on while continuing (each new token's activation overwritten with the baseline's last "
+              "one), C and D's copied entries stay in the cache, as the reference continues.",
+              "", f"The paper (its tables.json averages the kinds A-D; the paper describes A): {paper['patching_delta_p']}.",
               "", "## Violation rate by P0 bin (negative prompt)", "", "| P0 bin | violation rate [CI] | "
               "format adherence (reference rule) | format adherence (first line) |", "| --- | --- | --- | --- |"]
     for b in (*P0_BINS, "all"):

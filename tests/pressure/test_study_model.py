@@ -141,7 +141,75 @@ def test_patching_identical_source_and_target_changes_nothing(study_lm):
         effect = patch_effects(study_lm, plan, kind, paris, {paris[0]: 1.0}, 3)
         # Equal up to float rounding: the source runs whole, the patched rows after a shared prefix.
         assert effect.p_first == pytest.approx([effect.p_first_orig] * len(effect.p_first), abs=1e-5), name
-        assert effect.completions == [effect.completion_orig] * len(effect.completions), name
+        # A and B keep writing the last position's activation over each new token's while continuing, which
+        # changes a continuation even from the same prompt; only its first token is the unpatched one.
+        kept = 1 if kind.hooks_while_continuing else None
+        assert [c[:kept] for c in effect.completions] == [effect.completion_orig[:kept]] * len(effect.completions), name
+
+
+def module_output(output):
+    """A block's or attention module's activation, whether the module returns it alone or first in a tuple."""
+    return output[0] if isinstance(output, tuple) else output
+
+
+@torch.inference_mode()
+def reference_held_continuation(lm, source: list[int], target: list[int], module, tokens: int) -> list[int]:
+    """The reference's flip continuation, computed directly as it does it: the source's activation at its last
+    position (the output of `module`) is written over the target's last position by a forward hook that stays on
+    through a greedy loop on the model's own cache, overwriting each new token's. The tokens chosen, the end of
+    sequence excluded."""
+    kept = {}
+
+    def keep(m, args, out):
+        kept["last"] = module_output(out)[0, -1]
+
+    def overwrite(m, args, out):
+        value = module_output(out).clone()
+        value[0, -1] = kept["last"]
+        return (value, *out[1:]) if isinstance(out, tuple) else value
+
+    handle = module.register_forward_hook(keep)
+    lm.model(input_ids=torch.tensor([source]))
+    handle.remove()
+    handle = module.register_forward_hook(overwrite)
+    try:
+        out = lm.model(input_ids=torch.tensor([target]), use_cache=True)
+        chosen = []
+        for _ in range(tokens):
+            token = int(out.logits[0, -1].argmax())
+            if token in lm.eos_ids:
+                break
+            chosen.append(token)
+            out = lm.model(input_ids=torch.tensor([[token]]), use_cache=True,
+                           **{lm.cache_field: getattr(out, lm.cache_field)})
+    finally:
+        handle.remove()
+    return chosen
+
+
+def test_the_flip_continuation_keeps_residual_and_attention_output_patches_on_as_the_reference(study_lm):
+    """A and B continue with their hook on (each new token's activation at block b overwritten with the source's
+    last one), as the reference continues; C and D leave their patch in the cache alone (checked above)."""
+    source = study_lm.tokenizer("The capital of France is")["input_ids"]
+    target = study_lm.tokenizer("The capital of Italy is")["input_ids"]
+    plan = PatchPlan(source=source, target=target, source_instruction=[], target_instruction=[],
+                     source_question=[], target_question=[])
+    blocks = anatomy(study_lm.model).layers
+    block, tokens, end = len(blocks) // 2, 6, len(target) - 1
+    residual, attn_out = PATCH_KINDS["residual"], PATCH_KINDS["attn_out"]
+    # A through the study's path (every block patched in turn), B through the patcher with the kind's rule.
+    effect = patch_effects(study_lm, plan, residual, [], {target[-1]: 1.0}, tokens)
+    assert len(effect.completion_orig) == tokens  # the unpatched prompt goes on for the whole continuation
+    kept = run_source(study_lm, source, residual.source_points(len(blocks)) + attn_out.source_points(len(blocks)))
+    setters = [[residual.setter(plan, kept, block)], [attn_out.setter(plan, kept, block)]]
+    _, [_, held] = run_patched(study_lm, target, end, setters, end, tokens,
+                               hooks_while_continuing=attn_out.hooks_while_continuing)
+    _, prompt_only = run_patched(study_lm, target, end, setters, end, tokens)  # the hooks off while continuing
+    for found, alone, module in ((effect.completions[block], prompt_only[0], blocks[block]),
+                                 (held, prompt_only[1], blocks[block].self_attn)):
+        direct = reference_held_continuation(study_lm, source, target, module, tokens)
+        assert found == direct
+        assert alone != direct  # the last position patched alone continues otherwise: the held hook is seen
 
 
 def test_residual_patch_of_the_last_block_reproduces_the_source_and_the_knockout_moves_the_prediction(study_lm):
