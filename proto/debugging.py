@@ -1,6 +1,8 @@
 """Debugging-conversation pipeline (seed 002): work items, task instances, rejects, conversations."""
 from __future__ import annotations
 
+from typing import Any, Literal
+
 from pydantic import Field
 
 from flawforge.proto.base import BlobRef, Message, Model
@@ -85,6 +87,15 @@ class Difficulty(Model):
     estimate: float = Field(description="0-10, a hand-weighted sum of the features (not fitted to solve rates).")
 
 
+class SolverResult(Model):
+    """A solver model's tries at an instance's task (solver.py)."""
+
+    model: str = Field(description="The model that tried, as the llm-gateway serves it.")
+    tries: int = Field(ge=1)
+    solved: int = Field(ge=0, description="Tries after which FAIL_TO_PASS and PASS_TO_PASS all passed.")
+    solve_rate: float = Field(ge=0.0, le=1.0, description="solved / tries.")
+
+
 class Instance(Model):
     """A validated bug: the clean code passes FAIL_TO_PASS, the buggy code fails them and passes PASS_TO_PASS."""
 
@@ -115,6 +126,8 @@ class Instance(Model):
                                                                 "single bugs it puts together.")
     difficulty: Difficulty | None = Field(None, description="Features of how hard the bug is to fix, and an "
                                                             "estimate from them (difficulty.py).")
+    solver: SolverResult | None = Field(None, description="How often a model solved the task (solver.py): only in a "
+                                                          "run given a solver model.")
 
     @property
     def arguments(self) -> list[str]:
@@ -252,3 +265,32 @@ class Trajectory(Model):
     messages: list[TrajectoryMessage]
     resolved: bool = Field(description="The last run_tests call passed every listed test.")
     writer: str = Field(description="'deterministic', or the model that wrote the reasoning.")
+
+
+class SolverStep(Model):
+    """One turn of a solver model (the gateway's structured output schema): what it makes of what it has seen, and
+    the one tool it calls next, or `done`."""
+
+    reasoning: str = Field("", max_length=4000, description="What the model makes of what it has seen, briefly.")
+    tool: Literal["run_tests", "read_file", "search", "edit_file", "done"]
+    arguments: dict[str, Any] = Field(default_factory=dict, description="The tool's arguments, as its definition "
+                                                                        "names them; none for `done`.")
+
+
+class SolverAttempt(Model):
+    """One try of a solver model at a task: its trajectory (every tool result what the tool returned on the task
+    folder), how it ended and whether the task's tests passed after it."""
+
+    schema_version: int = 1
+    instance_id: str
+    model: str
+    try_number: int = Field(ge=0)
+    temperature: float
+    seed: int
+    ended: Literal["done", "turns", "invalid_reply", "context_length"] = Field(
+        description="done: the model said so; turns: it ran out of turns; invalid_reply: a reply did not match "
+                    "SolverStep even after repairs; context_length: the conversation outgrew the model's context.")
+    detail: str = Field("", description="Why an attempt ended early, in the gateway's words.")
+    solved: bool = Field(description="Every FAIL_TO_PASS and PASS_TO_PASS test passed in the sandbox with the "
+                                     "attempt's edits of the library (its edits of test files left out).")
+    trajectory: Trajectory

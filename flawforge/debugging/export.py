@@ -46,6 +46,14 @@ def licence_name(text: str | None) -> str:
     return "other"
 
 
+def solver_columns(instance: Instance) -> dict:
+    """How often a solver model fixed the instance (None where the run had no solver), and which model tried how
+    many times."""
+    solver = instance.solver
+    return {"solve_rate": solver.solve_rate if solver else None, "solver": solver.model if solver else None,
+            "solver_tries": solver.tries if solver else None}
+
+
 def swe_bench_row(instance: Instance) -> dict:
     """One SWE-bench-style record: the gold patch is the fix; the tests are the project's own (no test patch);
     FAIL_TO_PASS and PASS_TO_PASS are JSON lists in strings, as SWE-bench keeps them."""
@@ -54,7 +62,8 @@ def swe_bench_row(instance: Instance) -> dict:
             "problem_statement": task_problem(instance), "hints_text": "",
             "FAIL_TO_PASS": json.dumps(instance.FAIL_TO_PASS), "PASS_TO_PASS": json.dumps(instance.PASS_TO_PASS),
             "environment": instance.environment.model_dump(mode="json"), "issue": instance.problem_statement,
-            "difficulty": instance.difficulty.model_dump(mode="json") if instance.difficulty else None}
+            "difficulty": instance.difficulty.model_dump(mode="json") if instance.difficulty else None,
+            **solver_columns(instance)}
 
 
 def hf_row(instance: Instance, conversation: Conversation | None, licence: str) -> dict:
@@ -68,6 +77,7 @@ def hf_row(instance: Instance, conversation: Conversation | None, licence: str) 
             "issue": instance.problem_statement, "parts": instance.parts,
             "difficulty": instance.difficulty.estimate if instance.difficulty else None,
             "frame_distance": instance.difficulty.frame_distance if instance.difficulty else None,
+            **solver_columns(instance),
             "messages": [m.model_dump(mode="json") for m in conversation.messages] if conversation else []}
 
 

@@ -81,10 +81,10 @@ class TaskTools:
                 "edit_file": self.edit_file}.get(name)
         if tool is None:
             return f"Error: no tool named {name!r}"
-        try:
-            return tool(**args)
-        except TypeError as exc:
-            return f"Error: {exc}"
+        problem = argument_problem(name, args)
+        if problem:
+            return f"Error: {problem}"
+        return tool(**args)
 
     def _path(self, path: str) -> str:
         try:
@@ -98,15 +98,18 @@ class TaskTools:
         return self.files[path].decode("utf-8", "replace")
 
     def run_tests(self, tests: list[str] | None = None) -> str:
+        return test_report(self.suite_run(tests))
+
+    def suite_run(self, tests: list[str] | None = None):
+        """The sandbox's run of the tests (all of tests.txt if none are given) on the folder as edited so far."""
         arguments = list(tests) if tests else self.instance.arguments  # what tests.txt lists, in the gate's order
         if self._archive is None:  # the folder as it was handed over; edits go as an overlay
             self._archive = gzip.compress(deterministic_tar({f"task/{p}": d for p, d in self.original.items()}),
                                           mtime=0)
         overlay = {p: d.decode("utf-8") for p, d in self.files.items() if self.original.get(p) != d}
-        run = self.runner.run_suite(self._archive, overlay, source_roots=self.instance.source_roots,
-                                    args=arguments, limits=self.limits,
-                                    **({"environment": self.environment_path} if self.environment_path else {}))
-        return test_report(run)
+        return self.runner.run_suite(self._archive, overlay, source_roots=self.instance.source_roots,
+                                     args=arguments, limits=self.limits,
+                                     **({"environment": self.environment_path} if self.environment_path else {}))
 
     def read_file(self, path: str, start_line: int = 1, end_line: int | None = None) -> str:
         try:
@@ -151,6 +154,32 @@ class TaskTools:
             return f"Error: old_str occurs {count} times in {name}; it must occur exactly once."
         self.files[name] = text.replace(old_str, new_str, 1).encode("utf-8")
         return f"Edited {name}: {len(old_str.splitlines())} line(s) replaced by {len(new_str.splitlines())} line(s)."
+
+
+# What each JSON type of the tools' parameters is in Python (a bool is not an integer here).
+JSON_TYPES = {"string": (str,), "integer": (int,), "array": (list,)}
+
+
+def argument_problem(name: str, args) -> str | None:
+    """What is wrong with a call's arguments by its tool's definition (an agent's call is checked before it is
+    made), or None."""
+    parameters = next(t["function"]["parameters"] for t in TOOLS if t["function"]["name"] == name)
+    if not isinstance(args, dict):
+        return f"the arguments of {name} are not a JSON object"
+    unknown = sorted(set(args) - set(parameters["properties"]))
+    if unknown:
+        return f"{name} takes no argument {', '.join(unknown)}; it takes {', '.join(parameters['properties'])}"
+    missing = [key for key in parameters.get("required", []) if key not in args]
+    if missing:
+        return f"{name} needs {', '.join(missing)}"
+    for key, value in args.items():
+        kind = parameters["properties"][key]["type"]
+        items = parameters["properties"][key].get("items", {}).get("type")
+        if (isinstance(value, bool) or not isinstance(value, JSON_TYPES[kind])
+                or (items and not all(isinstance(item, JSON_TYPES[items]) for item in value))):
+            return f"{name}'s {key} must be {'an' if kind[0] in 'aei' else 'a'} {kind}" + (
+                f" of {items}s" if items else "")
+    return None
 
 
 def test_report(run) -> str:

@@ -37,8 +37,11 @@ class Session:
 
     def call(self, reasoning: str, name: str, **arguments) -> str:
         """An assistant turn with one tool call, made on the task folder; its result as the tool message."""
+        return self.call_as_written(reasoning, name, json.dumps(arguments, sort_keys=True))
+
+    def call_as_written(self, reasoning: str, name: str, text: str) -> str:
+        """`call` with the arguments as JSON text, as an agent wrote them."""
         call_id = f"call_{sum(1 for m in self.messages if m.tool_calls) + 1}"
-        text = json.dumps(arguments, sort_keys=True)
         self.messages.append(TrajectoryMessage(role="assistant", content=reasoning or None, tool_calls=[
             ToolCall(id=call_id, function=FunctionCall(name=name, arguments=text))]))
         self.last = self.tools.call(name, text)

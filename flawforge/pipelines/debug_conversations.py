@@ -90,6 +90,11 @@ class DebugConversationsParams(BaseModel):
     seed: int = Field(0, ge=0, lt=1 << 63, description="Seed of the choice of candidates.")
     trajectories: bool = Field(True, description="Write an agent trajectory per instance (two or more suite runs "
                                                  "each, on its task folder).")
+    solver: str | None = Field(None, description="A model, as the llm-gateway serves it, that tries each task with "
+                                                 "the trajectories' tools (solver_tries times, in the sandbox); each "
+                                                 "instance records its solve rate, solver.jsonl every try.")
+    solver_tries: int = Field(3, ge=1, le=20, description="Tries of the solver at each task.")
+    solver_turns: int = Field(30, ge=1, le=200, description="Replies (each one tool call) a solver's try may take.")
 
     @field_validator("modifiers")
     @classmethod
@@ -161,7 +166,10 @@ def run(ctx: JobContext, params: DebugConversationsParams) -> None:
         results, projects = run_scenarios(ctx, params)
     else:
         results, projects = run_libraries(ctx, params)
-    write_outputs(ctx, results, projects, started, params.model, params.trajectories)
+    from flawforge.debugging.solver import Solver
+
+    solver = Solver(params.solver, params.solver_tries, params.solver_turns, params.seed) if params.solver else None
+    write_outputs(ctx, results, projects, started, params.model, params.trajectories, solver)
 
 
 def run_libraries(ctx: JobContext, params: DebugConversationsParams):
@@ -441,6 +449,36 @@ def trajectories_of(settings, instances: list, projects: dict, folders: dict, fa
         return list(pool.map(one, instances))
 
 
+def solver_attempts(settings, store, instances: list, folders: dict, solver, scope=None) -> list:
+    """The solver's tries at each instance's task (solver.attempt), each on a fresh copy of its task folder,
+    run_tests in the suite sandbox against the instance's environment, the model asked through the gateway; tries at
+    once as the sandbox has workers for them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from flawforge.debugging.environments import EnvironmentBuilder
+    from flawforge.debugging.generate import SUITE_LIMITS
+    from flawforge.debugging.solver import attempt
+    from flawforge.debugging.tools import TaskTools
+    from flawforge.llm.gateway import Gateway
+    from flawforge.proto.debugging import SolverStep
+
+    runner = suite_sandbox(settings.model_dump_json())
+    builder = EnvironmentBuilder.from_settings(settings)
+    gateway = Gateway.from_settings(store, settings)
+
+    def one(job):
+        instance, number = job
+        tools = TaskTools(instance, folders[instance.instance_id], runner, builder.install(instance.environment),
+                          SUITE_LIMITS)
+        return attempt(instance, tools, lambda request: gateway.structured(request, SolverStep, scope), solver, number)
+
+    try:
+        with ThreadPoolExecutor(max_workers=CONCURRENT_LIBRARIES * SUITES_PER_LIBRARY) as pool:
+            return list(pool.map(one, [(i, n) for i in instances for n in range(solver.tries)]))
+    finally:
+        gateway.close()
+
+
 def task_entries(results: list[LibraryResult], projects: dict) -> dict[str, dict[str, bytes]]:
     """Each instance's task folder (task_files); an instance whose names are not plain relative ones (its path, a
     file of its project) moves from its result's instances to its rejects (unsafe_name)."""
@@ -465,11 +503,11 @@ def task_entries(results: list[LibraryResult], projects: dict) -> dict[str, dict
 
 
 def write_outputs(ctx: JobContext, results: list[LibraryResult], projects: dict, started: float,
-                  model: str | None = None, with_trajectories: bool = True) -> None:
+                  model: str | None = None, with_trajectories: bool = True, solver=None) -> None:
     """instances.jsonl, conversations.jsonl, trajectories.jsonl (an agent's tool calls on each task folder, with what
-    they returned), tasks.tar (tasks/<task id>/: what an agent gets), solutions.tar
-    (solutions/<task id>.json: the instance, its fix and conversation), rejects.jsonl, summary.json; no host path
-    in any of them."""
+    they returned), solver.jsonl (with a solver: its tries at each task, each instance given its solve rate),
+    tasks.tar (tasks/<task id>/: what an agent gets), solutions.tar (solutions/<task id>.json: the instance, its fix
+    and conversation), rejects.jsonl, summary.json; no host path in any of them."""
     from flawforge.debugging.conversation import deterministic_tar, is_test_file, solution_record, write_conversation
     from flawforge.debugging.failures import without_host_paths
     from flawforge.debugging.patches import task_id
@@ -481,6 +519,15 @@ def write_outputs(ctx: JobContext, results: list[LibraryResult], projects: dict,
     instances = sorted((i for r in results for i in r.instances), key=lambda i: i.instance_id)
     rejects = sorted((j.model_copy(update={"detail": without_host_paths(j.detail)})
                       for r in results for j in r.rejects), key=lambda j: (j.source, j.version, j.modifier or "", j.hash8 or "", j.reason))
+    attempts = []
+    if solver is not None and instances:
+        from flawforge.debugging.solver import solver_result
+        from flawforge.llm.limits import CallScope
+
+        scope = CallScope(job_id=ctx.job_id, is_cancelled=lambda: ctx.jobs.get(ctx.job_id).cancel_requested)
+        attempts = solver_attempts(ctx.platform.settings, ctx.platform.store, instances, folders, solver, scope)
+        instances = [i.model_copy(update={"solver": solver_result(solver.model, [
+            a for a in attempts if a.instance_id == i.instance_id])}) for i in instances]
     replies, fallbacks = model_replies(ctx, instances, projects, model) if model and instances else ({}, [])
     conversations, tasks, read_only, solutions = [], {}, set(), {}
     for instance in instances:
@@ -499,6 +546,8 @@ def write_outputs(ctx: JobContext, results: list[LibraryResult], projects: dict,
     ctx.put_artifact("instances.jsonl", jsonl(instances))
     ctx.put_artifact("conversations.jsonl", jsonl(conversations))
     ctx.put_artifact("trajectories.jsonl", jsonl(trajectories))
+    if solver is not None:
+        ctx.put_artifact("solver.jsonl", jsonl(attempts))
     ctx.put_artifact(TASKS_ARTIFACT, deterministic_tar(tasks, frozenset(read_only)))
     ctx.put_artifact(SOLUTIONS_ARTIFACT, deterministic_tar(solutions))
     ctx.put_artifact("rejects.jsonl", jsonl(rejects))
@@ -519,6 +568,16 @@ def write_outputs(ctx: JobContext, results: list[LibraryResult], projects: dict,
         estimates.setdefault(instance.modifier, []).append(instance.difficulty.estimate)
     summary["difficulty"] = {"mean_estimate_by_modifier": {m: round(sum(e) / len(e), 2)
                                                            for m, e in sorted(estimates.items())}}
+    if solver is not None:  # beside the difficulty estimates: recorded, not fitted to them
+        rates: dict[str, list[float]] = {}
+        for instance in instances:
+            rates.setdefault(instance.modifier, []).append(instance.solver.solve_rate)
+        summary["solver"] = {"model": solver.model, "tries": solver.tries, "instances": len(instances),
+                             "mean_solve_rate": round(sum(sum(r) for r in rates.values()) / len(instances), 4)
+                             if instances else None,
+                             "mean_solve_rate_by_modifier": {m: round(sum(r) / len(r), 4)
+                                                             for m, r in sorted(rates.items())},
+                             "ended": dict(sorted(Counter(a.ended for a in attempts).items()))}
     summary["statements"] = {**statements, "fallbacks": [{**f, "reason": without_host_paths(f["reason"])}
                                                           for f in statements["fallbacks"]]}
     # Exclusions' reasons quote installers and tracebacks: the summary, too, names no path of this machine.

@@ -1,0 +1,147 @@
+"""A model solving a task with the trajectories' tools (tools.TaskTools) on a fresh copy of its task folder; the
+share of its tries after which the task's tests pass is the instance's solve rate.
+
+The model gets the task's problem statement, the folder's file names and the tools' definitions, and answers each
+turn with one JSON object (SolverStep, through the gateway's structured output): what it makes of what it has seen
+and the one tool it calls next, or `done`. Structured output rather than the API's own tool calls: the gateway's
+requests carry chat messages only, and every provider it serves, the inference-server's constrained decoding
+included, answers to a schema. Each call is made on the folder as a trajectory's is and its result is the next user
+turn; the attempt is recorded as a Trajectory in OpenAI's tool-call format, every tool result what the tool returned.
+
+After at most `turns` replies (or `done`, or a reply that never matched the schema), the task's tests run once more
+in the sandbox with the attempt's edits of the library and the test files as handed over: a model that edits the
+tests does not solve the task. Every try samples at TEMPERATURE with a seed of its own.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Callable
+
+from flawforge.debugging.conversation import SYSTEM, TESTS_FILE, is_test_file, problem_statement
+from flawforge.debugging.patches import task_id
+from flawforge.debugging.tools import TOOLS, TaskTools
+from flawforge.debugging.trajectories import Session
+from flawforge.llm.errors import ContextLengthExceeded, InvalidModelOutput
+from flawforge.proto.debugging import Instance, SolverAttempt, SolverResult, SolverStep, Trajectory, TrajectoryMessage
+from flawforge.proto.llm import ChatMessage, ChatRequest
+
+DONE = "done"
+TEMPERATURE = 0.7
+MAX_TOKENS = 4096  # an edit_file reply holds the old and the new text
+LISTED_FILES = 200  # of the task folder, named in the first user turn
+INSTRUCTIONS = (
+    "You work on a task folder through tools. Each turn, reply with one JSON object: `reasoning` (what you make of "
+    "what you have seen, briefly), `tool` (the one tool to call next, or \"done\" once the tests pass or you can do "
+    "no more) and `arguments` (the tool's arguments, as its definition names them; {} for done). The tool's result "
+    "comes back as the next message. The tools:\n")
+
+
+@dataclass(frozen=True)
+class Solver:
+    """A run's solver: the model, its tries at each task, the replies each try may take, the run's seed."""
+
+    model: str
+    tries: int
+    turns: int
+    seed: int = 0
+
+
+def system_prompt() -> str:
+    return f"{SYSTEM}\n\n{INSTRUCTIONS}{json.dumps([t['function'] for t in TOOLS], indent=1)}"
+
+
+def task_message(instance: Instance, files: dict[str, bytes]) -> str:
+    names = sorted(files)
+    listed = "\n".join(names[:LISTED_FILES]) + (f"\n... and {len(names) - LISTED_FILES} more"
+                                                if len(names) > LISTED_FILES else "")
+    return (f"{problem_statement(instance)}\n\nThe task folder holds the project; `{TESTS_FILE}` lists the tests "
+            f"that must pass. Fix the library, not the tests. Its files:\n{listed}")
+
+
+def chat_messages(messages: list[TrajectoryMessage]) -> list[ChatMessage]:
+    """The trajectory so far as the model reads it: each tool call as the JSON reply that made it, each tool result
+    as a user turn."""
+    names = {call.id: call.function.name for m in messages for call in m.tool_calls or []}
+    chat = []
+    for message in messages:
+        if message.tool_calls:
+            call = message.tool_calls[0].function
+            reply = SolverStep(reasoning=message.content or "", tool=call.name, arguments=json.loads(call.arguments))
+            chat.append(ChatMessage(role="assistant", content=reply.model_dump_json()))
+        elif message.role == "tool":
+            chat.append(ChatMessage(role="user", content=f"{names[message.tool_call_id]} returned:\n"
+                                                         f"{message.content}"))
+        elif message.role == "assistant":
+            chat.append(ChatMessage(role="assistant", content=SolverStep(reasoning=message.content or "",
+                                                                         tool=DONE).model_dump_json()))
+        else:
+            chat.append(ChatMessage(role=message.role, content=message.content or ""))
+    return chat
+
+
+def try_seed(seed: int, try_number: int) -> int:
+    """The sampling seed of a try (providers take 32-bit seeds)."""
+    return (seed * 1000 + try_number) % (1 << 31)
+
+
+def step_request(model: str, messages: list[TrajectoryMessage], seed: int) -> ChatRequest:
+    return ChatRequest(model=model, messages=chat_messages(messages), max_tokens=MAX_TOKENS, temperature=TEMPERATURE,
+                       seed=seed)
+
+
+def checked_files(instance: Instance, original: dict[str, bytes], edited: dict[str, bytes]) -> dict[str, bytes]:
+    """The folder the solve check runs on: the attempt's edits of the library, the test files as handed over."""
+    return {path: original[path] if is_test_file(instance, path) else data for path, data in edited.items()}
+
+
+def passes(instance: Instance, run) -> bool:
+    """The run finished and every FAIL_TO_PASS and PASS_TO_PASS test in it passed."""
+    outcomes = {test.name: test.outcome for test in run.tests}
+    return run.whole() and all(outcomes.get(t) == "passed" for t in instance.FAIL_TO_PASS + instance.PASS_TO_PASS)
+
+
+def last_run_passed(messages: list[TrajectoryMessage]) -> bool:
+    """The trajectory's last run_tests call passed every test it ran (Trajectory.resolved)."""
+    runs = {call.id for m in messages for call in m.tool_calls or [] if call.function.name == "run_tests"}
+    results = [m.content or "" for m in messages if m.role == "tool" and m.tool_call_id in runs]
+    return bool(results) and results[-1].endswith("All tests pass.")
+
+
+def attempt(instance: Instance, tools: TaskTools, ask: Callable, solver: Solver, try_number: int) -> SolverAttempt:
+    """One try at the instance's task on `tools` (a fresh task folder); `ask(request)` is the model's structured
+    reply (the gateway's StructuredOutcome of SolverStep). A reply that never matched the schema, or a conversation
+    longer than the model's context, ends the try; any other failure of the call (the provider's) is raised."""
+    seed = try_seed(solver.seed, try_number)
+    session = Session(tools)
+    session.say("system", system_prompt())
+    session.say("user", task_message(instance, tools.files))
+    ended, detail = "turns", ""
+    for _ in range(solver.turns):
+        outcome = ask(step_request(solver.model, session.messages, seed))
+        if outcome.value is None:
+            if not isinstance(outcome.error, (InvalidModelOutput, ContextLengthExceeded)):
+                raise outcome.error
+            ended = "invalid_reply" if isinstance(outcome.error, InvalidModelOutput) else "context_length"
+            detail = str(outcome.error)[:1000]
+            break
+        step = outcome.value
+        if step.tool == DONE:
+            session.say("assistant", step.reasoning)
+            ended = "done"
+            break
+        session.call_as_written(step.reasoning, step.tool, json.dumps(step.arguments, sort_keys=True))
+    check = TaskTools(instance, tools.original, tools.runner, tools.environment_path, tools.limits)
+    check.files = checked_files(instance, tools.original, tools.files)
+    trajectory = Trajectory(instance_id=instance.instance_id, task_id=task_id(instance.instance_id), tools=TOOLS,
+                            messages=session.messages, resolved=last_run_passed(session.messages), writer=solver.model)
+    return SolverAttempt(instance_id=instance.instance_id, model=solver.model, try_number=try_number,
+                         temperature=TEMPERATURE, seed=seed, ended=ended, detail=detail,
+                         solved=passes(instance, check.suite_run()), trajectory=trajectory)
+
+
+def solver_result(model: str, attempts: list[SolverAttempt]) -> SolverResult:
+    if not attempts:
+        raise ValueError("a solve rate needs at least one attempt")
+    solved = sum(a.solved for a in attempts)
+    return SolverResult(model=model, tries=len(attempts), solved=solved, solve_rate=round(solved / len(attempts), 4))
