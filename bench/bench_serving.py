@@ -99,7 +99,7 @@ def main() -> None:
     parser.add_argument("--model", default="", help="a Hugging Face model folder (default: the bundled model)")
     args = parser.parse_args()
 
-    from flawforge.services.inference_server.host import host_for
+    from flawforge.inference.host import host_for
     from flawforge.settings import Settings
 
     settings = Settings(bus="memory", blob_backend="local", blob_dir=str(REPO / "var" / "bench-serving"),

@@ -141,7 +141,7 @@ def work_on(message: StudyWork, lm, backend, store) -> None:
 
 def run(ctx: JobContext, params: PressureStudyParams) -> None:
     from flawforge.pipelines import pressure_study_runner as study_runner
-    from flawforge.services.inference_server.host import host_for
+    from flawforge.inference.host import host_for
 
     started = time.monotonic()
     if not params.demo and not params.prompts:

@@ -1,7 +1,7 @@
 """The inference-server service."""
+from flawforge.inference.host import host_for
 from flawforge.runtime.platform import Platform
 from flawforge.runtime.service import ServiceSpec
-from flawforge.services.inference_server.host import host_for
 from flawforge.services.inference_server.worker import BATCH_CONSUMER, STUDY_CONSUMER
 
 

@@ -24,6 +24,7 @@ from fastapi.routing import APIRoute
 from flawforge.inference import openai_api
 from flawforge.inference.batches import BatchStore, FileStore
 from flawforge.inference.errors import RequestError
+from flawforge.inference.host import host_for, vllm_server
 from flawforge.inference.upstream import Answer, VllmServer, checked_body
 from flawforge.proto.inference import (
     BATCH_QUEUE, Batch, BatchCreate, BatchList, BatchRequested, ChatCompletion, ChatCompletionRequest, Completion,
@@ -32,7 +33,6 @@ from flawforge.proto.inference import (
 )
 from flawforge.runtime.auth import caller
 from flawforge.runtime.platform import Platform
-from flawforge.services.inference_server.host import host_for, vllm_server
 
 log = logging.getLogger(__name__)
 

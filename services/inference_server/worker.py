@@ -7,11 +7,11 @@ import logging
 from flawforge.inference import openai_api
 from flawforge.inference.batches import BatchStore, FileStore, run_batch
 from flawforge.inference.errors import RequestError
+from flawforge.inference.host import host_for, vllm_server
 from flawforge.proto.inference import BATCH_QUEUE, BatchRequested
 from flawforge.proto.pressure_work import STUDY_QUEUE, StudyWork
 from flawforge.runtime.platform import Platform
 from flawforge.runtime.service import Consumer
-from flawforge.services.inference_server.host import host_for, vllm_server
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ def inference_settings(tmp_path_factory):
 @pytest.fixture(scope="session")
 def backend(inference_settings):
     """The transformers backend on SmolLM2-135M-Instruct, shared by every app of the session."""
-    from flawforge.services.inference_server.host import host_for
+    from flawforge.inference.host import host_for
 
     return host_for(inference_settings).wait()
 

@@ -31,7 +31,7 @@ def test_models_and_readiness_reflect_the_loaded_model(client, lm):
 
 def test_a_model_that_cannot_load_makes_the_server_unready(make_client, tmp_path):
     from flawforge.inference.errors import RequestError
-    from flawforge.services.inference_server.host import host_for
+    from flawforge.inference.host import host_for
 
     client = make_client(run_worker=False, inference_model_path=str(tmp_path / "missing"))
     with pytest.raises(RequestError, match="does not exist"):

@@ -19,8 +19,6 @@ KNOWN_EXCEPTIONS = {
     ("services/mutator/debugging.py", "flawforge.pipelines.debug_conversations"),
     # the study's steps, which the inference-server's worker runs on its model
     ("services/inference_server/worker.py", "flawforge.pipelines.pressure_study"),
-    # ModelHost is model hosting, not HTTP: it belongs in flawforge/inference
-    ("flawforge/pipelines/pressure_study.py", "flawforge.services.inference_server.host"),
 }
 
 

@@ -11,7 +11,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="session")
 def study_host(tmp_path_factory):
-    from flawforge.services.inference_server.host import host_for
+    from flawforge.inference.host import host_for
     from flawforge.settings import Settings
 
     settings = Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path_factory.mktemp("blobs")),
