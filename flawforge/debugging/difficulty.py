@@ -4,8 +4,9 @@ The features are what makes a bug hard to find in SWE-smith's and SWE-bench's ex
 the fix changes, how many functions it touches, how many tests fail (more failures, more evidence),
 and how far the bug is from where the traceback points (a bug the traceback does not reach at all
 must be found by reading). The estimate is a weighted sum of them on a 0-10 scale; its weights are
-set by hand, not fitted to solve rates (no solver has attempted these tasks yet), so it orders
-instances, it does not predict a rate.
+set by hand, not fitted to solve rates, so it orders instances, it does not predict a rate. A run
+with a solver (solver.py) records each instance's solve rate beside the estimate, and summary.json
+both per modifier; fitting the weights waits for enough solved tasks to mean something.
 """
 from __future__ import annotations
 

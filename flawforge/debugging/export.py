@@ -94,12 +94,18 @@ def dataset_card(instances: list[Instance], licences: dict[tuple[str, str], str]
     rows = [f"| {source} | {version} | {n} | {licences.get((source, version), UNKNOWN_LICENCE)} |"
             for (source, version), n in sorted(sources.items())]
     modifier_rows = [f"| {name} | {n} |" for name, n in sorted(modifiers.items())]
+    solved = [i.solver for i in instances if i.solver]
+    solver_note = (f"`solve_rate`: the share of {solved[0].tries} tries by {solved[0].model} after which the task's "
+                   f"tests passed (mean {sum(s.solve_rate for s in solved) / len(solved):.2f} over {len(solved)} "
+                   f"instances); `difficulty` is a hand-weighted estimate (0-10), not fitted to it." if solved else
+                   "`difficulty` is a hand-weighted estimate (0-10); no solver model tried the tasks (`solve_rate` "
+                   "is empty).")
     return "\n".join([
         *header, "", "# Flawforge debugging instances", "",
         "Bugs injected into Python projects, each proven per test in a sandbox: its FAIL_TO_PASS tests pass on the "
         "clean code and fail with the bug, its PASS_TO_PASS tests pass with it. `patch` makes the bug, `fix_patch` "
         "undoes it; `packages` (with `python`) is the environment the tests ran in; `messages` is a debugging "
-        "conversation grounded in the instance.", "",
+        "conversation grounded in the instance.", "", solver_note, "",
         f"{len(instances)} instances from {len(sources)} sources, made by {len(modifiers)} modifiers.", "",
         "## Sources", "", "| source | version | instances | licence |", "|---|---|---|---|", *rows, "",
         "Licences are read from each source's LICENSE file ('unknown': none; 'other': not recognised). The code in "

@@ -201,6 +201,8 @@ def test_the_exports_carry_the_solve_rate_beside_the_difficulty(task, tmp_path):
     pyarrow = pytest.importorskip("pyarrow.parquet")
     export_debug(tmp_path / "run", "hf", tmp_path / "hf")
     loaded = pyarrow.read_table(next((tmp_path / "hf" / "data").glob("*.parquet"))).to_pylist()
+    card = (tmp_path / "hf" / "README.md").read_text()
+    assert f"the share of 3 tries by {MODEL} after which the task's tests passed (mean 0.67 over 1 instances)" in card
     assert [(r["solve_rate"], r["difficulty"]) for r in loaded] == [(0.6667, instance.difficulty.estimate),
                                                                     (None, instance.difficulty.estimate)]
 
