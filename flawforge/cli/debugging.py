@@ -1,4 +1,5 @@
-"""`flawforge run debug-conversations` and `flawforge validate-conversation`."""
+"""`flawforge run debug-conversations`, and what `flawforge validate-conversation` and `flawforge export debug`
+do."""
 from __future__ import annotations
 
 import json
@@ -8,7 +9,9 @@ from typing import Optional
 
 import typer
 
+from flawforge.cli.run import JobOptions, comma_list, field_option, job_command, run_pipeline
 from flawforge.errors import FlawforgeError
+from flawforge.pipelines.debug_conversations import DebugConversationsParams as Params
 
 
 # A job's task folders and their solutions are one artifact file each; the CLI unpacks each into its folder.
@@ -88,15 +91,38 @@ def no_instance(out: Path, source: str) -> Optional[str]:
     return f"no valid bug in {summary['libraries']} {source}(s): {reasons} (details in rejects.jsonl)"
 
 
-def run_debug_conversations(run_pipeline, params: dict, out: Path, stack: Optional[str], **options) -> None:
-    """The job by `run_pipeline` (with its `options`); a run that emits no instance exits 1 saying why."""
+@job_command("debug-conversations")
+def run_debug_conversations(
+        libraries: Optional[Path] = field_option(Params, "libraries", "--libraries"),
+        per_library: int = field_option(Params, "per_library", "--per-library"),
+        modifiers: str = field_option(Params, "modifiers", syntax="Comma-separated."),
+        catalog: Optional[str] = field_option(Params, "catalog", "--catalog"),
+        count: int = field_option(Params, "count", "--count"),
+        model: Optional[str] = field_option(Params, "model", "--model"),
+        trajectories: bool = field_option(Params, "trajectories", "--trajectories/--no-trajectories"),
+        retries: int = field_option(Params, "retries", "--retries"),
+        seed: int = field_option(Params, "seed"),
+        state: Optional[Path] = typer.Option(None, "--state", help="Embedded: a folder kept across runs for the blob "
+                                                                   "store (catalog claims, cached model replies), so "
+                                                                   "runs sharing it never take the same entry; "
+                                                                   "default OUT/.blobs."), *,
+        job: JobOptions) -> None:
+    """Bugs proven per test in real libraries (--libraries) or model-written scenarios (--catalog):
+    OUT/instances.jsonl, conversations.jsonl, trajectories.jsonl, tasks/, rejects.jsonl, summary.json.
+
+    Embedded, with --model and no FLAWFORGE_LLM_PROVIDERS, the local inference-server is started in this process.
+    A run that emits no instance exits 1 saying why."""
+    params = {"libraries": str(libraries.resolve()) if libraries else None, "per_library": per_library,
+              "modifiers": comma_list(modifiers),
+              "catalog": catalog if catalog in (None, "default") else str(Path(catalog).resolve()), "count": count,
+              "model": model, "trajectories": trajectories, "retries": retries, "seed": seed}
+    source = "scenario" if catalog else "library"
     try:
-        source = "scenario" if params.get("catalog") else "library"
-        run_pipeline("debug-conversations", params, out, stack, nothing_done=lambda out: no_instance(out, source),
-                     **options)
+        run_pipeline("debug-conversations", params, job, nothing_done=lambda out: no_instance(out, source),
+                     local_model="" if model else None, state=state.resolve() if state else None)
     finally:
-        unpack_tasks(out)
-    typer.echo((out / "summary.json").read_text())
+        unpack_tasks(job.out)
+    typer.echo((job.out / "summary.json").read_text())
 
 
 def _task_archive(folder: Path) -> bytes:

@@ -38,13 +38,14 @@ class PressureStudyParams(BaseModel):
                                                         "worker sees it, under the data roots; None with demo.")
     demo: bool = Field(False, description="Build a small prompt set with the dataset stage's offline generators "
                                           "instead.")
-    demo_prompts: int = Field(40, ge=4, le=200, description="Prompts the demo builds.")
+    demo_prompts: int = Field(24, ge=4, le=200, description="Prompts the demo builds.")
     samples: int = Field(16, ge=1, le=64, description="Samples per prompt and condition.")
-    temperature: float = Field(1.0, gt=0, le=2)
-    top_p: float = Field(0.9, gt=0, le=1)
+    temperature: float = Field(1.0, gt=0, le=2, description="Sampling temperature of the samples.")
+    top_p: float = Field(0.9, gt=0, le=1, description="Nucleus (top-p) mass of the samples.")
     seed: int = Field(42, ge=0, lt=1 << 63, description="Sampling and bootstrap seed.")
-    greedy_tokens: int = Field(8, ge=1, le=64)
-    sample_tokens: int = Field(10, ge=1, le=64)
+    greedy_tokens: int = Field(8, ge=1, le=64, description="Tokens of the greedy completion (and of each patched "
+                                                           "run's).")
+    sample_tokens: int = Field(10, ge=1, le=64, description="Tokens of each sample.")
     batch_prompts: int = Field(8, ge=1, le=256, description="Prompts per batch of the greedy, trace and sampling "
                                                             "passes: one work item, and the unit a resumed run "
                                                             "skips.")
@@ -54,7 +55,8 @@ class PressureStudyParams(BaseModel):
     decompose_last: int = Field(-1, ge=-1024, le=1023, description="Last block of the decomposition (inclusive); "
                                                                    "-1: the model's last block.")
     patch_subset: int | None = Field(None, ge=0, le=1_000_000, description="Most prompts patched; None: the whole balanced subset.")
-    bootstrap_resamples: int = Field(1000, ge=10, le=100_000)
+    bootstrap_resamples: int = Field(1000, ge=10, le=100_000, description="Bootstrap resamples of the statistics' "
+                                                                          "intervals (prompts within their P0 bin).")
     stop_after_batches: int | None = Field(None, ge=0, le=1_000_000, description="Stop (fail) after this many new batches: "
                                                                    "for testing resumption.")
 

@@ -37,7 +37,8 @@ class TemplateGenerationParams(BaseModel):
                                                             "skipped, a few are shown as examples.")
     examples: int = Field(1, ge=0, le=8, description="Existing templates shown to the model as examples.")
     max_tokens: int = Field(2048, ge=16, le=32768, description="Reply length limit per request.")
-    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    temperature: float = Field(0.0, ge=0.0, le=2.0, description="Sampling temperature of the model's replies "
+                                                                 "(0: its most likely reply).")
     mode: Literal["sync", "batch"] = Field("sync", description="Synchronous calls or the provider's Batch API.")
     concurrency: int = Field(2, ge=1, le=64, description="Synchronous calls in flight at once.")
     max_repairs: int | None = Field(None, ge=0, le=5, description="Repair requests per invalid reply; "

@@ -202,7 +202,7 @@ def test_bad_caps_are_named(shared_data, tmp_path, caps, message):
 
 
 def test_caps_name_a_family_or_both_over_the_defaults_or_a_preset():
-    from flawforge.cli.main import caps_of
+    from flawforge.cli.math_errors import caps_of
 
     assert Caps.model_validate(caps_of("seed")) == SEED_CAPS and Caps.model_validate(caps_of("none")) == NO_CAPS
     both = Caps.model_validate(caps_of("per_type=3"))

@@ -34,8 +34,9 @@ def test_smoke_runs_embedded_and_writes_artifacts(tmp_path):
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["digests.json"]
 
 
-def test_keep_blobs_keeps_the_embedded_blob_store(tmp_path):
-    result = run_cli("run", "--keep-blobs", "smoke", "--count", "3", "--out", str(tmp_path / "out"))
+@pytest.mark.parametrize("args", [["run", "--keep-blobs", "smoke"], ["run", "smoke", "--keep-blobs"]])
+def test_keep_blobs_keeps_the_embedded_blob_store(tmp_path, args):
+    result = run_cli(*args, "--count", "3", "--out", str(tmp_path / "out"))
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "out" / ".blobs" / "jobs").is_dir()
 
@@ -80,17 +81,39 @@ def test_without_a_terminal_a_long_job_logs_a_progress_line_now_and_then(tmp_pat
         assert {total for _, total in points} <= {summary["problems"], summary["problems_with_template"]}, stage
 
 
-@pytest.mark.parametrize("args, message", [
-    (["run", "smoke", "--count", "0", "--out", "x"], "flawforge: error: invalid count: Input should be greater than or equal to 1"),
-    (["serve", "no-such-service"], "flawforge: error: unknown service 'no-such-service'"),
-    (["run", "smoke", "--out", "x", "--stack", "http://127.0.0.1:9"], "flawforge: error: cannot reach the stack at http://127.0.0.1:9"),
-    (["serve", "metrics"], "flawforge: error: FLAWFORGE_API_TOKENS is empty: set `name:token` pairs, or FLAWFORGE_AUTH=disabled"),
+# Providers that serve the model asked for but are never reached: these cases fail before any model call.
+UNREACHED_PROVIDER = {"FLAWFORGE_LLM_PROVIDERS": '{"down": {"base_url": "http://127.0.0.1:9/v1", "models": ["m"]}}'}
+
+
+# DATA: the shared data folder; OUT: the case's output folder; {job}: a job id.
+@pytest.mark.parametrize("args, message, status, env", [
+    (["run", "smoke", "--count", "0", "--out", "x"], "flawforge: error: invalid count: Input should be greater than or equal to 1", 2, {}),
+    (["serve", "no-such-service"], "flawforge: error: unknown service 'no-such-service'", 2, {}),
+    (["run", "smoke", "--out", "x", "--stack", "http://127.0.0.1:9"], "flawforge: error: cannot reach the stack at http://127.0.0.1:9", 2, {}),
+    (["serve", "metrics"], "flawforge: error: FLAWFORGE_API_TOKENS is empty: set `name:token` pairs, or FLAWFORGE_AUTH=disabled", 2, {}),
+    # one service, its broker down: said once, before the server starts
+    (["serve", "metrics"], "flawforge: error: cannot reach RabbitMQ at 127.0.0.1:9 (Connection refused); no service started",
+     2, {"FLAWFORGE_BUS": "rabbitmq", "FLAWFORGE_AMQP_URL": "amqp://guest:guest@127.0.0.1:9/", "FLAWFORGE_AUTH": "disabled"}),
+    # input with nothing to work on: every problem of the range has a template already
+    (["run", "templates", "--gsm8k", "DATA/gsm8k/train.jsonl", "--templates", "DATA/formalization-templates",
+      "--indices", "1001-1002", "--model", "m", "--out", "OUT"],
+     "flawforge: templates: job {job} produced nothing: every problem of 1001-1002 has a template in "
+     "DATA/formalization-templates already; nothing to ask the model; artifacts in OUT", 1, UNREACHED_PROVIDER),
+    (["run", "templates", "--gsm8k", "OUT.jsonl", "--indices", "0-1", "--model", "m", "--out", "OUT"],
+     "flawforge: error: job {job} failed: OUT.jsonl: no problems in the file", 2, UNREACHED_PROVIDER),
 ])
-def test_user_mistakes_get_one_line_and_no_traceback(tmp_path, args, message):
-    result = run_cli(*args, env={"FLAWFORGE_API_TOKENS": "", "FLAWFORGE_AUTH": "required"})
-    assert result.returncode == 2
-    assert result.stderr.strip().splitlines()[-1].startswith(message)
-    assert "Traceback" not in result.stderr
+def test_user_mistakes_get_one_line_and_no_traceback(tmp_path, shared_data, args, message, status, env):
+    out = tmp_path / "out"
+    out.with_suffix(".jsonl").write_text("")  # an empty GSM8K file
+
+    def placed(text: str) -> str:
+        return text.replace("DATA", str(shared_data)).replace("OUT", str(out))
+
+    result = run_cli(*map(placed, args), env={"FLAWFORGE_API_TOKENS": "", "FLAWFORGE_AUTH": "required", **env})
+    assert result.returncode == status, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert re.match(re.escape(placed(message)).replace(re.escape("{job}"), r"[0-9a-f]+"), lines[-1]), lines[-1]
+    assert len(lines) == 1 and "Traceback" not in result.stderr, lines
 
 
 def _free_port() -> int:
