@@ -102,6 +102,9 @@ def run_debug_conversations(
         trajectories: bool = field_option(Params, "trajectories", "--trajectories/--no-trajectories"),
         retries: int = field_option(Params, "retries", "--retries"),
         seed: int = field_option(Params, "seed"),
+        solver: Optional[str] = field_option(Params, "solver", "--solver"),
+        solver_tries: int = field_option(Params, "solver_tries", "--solver-tries"),
+        solver_turns: int = field_option(Params, "solver_turns", "--solver-turns"),
         state: Optional[Path] = typer.Option(None, "--state", help="Embedded: a folder kept across runs for the blob "
                                                                    "store (catalog claims, cached model replies), so "
                                                                    "runs sharing it never take the same entry; "
@@ -110,16 +113,18 @@ def run_debug_conversations(
     """Bugs proven per test in real libraries (--libraries) or model-written scenarios (--catalog):
     OUT/instances.jsonl, conversations.jsonl, trajectories.jsonl, tasks/, rejects.jsonl, summary.json.
 
-    Embedded, with --model and no FLAWFORGE_LLM_PROVIDERS, the local inference-server is started in this process.
+    Embedded, with --model or --solver and no FLAWFORGE_LLM_PROVIDERS, the local inference-server is started in this
+    process.
     A run that emits no instance exits 1 saying why."""
     params = {"libraries": str(libraries.resolve()) if libraries else None, "per_library": per_library,
               "modifiers": comma_list(modifiers),
               "catalog": catalog if catalog in (None, "default") else str(Path(catalog).resolve()), "count": count,
-              "model": model, "trajectories": trajectories, "retries": retries, "seed": seed}
+              "model": model, "trajectories": trajectories, "retries": retries, "seed": seed, "solver": solver,
+              "solver_tries": solver_tries, "solver_turns": solver_turns}
     source = "scenario" if catalog else "library"
     try:
         run_pipeline("debug-conversations", params, job, nothing_done=lambda out: no_instance(out, source),
-                     local_model="" if model else None, state=state.resolve() if state else None)
+                     local_model="" if model or solver else None, state=state.resolve() if state else None)
     finally:
         unpack_tasks(job.out)
     typer.echo((job.out / "summary.json").read_text())

@@ -30,6 +30,8 @@ RUN_COMMANDS = {"smoke": "flawforge.cli.smoke", "templates": "flawforge.cli.temp
                 "pressure-dataset": "flawforge.cli.pressure_dataset", "pressure-study": "flawforge.cli.pressure_study"}
 
 
+# Parameters that name a model: the local inference-server must serve them.
+MODEL_PARAMETERS = ("model", "validator_model", "solver")
 # Each command, as its module registers it with `job_command`.
 _REGISTERED: dict[str, typer.Typer] = {}
 
@@ -171,7 +173,7 @@ def run_pipeline(pipeline: str, params: dict, job: JobOptions, settings_override
             status = run_on_stack(stack, pipeline, params, out, job.token or Settings().token,
                                   cancel_on_exit=job.cancel_on_exit)
         else:
-            with (local_provider(out, local_model, [params.get("model"), params.get("validator_model")])
+            with (local_provider(out, local_model, [params.get(name) for name in MODEL_PARAMETERS])
                   if local_model is not None else nullcontext()) as provider:
                 overrides = {**(settings_overrides or {}), **(provider or {})}
                 if state is not None or job.keep_blobs or pipeline_named(pipeline).resumable:
