@@ -22,11 +22,13 @@ from flawforge.debugging.conversation import SYSTEM, TESTS_FILE, is_test_file, p
 from flawforge.debugging.patches import task_id
 from flawforge.debugging.tools import TOOLS, TaskTools
 from flawforge.debugging.trajectories import Session
-from flawforge.llm.errors import ContextLengthExceeded, InvalidModelOutput
 from flawforge.proto.debugging import Instance, SolverAttempt, SolverResult, SolverStep, Trajectory, TrajectoryMessage
 from flawforge.proto.llm import ChatMessage, ChatRequest
 
 DONE = "done"
+# The model's own failures, by the gateway's error codes: they end a try (how it ended), where any other failure of
+# the call (the provider's, a replay without a recording) is raised.
+ENDED_BY = {"invalid_output": "invalid_reply", "context_length_exceeded": "context_length"}
 TEMPERATURE = 0.7
 MAX_TOKENS = 4096  # an edit_file reply holds the old and the new text
 LISTED_FILES = 200  # of the task folder, named in the first user turn
@@ -120,10 +122,9 @@ def attempt(instance: Instance, tools: TaskTools, ask: Callable, solver: Solver,
     for _ in range(solver.turns):
         outcome = ask(step_request(solver.model, session.messages, seed))
         if outcome.value is None:
-            if not isinstance(outcome.error, (InvalidModelOutput, ContextLengthExceeded)):
+            if outcome.error.code not in ENDED_BY:
                 raise outcome.error
-            ended = "invalid_reply" if isinstance(outcome.error, InvalidModelOutput) else "context_length"
-            detail = str(outcome.error)[:1000]
+            ended, detail = ENDED_BY[outcome.error.code], str(outcome.error)[:1000]
             break
         step = outcome.value
         if step.tool == DONE:

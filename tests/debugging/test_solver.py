@@ -162,6 +162,34 @@ def test_tries_that_change_nothing_useful_or_the_tests_do_not_solve_it(task):
     assert attempts[1].trajectory.resolved and not attempts[1].solved
 
 
+def test_a_reply_that_never_fits_the_schema_ends_the_try_and_no_reply_at_all_fails_it(task, tmp_path):
+    from flawforge.blobstore.local import LocalBlobStore
+    from flawforge.llm.cache import ResponseCache, fingerprint
+    from flawforge.llm.errors import ReplayMiss
+    from flawforge.llm.gateway import Gateway
+    from flawforge.proto.llm import ChatResult
+
+    store = LocalBlobStore(str(tmp_path))
+    gateway = Gateway.from_settings(store, task[2].model_copy(update={"blob_dir": str(tmp_path),
+                                                                       "llm_max_repairs": 0}))
+    schema = {"response_schema": SolverStep.model_json_schema()}
+
+    def ask(request):  # the model answers with a tool there is none of
+        ResponseCache(store).put(ChatResult(fingerprint=fingerprint(request.model_copy(update=schema)),
+                                            provider="recorded", model=MODEL, content='{"tool": "delete_file"}'))
+        return gateway.structured(request, SolverStep)
+
+    try:
+        invalid = attempt(task[0], fresh_tools(task), ask, Solver(MODEL, tries=1, turns=5), 0)
+        with pytest.raises(ReplayMiss):
+            attempt(task[0], fresh_tools(task), lambda request: gateway.structured(request, SolverStep),
+                    Solver(MODEL, tries=1, turns=5, seed=7), 0)
+    finally:
+        gateway.close()
+    assert (invalid.ended, invalid.solved) == ("invalid_reply", False) and "tool" in invalid.detail
+    assert [m.role for m in invalid.trajectory.messages] == ["system", "user"]
+
+
 def test_the_solve_check_keeps_the_library_edits_and_the_tests_as_handed_over(task):
     instance, folder, _ = task
     edited = {**folder, "shapes/core.py": b"edited", "tests/test_core.py": b"edited", "tests.txt": b"edited"}
