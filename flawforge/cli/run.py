@@ -28,8 +28,6 @@ from flawforge.errors import FlawforgeError, NothingDone
 RUN_COMMANDS = {"smoke": "flawforge.cli.smoke", "templates": "flawforge.cli.templates",
                 "math-errors": "flawforge.cli.math_errors", "debug-conversations": "flawforge.cli.debugging",
                 "pressure-dataset": "flawforge.cli.pressure_dataset", "pressure-study": "flawforge.cli.pressure_study"}
-
-
 # Parameters that name a model: the local inference-server must serve them.
 MODEL_PARAMETERS = ("model", "validator_model", "solver")
 # Each command, as its module registers it with `job_command`.
@@ -57,6 +55,7 @@ KeepBlobsOption = typer.Option(False, "--keep-blobs", help="Embedded runs: keep 
                                                            "removed after the run; OUT keeps the artifacts).")
 
 
+# `flawforge run --keep-blobs <pipeline>` (where the option first stood): job_command reads it from the context.
 @run_app.callback()
 def run_options(keep_blobs: bool = KeepBlobsOption) -> None:
     """Run a pipeline, embedded by default or on a stack with --stack URL."""
