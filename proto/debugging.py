@@ -271,7 +271,9 @@ class SolverStep(Model):
     """One turn of a solver model (the gateway's structured output schema): what it makes of what it has seen, and
     the one tool it calls next, or `done`."""
 
-    reasoning: str = Field("", max_length=4000, description="What the model makes of what it has seen, briefly.")
+    # No max_length: a length bound compiles into a grammar of seconds in a server that enforces the schema (4 s
+    # for this one, against 0.01 s without); the request's max_tokens bounds the reply.
+    reasoning: str = Field("", description="What the model makes of what it has seen, briefly.")
     tool: Literal["run_tests", "read_file", "search", "edit_file", "done"]
     arguments: dict[str, Any] = Field(default_factory=dict, description="The tool's arguments, as its definition "
                                                                         "names them; none for `done`.")

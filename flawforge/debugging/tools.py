@@ -179,6 +179,9 @@ def argument_problem(name: str, args) -> str | None:
                 or (items and not all(isinstance(item, JSON_TYPES[items]) for item in value))):
             return f"{name}'s {key} must be {'an' if kind[0] in 'aei' else 'a'} {kind}" + (
                 f" of {items}s" if items else "")
+    options = [test for test in args.get("tests") or [] if test.startswith("-")] if name == "run_tests" else []
+    if options:  # pytest would take them as its options, and may run no test at all
+        return f"run_tests takes test ids, not pytest's options ({', '.join(options)})"
     return None
 
 

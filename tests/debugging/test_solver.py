@@ -208,6 +208,8 @@ def test_a_call_whose_arguments_do_not_fit_its_tool_is_answered_with_what_is_wro
         "Error: search takes no argument file; it takes pattern, path"
     assert tools.call("run_tests", json.dumps({"tests": [1]})) == "Error: run_tests's tests must be an array of strings"
     assert tools.call("run_tests", "[]") == "Error: the arguments of run_tests are not a JSON object"
+    assert tools.call("run_tests", json.dumps({"tests": ["tests/test_core.py", "--help"]})) == \
+        "Error: run_tests takes test ids, not pytest's options (--help)"
 
 
 def test_the_exports_carry_the_solve_rate_beside_the_difficulty(task, tmp_path):
