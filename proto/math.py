@@ -183,35 +183,17 @@ class ProblemBatch(Message):
     with_traces: bool = Field(False, description="Whether candidates carry the correct and flawed traces.")
 
 
-class ProblemResult(Message):
-    """What one problem produced. A batch's result, stored at the job's item key as JSON lines, holds each of
-    its problems in turn: this header, then its candidates, one Candidate a line in catalog order (family,
-    error type, target variable, id), so that a job joins problems' candidates without reading them."""
+class ProblemResult(Model):
+    """What one problem of a work item produced."""
 
-    kind = "math.problem_result"
-    job_id: str
     problem_index: int
-    error_types: list[str] = Field(description="Each candidate's error type, in the order of the lines after this.")
+    candidates: list[Candidate] = Field(description="In catalog order: family, error type, target variable, id.")
     rejects: list[Reject]
 
-    def with_candidates(self, candidates_jsonl: bytes) -> bytes:
-        return self.model_dump_json().encode() + b"\n" + candidates_jsonl
 
-    @classmethod
-    def split_batch(cls, stored: bytes) -> list[tuple["ProblemResult", bytes]]:
-        """Each problem's header and candidate lines in a stored batch result."""
-        problems, start = [], 0
-        while start < len(stored):
-            header_end = stored.find(b"\n", start)
-            if header_end < 0:
-                raise ValueError("a stored batch result ends inside a problem's header line")
-            result = cls.model_validate_json(stored[start:header_end])
-            end = header_end + 1
-            for _ in result.error_types:
-                end = stored.find(b"\n", end) + 1
-                if end == 0:
-                    raise ValueError(f"the stored result of problem {result.problem_index} ends before its "
-                                     f"{len(result.error_types)} candidates")
-            problems.append((result, stored[header_end + 1:end]))
-            start = end
-        return problems
+class ProblemBatchResult(Model):
+    """What a ProblemBatch produced, stored as this model's JSON at the job's item key (the batch's `item`): one
+    file a work item, not one a problem."""
+
+    problems: list[ProblemResult] = Field(description="Each problem's result, in the order of the batch's "
+                                                      "`problems`.")

@@ -15,7 +15,7 @@ import uuid
 from collections import Counter
 from typing import Annotated, Iterator
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from flawforge.errors import FlawforgeError
 from flawforge.inputs import InputFile, InputFolder
@@ -28,7 +28,7 @@ from flawforge.math.tiers import tier_of
 from flawforge.math.type_mix import shipped_type_mix
 from flawforge.proto.base import jsonl
 from flawforge.proto.math import (COMPUTATIONAL_TYPES, CONCEPTUAL_TYPES, PROBLEM_QUEUE, BatchProblem, Caps, Family,
-                                  ProblemBatch, ProblemResult, ProblemTemplate, Reject, TemplateValidation,
+                                  ProblemBatch, ProblemBatchResult, ProblemTemplate, Reject, TemplateValidation,
                                   ValidatedTemplate)
 
 # Problems whose templates are validated in one sandbox batch (a fork per program would cost more than the run).
@@ -81,13 +81,14 @@ def problem_seed(base_seed: int, template: ProblemTemplate) -> int:
 
 
 def _summary(params: MathErrorsParams, requested: int, templates: dict[int, ProblemTemplate],
-             results: list[ProblemResult], rejects: list[Reject], elapsed: float) -> dict:
+             error_types: dict[int, list[str]], rejects: list[Reject], elapsed: float) -> dict:
+    """`error_types`: each generated problem's candidates' error types."""
     family_of = {t: family for family, types in ERROR_TYPES.items() for t in types}
     by_type = Counter({t: 0 for family in params.families for t in ERROR_TYPES[family]})
     by_tier: Counter = Counter()
-    for result in results:
-        by_type.update(result.error_types)
-        by_tier[templates[result.problem_index].tier] += len(result.error_types)
+    for problem_index, types in error_types.items():
+        by_type.update(types)
+        by_tier[templates[problem_index].tier] += len(types)
     by_family = Counter()
     for error_type, count in by_type.items():
         if count:
@@ -96,7 +97,7 @@ def _summary(params: MathErrorsParams, requested: int, templates: dict[int, Prob
         "caps": params.caps.model_dump(),
         "problems": requested,
         "problems_with_template": len(templates),
-        "problems_with_candidates": sum(bool(result.error_types) for result in results),
+        "problems_with_candidates": sum(bool(types) for types in error_types.values()),
         "problems_by_tier": dict(sorted(Counter(t.tier for t in templates.values()).items())),
         "templates_by_model": dict(sorted(Counter(t.template_model for t in templates.values()).items())),
         "candidates": sum(by_type.values()),
@@ -125,25 +126,31 @@ def batches(chosen: list[tuple[int, ValidatedTemplate]]) -> list[list[tuple[int,
     return [chosen[start:start + PROBLEMS_PER_ITEM] for start in range(0, len(chosen), PROBLEMS_PER_ITEM)]
 
 
-def _catalog(ctx: JobContext, items: dict[str, list[int]], results: list[ProblemResult]) -> Iterator[bytes]:
+def _catalog(ctx: JobContext, items: dict[str, list[int]], error_types: dict[int, list[str]],
+             rejects: list[Reject]) -> Iterator[bytes]:
     """candidates.jsonl: each problem's candidates in problem order, as soon as its result and those of the
     problems before it have landed, so the catalog is written while later problems are still generating.
-    `items` are the work items, each with the problems whose results it holds, in order. Adds each problem's
-    result to `results`."""
+    `items` are the work items, each with the problems whose results it holds, in order. Records each problem's
+    candidates' error types in `error_types` (as results land) and adds its rejects to `rejects`; the candidates
+    themselves are held only until they are written."""
     landed: dict[int, bytes] = {}
     upcoming = iter(sorted(index for problems in items.values() for index in problems))
     following = next(upcoming, None)
-    for name, stored in ctx.items_as_done([f"{item}.jsonl" for item in items],
-                                          weights={f"{item}.jsonl": len(problems) for item, problems in items.items()},
-                                          message="generating candidates"):
-        batch = ProblemResult.split_batch(stored)
-        held, expected = [result.problem_index for result, _ in batch], items[name.removesuffix(".jsonl")]
+    weights = {item: len(problems) for item, problems in items.items()}
+    for item, stored in ctx.items_as_done(list(items), weights=weights, message="generating candidates"):
+        try:
+            batch = ProblemBatchResult.model_validate_json(stored).problems
+        except ValidationError as exc:
+            raise FlawforgeError(f"work item {item} of job {ctx.job_id} stored a result that is not a "
+                                 f"ProblemBatchResult: {exc}") from None
+        held, expected = [result.problem_index for result in batch], items[item]
         if held != expected:
-            raise FlawforgeError(f"work item {name} of job {ctx.job_id} holds the results of problems {held}, "
+            raise FlawforgeError(f"work item {item} of job {ctx.job_id} holds the results of problems {held}, "
                                  f"not of {expected}")
-        for result, candidates_jsonl in batch:
-            results.append(result)
-            landed[result.problem_index] = candidates_jsonl
+        for result in batch:
+            error_types[result.problem_index] = [candidate.error_type for candidate in result.candidates]
+            rejects += result.rejects
+            landed[result.problem_index] = jsonl(result.candidates)
         while following in landed:
             yield landed.pop(following)
             following = next(upcoming, None)
@@ -201,15 +208,13 @@ def run(ctx: JobContext, params: MathErrorsParams) -> None:
                               for index, validated in batch]))
             ctx.progress(chunk.stop - indices.start, len(indices), "validating templates")
 
-    results: list[ProblemResult] = []
-    ctx.put_artifact_chunks("candidates.jsonl", _catalog(ctx, items, results))
-    for result in results:
-        rejects += result.rejects
+    error_types: dict[int, list[str]] = {}
+    ctx.put_artifact_chunks("candidates.jsonl", _catalog(ctx, items, error_types, rejects))
     rejects.sort(key=lambda r: (r.problem_index, r.template_model or "", r.reason, r.detail))
     verdicts.sort(key=lambda v: (v.problem_index, v.template_model))
     ctx.put_artifact("rejects.jsonl", jsonl(rejects))
     ctx.put_artifact("validation.jsonl", jsonl(verdicts))
-    summary = _summary(params, len(indices), templates, results, rejects, time.monotonic() - started)
+    summary = _summary(params, len(indices), templates, error_types, rejects, time.monotonic() - started)
     ctx.put_artifact("summary.json", (json.dumps(summary, indent=1) + "\n").encode())
 
 

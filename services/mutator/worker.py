@@ -22,8 +22,8 @@ from functools import lru_cache
 from flawforge.blobstore import BlobStore, open_blob_store
 from flawforge.errors import FlawforgeError
 from flawforge.jobs.context import item_key
-from flawforge.proto.base import jsonl
-from flawforge.proto.math import PROBLEM_QUEUE, ProblemBatch, ProblemResult, Reject, ValidatedTemplate
+from flawforge.proto.math import (PROBLEM_QUEUE, ProblemBatch, ProblemBatchResult, ProblemResult, Reject,
+                                  ValidatedTemplate)
 from flawforge.proto.sandbox import ExecutionResult
 from flawforge.runtime.platform import Platform
 from flawforge.runtime.processes import WorkerProcessDied, WorkerProcesses, interpreter_exiting
@@ -118,8 +118,8 @@ def blob_store(settings_json: str) -> BlobStore:
 
 def generate_batch(settings_json: str, message_json: str) -> None:
     """One work item, in a generation process: its problems' templates from the blob store in, their results
-    (candidates and rejects), one after another, to the job's item key. The blobs move here, not through the
-    service's threads."""
+    (candidates and rejects) to the job's item key as one ProblemBatchResult. The blobs move here, not through
+    the service's threads."""
     store = blob_store(settings_json)
     message = ProblemBatch.model_validate_json(message_json)
     lines = store.get_verified(message.templates).splitlines()  # JSON lines: no raw newline inside one
@@ -133,11 +133,13 @@ def generate_batch(settings_json: str, message_json: str) -> None:
             raise FlawforgeError(f"work item {message.item} of job {message.job_id}: the template for problem "
                                  f"{problem.problem_index} is problem {validated.template.problem_index}'s")
         results.append(_problem_result(message, problem.seed, validated, settings_json))
-    store.put(item_key(message.job_id, f"{message.item}.jsonl"), b"".join(results), "application/jsonl")
+    store.put(item_key(message.job_id, message.item), ProblemBatchResult(problems=results).model_dump_json().encode(),
+              "application/json")
 
 
-def _problem_result(message: ProblemBatch, seed: int, validated: ValidatedTemplate, settings_json: str) -> bytes:
-    """One problem's stored result: its header, then its candidates in catalog order."""
+def _problem_result(message: ProblemBatch, seed: int, validated: ValidatedTemplate,
+                    settings_json: str) -> ProblemResult:
+    """One problem's result, its candidates in catalog order."""
     from flawforge.math.generate import catalog_order, generate_for_problem
 
     template = validated.template
@@ -153,9 +155,7 @@ def _problem_result(message: ProblemBatch, seed: int, validated: ValidatedTempla
         candidates, rejects = [], [Reject(
             problem_index=template.problem_index, tier=template.tier, template_model=template.template_model,
             reason="generation_failed", detail=f"{type(exc).__name__}: {exc}")]
-    result = ProblemResult(job_id=message.job_id, problem_index=template.problem_index,
-                           error_types=[c.error_type for c in candidates], rejects=rejects)
-    return result.with_candidates(jsonl(candidates))
+    return ProblemResult(problem_index=template.problem_index, candidates=candidates, rejects=rejects)
 
 
 _HANDLERS = itertools.count()

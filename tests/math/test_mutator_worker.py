@@ -12,7 +12,8 @@ from flawforge.math.generate import catalog_order, generate_for_problem
 from flawforge.math.gsm8k import read_gsm8k
 from flawforge.math.program import BoundProgram, Program
 from flawforge.math.templates import TemplateFolder, problem_template
-from flawforge.proto.math import BatchProblem, ProblemBatch, ProblemResult, ProblemTemplate, ValidatedTemplate
+from flawforge.proto.base import jsonl
+from flawforge.proto.math import BatchProblem, ProblemBatch, ProblemBatchResult, ProblemTemplate, ValidatedTemplate
 from flawforge.assembly import platform_for
 from flawforge.sandbox import Sandbox
 from flawforge.services.mutator.worker import make_problem_handler, sandbox_ready
@@ -49,13 +50,13 @@ def test_pool_generation_is_stored_byte_for_byte_as_in_process(shared_data, tmp_
         ref = platform.store.put_content("math/templates", b"".join(lines), ".jsonl")
         handle(ProblemBatch(job_id="job1", item="problems-0-177", problems=batch, templates=ref, families=FAMILIES))
 
-        stored = ProblemResult.split_batch(platform.store.get(JobContext(platform, "job1").item_key(
-            "problems-0-177.jsonl")))
-        assert [result.problem_index for result, _ in stored] == [0, 3, 7, 177]
-        for (result, candidates_jsonl), output in zip(stored, expected):
-            candidates = sorted(output.candidates, key=catalog_order)
-            assert candidates_jsonl == b"".join(c.model_dump_json().encode() + b"\n" for c in candidates)
-            assert result.error_types == [c.error_type for c in candidates] and result.rejects == output.rejects
+        stored = ProblemBatchResult.model_validate_json(platform.store.get(JobContext(platform, "job1").item_key(
+            "problems-0-177"))).problems
+        assert [result.problem_index for result in stored] == [0, 3, 7, 177]
+        for result, output in zip(stored, expected):
+            # byte for byte as the catalog writes them
+            assert jsonl(result.candidates) == jsonl(sorted(output.candidates, key=catalog_order))
+            assert result.rejects == output.rejects
     platform.close()
 
 
@@ -112,10 +113,10 @@ def test_a_template_that_breaks_generation_is_a_reject_of_its_problem_alone(shar
     message = ProblemBatch(job_id="job4", item="three", problems=batch, templates=ref, families=FAMILIES)
     monkeypatch.setattr(flawforge.math.generate, "generate_for_problem", breaks_on(3, ZeroDivisionError("boom")))
     worker.generate_batch(settings.model_dump_json(), message.model_dump_json())
-    stored = ProblemResult.split_batch(platform.store.get(ctx.item_key("three.jsonl")))
-    assert [result.problem_index for result, _ in stored] == [0, 3, 7]
-    (_, first), (broken, nothing), (_, last) = stored
-    assert first and last and nothing == b"" and broken.error_types == []
+    stored = ProblemBatchResult.model_validate_json(platform.store.get(ctx.item_key("three"))).problems
+    assert [result.problem_index for result in stored] == [0, 3, 7]
+    first, broken, last = stored
+    assert first.candidates and last.candidates and broken.candidates == []
     assert [(r.reason, r.detail) for r in broken.rejects] == [("generation_failed", "ZeroDivisionError: boom")]
 
     message = message.model_copy(update={"item": "retried"})
@@ -123,7 +124,7 @@ def test_a_template_that_breaks_generation_is_a_reject_of_its_problem_alone(shar
                         breaks_on(7, FlawforgeError("sandbox unavailable")))
     with pytest.raises(FlawforgeError, match="sandbox unavailable"):
         worker.generate_batch(settings.model_dump_json(), message.model_dump_json())
-    assert not platform.store.exists(ctx.item_key("retried.jsonl"))
+    assert not platform.store.exists(ctx.item_key("retried"))
     platform.close()
 
 
@@ -165,12 +166,11 @@ def test_a_process_starts_a_sandbox_only_for_a_template_whose_mutants_need_one(s
                 worker.generate_batch(settings.model_dump_json(), message.model_dump_json())
                 assert worker.sandbox.cache_info().currsize == int(needs_sandbox)
 
-                [(_, candidates_jsonl)] = ProblemResult.split_batch(platform.store.get(
-                    JobContext(platform, "job2").item_key(f"item-{index}.jsonl")))
+                [result] = ProblemBatchResult.model_validate_json(platform.store.get(
+                    JobContext(platform, "job2").item_key(f"item-{index}"))).problems
                 expected = sorted(generate_for_problem(template, sandbox, FAMILIES, index).candidates,
                                   key=catalog_order)
-                assert expected and candidates_jsonl == b"".join(c.model_dump_json().encode() + b"\n"
-                                                                  for c in expected)
+                assert expected and jsonl(result.candidates) == jsonl(expected)
     finally:
         stop_sandbox()
         platform.close()
