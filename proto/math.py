@@ -1,9 +1,9 @@
-"""Math error pipeline: work items, candidates, rejects."""
+"""Math error pipeline: work items, candidates, rejects; the templates pipeline's reply from a model."""
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from flawforge.proto.base import BlobRef, Message, Model
 from flawforge.proto.sandbox import ExecutionResult
@@ -197,3 +197,31 @@ class ProblemBatchResult(Model):
 
     problems: list[ProblemResult] = Field(description="Each problem's result, in the order of the batch's "
                                                       "`problems`.")
+
+
+# --- the templates pipeline: a formalization template, as a model writes it ---------------------------
+
+# Lists are bounded a little above the shared templates' largest (9 steps; 8 inputs is ample). Strings
+# that hold newlines and quotes carry no length bounds: with xgrammar 0.2.8 a bounded string admits
+# no escape sequence, and a maxLength of a few hundred characters takes a minute to compile
+# (docs/compatibility.md). Empty ones fail the template's validation instead.
+Identifier = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+
+
+class LogicalStep(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    line_number: str = Field(pattern=r"^L[1-9][0-9]?$")
+    question_inputs: list[Identifier] = Field(default_factory=list, max_length=8)
+    WK_inputs: list[Identifier] = Field(default_factory=list, max_length=8)
+    output_variable: Identifier
+    solution_line_template: str
+
+
+class FormalizationReply(BaseModel):
+    """What the model must answer: the template's code and its logical steps."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    code: str = Field(description="Python source defining solve().")
+    logical_steps: list[LogicalStep] = Field(min_length=1, max_length=12)

@@ -17,15 +17,15 @@ from flawforge.errors import FlawforgeError
 from flawforge.inputs import InputFile, InputFolder
 from flawforge.jobs.context import JobContext
 from flawforge.jobs.pipeline import Pipeline, register
-from flawforge.llm.formalization import FormalizationReply, formalization_request
 from flawforge.llm.gateway import Gateway, StructuredOutcome
 from flawforge.llm.limits import Budget, CallScope
+from flawforge.math.formalization_prompt import formalization_request
 from flawforge.math.gsm8k import GSM8KProblem, index_range, read_gsm8k
 from flawforge.math.templates import DEFAULT_MODEL_PREFERENCE, InvalidTemplate, TemplateFolder, problem_template
 from flawforge.math.tiers import tier_of
 from flawforge.proto.base import jsonl
 from flawforge.proto.llm import TemplateGenerationReport
-from flawforge.proto.math import ProblemTemplate, Reject
+from flawforge.proto.math import FormalizationReply, ProblemTemplate, Reject
 
 class TemplateGenerationParams(BaseModel):
     model_config = {"extra": "forbid"}

@@ -13,7 +13,6 @@ from flawforge.llm.calllog import REDACTED, redact
 from flawforge.llm.config import load_providers, parse_providers
 from flawforge.llm.errors import (BudgetExceeded, CallCancelled, ContextLengthExceeded, InvalidModelOutput,
                                   InvalidRequest, ProviderError, UnknownModel)
-from flawforge.llm.formalization import FormalizationReply, formalization_request
 from flawforge.llm.limits import Budget, CallScope
 from flawforge.llm.openai_compat import error_from_response
 from flawforge.llm.structured import extract_json, parse_reply, repair_request
@@ -163,18 +162,6 @@ def test_scope_check_raises_once_cancelled():
     cancelled[0] = True
     with pytest.raises(CallCancelled, match="j1"):
         scope.check()
-
-
-def test_formalization_request_shows_rules_examples_and_the_problem():
-    req = formalization_request(model="m", index=2500, question="Q?", solution="A\n#### 1",
-                                examples=[(1, "EQ?", "EA\n#### 2", "def solve():\n    return 2", [{"x": 1}])],
-                                max_tokens=64)
-    roles = [m.role for m in req.messages]
-    assert roles == ["system", "user", "assistant", "user"]
-    assert "# L<k>" in req.messages[0].content and "# FA" in req.messages[0].content
-    assert json.loads(req.messages[2].content)["code"].startswith("def solve")
-    assert "Index: 2500" in req.messages[3].content and req.max_tokens == 64
-    assert FormalizationReply.model_json_schema()["required"] == ["code", "logical_steps"]
 
 
 def test_settling_a_finished_provider_batch_resubmits_only_transient_failures(tmp_path):

@@ -71,7 +71,7 @@ def test_problems_with_templates_are_skipped_and_bad_ranges_refused(shared_data,
 def test_validation_keeps_passing_templates_and_rejects_others_with_the_reason(shared_data, tmp_path):
     from flawforge.jobs.context import JobContext
     from flawforge.jobs.store import JobStore
-    from flawforge.llm.formalization import FormalizationReply
+    from flawforge.proto.math import FormalizationReply
     from flawforge.llm.gateway import StructuredOutcome
     from flawforge.llm.errors import InvalidModelOutput
     from flawforge.math.gsm8k import read_gsm8k

@@ -1,4 +1,5 @@
-"""The request that asks a model for a formalization template of a GSM8K problem, and its reply schema.
+"""The templates pipeline's prompt: the request that asks a model for a formalization template of a GSM8K
+problem (its reply's schema is FormalizationReply, in flawforge.proto.math).
 
 The rules are the ones the templates in the formalization-templates data follow: a straight-line
 solve() whose `# L<k>` blocks mirror the solution lines, numbers from the question quoted in
@@ -7,10 +8,6 @@ inline comments, a `# FA` block for the answer, and per line a template with {va
 from __future__ import annotations
 
 import json
-
-from typing import Annotated
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from flawforge.proto.llm import ChatMessage, ChatRequest
 
@@ -37,32 +34,6 @@ Reply with one JSON object with two keys, "code" and "logical_steps", and nothin
 - "solution_line_template": the solution line, word for word, with each number replaced by the
   {variable} that holds it (including inside <<...>> calculator annotations).
 """
-
-
-# Lists are bounded a little above the shared templates' largest (9 steps; 8 inputs is ample). Strings
-# that hold newlines and quotes carry no length bounds: with xgrammar 0.2.8 a bounded string admits
-# no escape sequence, and a maxLength of a few hundred characters takes a minute to compile
-# (docs/compatibility.md). Empty ones fail the template's validation instead.
-Identifier = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
-
-
-class LogicalStep(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    line_number: str = Field(pattern=r"^L[1-9][0-9]?$")
-    question_inputs: list[Identifier] = Field(default_factory=list, max_length=8)
-    WK_inputs: list[Identifier] = Field(default_factory=list, max_length=8)
-    output_variable: Identifier
-    solution_line_template: str
-
-
-class FormalizationReply(BaseModel):
-    """What the model must answer: the template's code and its logical steps."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    code: str = Field(description="Python source defining solve().")
-    logical_steps: list[LogicalStep] = Field(min_length=1, max_length=12)
 
 
 def problem_message(index: int, question: str, solution: str) -> str:
