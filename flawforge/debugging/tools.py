@@ -168,7 +168,8 @@ def argument_problem(name: str, args) -> str | None:
         return f"the arguments of {name} are not a JSON object"
     unknown = sorted(set(args) - set(parameters["properties"]))
     if unknown:
-        return f"{name} takes no argument {', '.join(unknown)}; it takes {', '.join(parameters['properties'])}"
+        taken = ", ".join(parameters["properties"])
+        return f"{name} takes no argument {', '.join(map(repr, unknown))}; it takes {taken}"
     missing = [key for key in parameters.get("required", []) if key not in args]
     if missing:
         return f"{name} needs {', '.join(missing)}"

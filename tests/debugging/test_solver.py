@@ -205,7 +205,7 @@ def test_a_call_whose_arguments_do_not_fit_its_tool_is_answered_with_what_is_wro
         "Error: read_file's start_line must be an integer"
     assert tools.call("edit_file", json.dumps({"path": "shapes/core.py"})) == "Error: edit_file needs old_str, new_str"
     assert tools.call("search", json.dumps({"pattern": "x", "file": "a"})) == \
-        "Error: search takes no argument file; it takes pattern, path"
+        "Error: search takes no argument 'file'; it takes pattern, path"
     assert tools.call("run_tests", json.dumps({"tests": [1]})) == "Error: run_tests's tests must be an array of strings"
     assert tools.call("run_tests", "[]") == "Error: the arguments of run_tests are not a JSON object"
     assert tools.call("run_tests", json.dumps({"tests": ["tests/test_core.py", "--help"]})) == \
