@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import uuid
-from typing import ClassVar, Iterable, Literal
+from dataclasses import dataclass
+from typing import ClassVar, Generic, Iterable, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -46,3 +47,27 @@ class BlobRef(Model):
     size: int = Field(ge=0)
     # Left out when None: a ref to a whole blob reads as it always did, for services that predate slices.
     offset: int | None = Field(None, ge=0, exclude_if=lambda offset: offset is None)
+
+
+M = TypeVar("M", bound=Message)
+R = TypeVar("R", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class WorkUnit(Generic[M, R]):
+    """A kind of work item, declared once, as dramatiq's @actor binds a queue to its function: the queue its items
+    travel on, their message, and the result a worker stores at the item's key (`jobs/<job>/items/<item>`). A job
+    publishes and reads results through it (`JobContext.publish`, `JobContext.results_as_done`); the service that
+    does the work consumes through it (`flawforge.runtime.service.Actor`, which adds the handler and how many
+    items run at once)."""
+
+    queue: str
+    message: type[M]
+    result: type[R]
+
+    def checked(self, message: object) -> M:
+        """The message, if it is this unit's; else a TypeError naming both."""
+        if not isinstance(message, self.message):
+            raise TypeError(f"queue {self.queue} carries {self.message.__name__} messages, not "
+                            f"{type(message).__name__}")
+        return message

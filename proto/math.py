@@ -5,7 +5,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from flawforge.proto.base import BlobRef, Message, Model
+from flawforge.proto.base import BlobRef, Message, Model, WorkUnit
 from flawforge.proto.sandbox import ExecutionResult
 from flawforge.proto.values import TraceStep, TypedValue
 
@@ -155,9 +155,6 @@ class ValidatedTemplate(Model):
     run: ExecutionResult | None = None
 
 
-PROBLEM_QUEUE = "math.problems"  # ProblemBatch
-
-
 class BatchProblem(Model):
     """One problem of a ProblemBatch."""
 
@@ -197,6 +194,9 @@ class ProblemBatchResult(Model):
 
     problems: list[ProblemResult] = Field(description="Each problem's result, in the order of the batch's "
                                                       "`problems`.")
+
+
+PROBLEMS = WorkUnit(queue="math.problems", message=ProblemBatch, result=ProblemBatchResult)
 
 
 # --- the templates pipeline: a formalization template, as a model writes it ---------------------------

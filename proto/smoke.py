@@ -1,10 +1,9 @@
 """Messages of the smoke pipeline: a payload goes through the bus and comes back as an artifact."""
 from __future__ import annotations
 
-from flawforge.proto.base import BlobRef, Message
+from pydantic import Field
 
-
-DIGEST_QUEUE = "smoke.digest"  # DigestRequested
+from flawforge.proto.base import BlobRef, Message, Model, WorkUnit
 
 
 class DigestRequested(Message):
@@ -12,3 +11,13 @@ class DigestRequested(Message):
     job_id: str
     item: int
     payload: BlobRef
+
+
+class DigestResult(Model):
+    """What the metrics service stores for a DigestRequested."""
+
+    item: int
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="The payload's SHA-256, in hex.")
+
+
+DIGEST = WorkUnit(queue="smoke.digest", message=DigestRequested, result=DigestResult)

@@ -27,7 +27,7 @@ def consumers_of(spec: ServiceSpec, pipelines: Sequence[str] | None = None) -> l
     from flawforge.jobs.runner import job_consumer
 
     owned = every_pipeline().values() if pipelines is None else [pipeline_named(name) for name in pipelines]
-    return list(spec.consumers) + [job_consumer(p) for p in owned if p.owner == spec.name]
+    return list(spec.queue_consumers()) + [job_consumer(p) for p in owned if p.owner == spec.name]
 
 
 def queue_consumers() -> dict[str, str]:

@@ -4,18 +4,23 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import replace
-from typing import Iterable, Iterator, Mapping
+from typing import Iterable, Iterator, Mapping, TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 from flawforge.bus import Bus
 from flawforge.errors import Conflict, FlawforgeError
 from flawforge.jobs.dead_letters import dead_item_prefix
 from flawforge.jobs.store import JobStore
+from flawforge.proto.base import Message, WorkUnit
 from flawforge.proto.jobs import Artifact
 from flawforge.runtime.platform import Platform
 
 
 # How often a job whose work items stopped landing asks the broker whether anything consumes them.
 CONSUMER_CHECK_S = 5.0
+
+R = TypeVar("R", bound=BaseModel)
 
 
 class JobCancelled(Conflict):
@@ -86,6 +91,25 @@ class JobContext:
 
     def item_key(self, name: str) -> str:
         return item_key(self.job_id, name)
+
+    def publish(self, unit: WorkUnit, message: Message) -> None:
+        """Publishes a work item of this job on its unit's queue, declared before the job's first item on it."""
+        unit.checked(message)
+        if unit.queue not in self.bus.queues:
+            self.bus.declare(unit.queue)
+        self.bus.publish(unit.queue, message)
+
+    def results_as_done(self, unit: WorkUnit[Message, R], names: list[str], *, message: str = "",
+                        weights: Mapping[str, int] | None = None) -> Iterator[tuple[str, R]]:
+        """(name, result) of every named work item of the unit, as each result lands (see items_as_done); a
+        stored result that is not the unit's result model fails the job, naming the item."""
+        for name, stored in self.items_as_done(names, message=message, weights=weights):
+            try:
+                result = unit.result.model_validate_json(stored)
+            except ValidationError as exc:
+                raise FlawforgeError(f"work item {name} of job {self.job_id} stored a result that is not a "
+                                     f"{unit.result.__name__}: {exc}") from None
+            yield name, result
 
     def input_key(self, name: str) -> str:
         """Where the job keeps work items' inputs, the blobs their messages point to: with the job, in one

@@ -15,7 +15,7 @@ import uuid
 from collections import Counter
 from typing import Annotated, Iterator
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from flawforge.errors import FlawforgeError
 from flawforge.inputs import InputFile, InputFolder
@@ -27,9 +27,8 @@ from flawforge.math.templates import DEFAULT_MODEL_PREFERENCE, TemplateFolder, c
 from flawforge.math.tiers import tier_of
 from flawforge.math.type_mix import shipped_type_mix
 from flawforge.proto.base import jsonl
-from flawforge.proto.math import (COMPUTATIONAL_TYPES, CONCEPTUAL_TYPES, PROBLEM_QUEUE, BatchProblem, Caps, Family,
-                                  ProblemBatch, ProblemBatchResult, ProblemTemplate, Reject, TemplateValidation,
-                                  ValidatedTemplate)
+from flawforge.proto.math import (COMPUTATIONAL_TYPES, CONCEPTUAL_TYPES, PROBLEMS, BatchProblem, Caps, Family,
+                                  ProblemBatch, ProblemTemplate, Reject, TemplateValidation, ValidatedTemplate)
 
 # Problems whose templates are validated in one sandbox batch (a fork per program would cost more than the run).
 # The first batch is smaller: the generation processes wait for it, and start while the next is validated.
@@ -137,17 +136,12 @@ def _catalog(ctx: JobContext, items: dict[str, list[int]], error_types: dict[int
     upcoming = iter(sorted(index for problems in items.values() for index in problems))
     following = next(upcoming, None)
     weights = {item: len(problems) for item, problems in items.items()}
-    for item, stored in ctx.items_as_done(list(items), weights=weights, message="generating candidates"):
-        try:
-            batch = ProblemBatchResult.model_validate_json(stored).problems
-        except ValidationError as exc:
-            raise FlawforgeError(f"work item {item} of job {ctx.job_id} stored a result that is not a "
-                                 f"ProblemBatchResult: {exc}") from None
-        held, expected = [result.problem_index for result in batch], items[item]
+    for item, batch in ctx.results_as_done(PROBLEMS, list(items), weights=weights, message="generating candidates"):
+        held, expected = [result.problem_index for result in batch.problems], items[item]
         if held != expected:
             raise FlawforgeError(f"work item {item} of job {ctx.job_id} holds the results of problems {held}, "
                                  f"not of {expected}")
-        for result in batch:
+        for result in batch.problems:
             error_types[result.problem_index] = [candidate.error_type for candidate in result.candidates]
             rejects += result.rejects
             landed[result.problem_index] = jsonl(result.candidates)
@@ -160,7 +154,7 @@ def run(ctx: JobContext, params: MathErrorsParams) -> None:
     from flawforge.sandbox import Sandbox
 
     started = time.monotonic()
-    bus, store = ctx.platform.bus, ctx.platform.store
+    store = ctx.platform.store
     problems = read_gsm8k(params.gsm8k)
     folder = TemplateFolder(params.templates)
     extent = folder.extent()  # a folder without templates fails the job here, whatever the indices
@@ -169,7 +163,6 @@ def run(ctx: JobContext, params: MathErrorsParams) -> None:
         raise FlawforgeError(f"indices {params.indices or f'{indices.start}-{indices.stop - 1}'} go beyond the "
                              f"{len(problems)} problems of {params.gsm8k}")
 
-    bus.declare(PROBLEM_QUEUE)
     # Inputs are named by this attempt: a job run again (its service restarted) never rewrites the inputs that
     # work items of the earlier attempt, still queued, point to.
     attempt = uuid.uuid4().hex[:12]
@@ -199,7 +192,7 @@ def run(ctx: JobContext, params: MathErrorsParams) -> None:
                 # named by the attempt too: a work item of an earlier attempt, still queued, never lands as this one
                 item = f"{attempt}-problems-{batch[0][0]}-{batch[-1][0]}"
                 items[item] = [index for index, _ in batch]
-                bus.publish(PROBLEM_QUEUE, ProblemBatch(
+                ctx.publish(PROBLEMS, ProblemBatch(
                     job_id=ctx.job_id, item=item, templates=ref, families=params.families, caps=params.caps,
                     with_traces=params.with_traces,
                     problems=[BatchProblem(problem_index=index, tier=validated.template.tier,

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from flawforge.jobs.context import JobContext
 from flawforge.jobs.pipeline import Pipeline, register
-from flawforge.proto.smoke import DIGEST_QUEUE, DigestRequested
+from flawforge.proto.smoke import DIGEST, DigestRequested
 
 MAX_TOTAL_BYTES = 1 << 30  # of all payloads of one job
 
@@ -36,16 +36,15 @@ def payload_for(job_id: str, item: int, size: int) -> bytes:
 
 
 def run(ctx: JobContext, params: SmokeParams) -> None:
-    bus, store = ctx.platform.bus, ctx.platform.store
-    bus.declare(DIGEST_QUEUE)
+    store = ctx.platform.store
     names = []
     for item in range(params.count):
         ctx.check_cancelled()
         ref = store.put_content("smoke/payloads", payload_for(ctx.job_id, item, params.payload_bytes))
-        bus.publish(DIGEST_QUEUE, DigestRequested(job_id=ctx.job_id, item=item, payload=ref))
+        ctx.publish(DIGEST, DigestRequested(job_id=ctx.job_id, item=item, payload=ref))
         names.append(f"{item}.json")
-    results = ctx.wait_for_items(names, message="digests")
-    digests = [json.loads(results[name])["sha256"] for name in names]
+    results = dict(ctx.results_as_done(DIGEST, names, message="digests"))
+    digests = [results[name].sha256 for name in names]
     ctx.put_artifact("digests.json", json.dumps({"count": len(digests), "sha256": digests}, indent=1).encode())
 
 

@@ -8,7 +8,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
-from flawforge.bus.base import Handler
+from flawforge.bus.base import Handler, PoisonMessage
+from flawforge.proto.base import Message, WorkUnit
 from flawforge.runtime.platform import Platform
 
 if TYPE_CHECKING:  # the mutator's generation processes import this module and never serve HTTP
@@ -37,6 +38,37 @@ class Consumer:
 
 
 @dataclass(frozen=True)
+class Actor:
+    """How a service does one unit of work (its queue, message and result declared in `proto/`): the factory of
+    its handler, and how many items it runs at once, each on a Consumer of its own. The service spec lists the
+    actor; a message of another kind on its queue is dead-lettered, never handled."""
+
+    unit: WorkUnit
+    make_handler: Callable[[Platform], Handler]
+    concurrency: int = 1
+
+    def __post_init__(self):
+        if self.concurrency < 1:
+            raise ValueError(f"the actor on queue {self.unit.queue} runs at least one item at once, not "
+                             f"{self.concurrency}")
+
+    def consumers(self) -> tuple[Consumer, ...]:
+        return (Consumer(queue=self.unit.queue, make_handler=self._checked_handler),) * self.concurrency
+
+    def _checked_handler(self, platform: Platform) -> Handler:
+        handle = self.make_handler(platform)
+
+        def handle_checked(message: Message) -> None:
+            try:
+                self.unit.checked(message)
+            except TypeError as exc:
+                raise PoisonMessage(str(exc)) from None
+            handle(message)
+
+        return handle_checked
+
+
+@dataclass(frozen=True)
 class ServiceSpec:
     name: str
     port: int
@@ -47,13 +79,19 @@ class ServiceSpec:
     # Router factories of web pages that hold no data (HTML, scripts, styles): served without a token, since a
     # browser cannot send one when it navigates; the page's own requests to the API carry it.
     pages: tuple[str, ...] = ()
+    # Queues it reads without an actor: requests of clients on the bus, and work not declared as a WorkUnit yet.
     consumers: tuple[Consumer, ...] = ()
+    actors: tuple[Actor, ...] = ()
     # Each check raises with a message saying what is missing; /readyz reports them.
     readiness_checks: tuple[Callable[[Platform], None], ...] = ()
     extras: tuple[str, ...] = field(default=())  # optional dependency groups its image installs
     # (path prefix, "module:function") pairs: the function turns an ErrorAnswer into the error body of the
     # routes under that prefix (an OpenAI-compatible API answers OpenAI's error object); else the default body.
     error_formats: tuple[tuple[str, str], ...] = ()
+
+    def queue_consumers(self) -> tuple[Consumer, ...]:
+        """Its consumers, then each actor's."""
+        return self.consumers + tuple(consumer for actor in self.actors for consumer in actor.consumers())
 
     def _imported(self, what: str, path: str) -> Callable:
         module, colon, name = path.partition(":")

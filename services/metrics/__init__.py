@@ -1,6 +1,6 @@
 """The metrics service: aggregates results and hosts the smoke pipeline's worker and human review."""
 from flawforge.runtime.service import ServiceSpec
-from flawforge.services.metrics.digest import DIGEST_CONSUMER
+from flawforge.services.metrics.digest import DIGEST_ACTOR
 
 SERVICE = ServiceSpec(
     name="metrics",
@@ -9,5 +9,5 @@ SERVICE = ServiceSpec(
     routers=("flawforge.services.metrics.review_api:review_router",
              "flawforge.services.metrics.review_api:review_report_router"),
     pages=("flawforge.services.metrics.review_api:review_page_router",),
-    consumers=(DIGEST_CONSUMER,),
+    actors=(DIGEST_ACTOR,),
 )

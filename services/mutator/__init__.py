@@ -1,12 +1,13 @@
 """The mutator service."""
 from flawforge.runtime.service import ServiceSpec
 from flawforge.services.mutator.debugging import LIBRARY_CONSUMERS
-from flawforge.services.mutator.worker import PROBLEM_CONSUMERS, sandbox_ready
+from flawforge.services.mutator.worker import PROBLEM_ACTOR, sandbox_ready
 
 SERVICE = ServiceSpec(
     name="mutator",
     port=8002,
     description="Applies computational and conceptual mutations to templates.",
-    consumers=PROBLEM_CONSUMERS + LIBRARY_CONSUMERS,
+    consumers=LIBRARY_CONSUMERS,
+    actors=(PROBLEM_ACTOR,),
     readiness_checks=(sandbox_ready,),
 )

@@ -22,12 +22,11 @@ from functools import lru_cache
 from flawforge.blobstore import BlobStore, open_blob_store
 from flawforge.errors import FlawforgeError
 from flawforge.jobs.context import item_key
-from flawforge.proto.math import (PROBLEM_QUEUE, ProblemBatch, ProblemBatchResult, ProblemResult, Reject,
-                                  ValidatedTemplate)
+from flawforge.proto.math import PROBLEMS, ProblemBatch, ProblemBatchResult, ProblemResult, Reject, ValidatedTemplate
 from flawforge.proto.sandbox import ExecutionResult
 from flawforge.runtime.platform import Platform
 from flawforge.runtime.processes import WorkerProcessDied, WorkerProcesses, interpreter_exiting
-from flawforge.runtime.service import Consumer, collect_garbage_rarely
+from flawforge.runtime.service import Actor, collect_garbage_rarely
 from flawforge.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -176,5 +175,4 @@ def make_problem_handler(platform: Platform):
     return handle
 
 
-PROBLEM_CONSUMERS = tuple(Consumer(queue=PROBLEM_QUEUE, make_handler=make_problem_handler)
-                          for _ in range(CONCURRENT_ITEMS))
+PROBLEM_ACTOR = Actor(PROBLEMS, make_problem_handler, concurrency=CONCURRENT_ITEMS)

@@ -185,7 +185,7 @@ def test_a_dead_lettered_work_item_fails_its_job_at_once(tmp_path):
     from flawforge.jobs.pipeline import pipelines
     from flawforge.jobs.runner import job_consumer, submit
     from flawforge.jobs.store import JobStore
-    from flawforge.proto.smoke import DIGEST_QUEUE as QUEUE
+    from flawforge.proto.smoke import DIGEST
     from flawforge.runtime.service import Consumer, Workers
 
     def broken_handler(platform):
@@ -195,7 +195,7 @@ def test_a_dead_lettered_work_item_fails_its_job_at_once(tmp_path):
 
     settings = Settings(bus="memory", blob_dir=str(tmp_path / "blobs"), max_attempts=2, retry_delays_ms=[10])
     platform = platform_for(settings)
-    workers = Workers(platform, [job_consumer(pipelines()["smoke"]), Consumer(QUEUE, broken_handler)]).start()
+    workers = Workers(platform, [job_consumer(pipelines()["smoke"]), Consumer(DIGEST.queue, broken_handler)]).start()
     try:
         job_id = submit(platform, pipelines()["smoke"], {"count": 3}).job_id
         jobs = JobStore(platform.store)
@@ -238,14 +238,19 @@ def test_every_service_app_serves_its_routers_and_the_embedded_stack_imports_no_
 
 
 def test_queues_live_beside_their_messages():
-    """A service finds a queue's name where its message is defined (who may import whom: test_import_rules.py)."""
+    """A service finds a queue's name where its message is defined, as a `*_QUEUE` constant or a WorkUnit's (who may
+    import whom: test_import_rules.py)."""
     from flawforge.proto import import_all
+    from flawforge.proto.base import WorkUnit
     from flawforge.services import SERVICE_NAMES, consumers_of
 
     import_all()
-    proto_queues = {value for module in list(sys.modules.values())
+    proto_values = [(name, value) for module in list(sys.modules.values())
                     if getattr(module, "__name__", "").startswith("flawforge.proto.")
-                    for name, value in vars(module).items() if name.endswith("_QUEUE") and isinstance(value, str)}
+                    for name, value in vars(module).items()]
+    proto_queues = ({value for name, value in proto_values if name.endswith("_QUEUE") and isinstance(value, str)}
+                    | {value.queue for _, value in proto_values if isinstance(value, WorkUnit)})
+    assert {"math.problems", "smoke.digest"} <= proto_queues
     for name in SERVICE_NAMES:
         for consumer in consumers_of(load_service(name)):
             assert consumer.queue in proto_queues or consumer.queue.startswith("jobs."), (name, consumer.queue)

@@ -1,0 +1,80 @@
+"""A unit of work declared once (proto's WorkUnit: queue, message, result) and done by a service's Actor (handler,
+concurrency): the job publishes and reads results through the unit, the service spec lists the actor."""
+from __future__ import annotations
+
+import hashlib
+import time
+
+import pytest
+
+from flawforge.assembly import platform_for
+from flawforge.errors import FlawforgeError
+from flawforge.jobs.context import JobContext
+from flawforge.jobs.store import JobStore
+from flawforge.proto.ops import Echo
+from flawforge.proto.smoke import DIGEST, DigestRequested
+from flawforge.runtime.service import Actor, Workers
+from flawforge.services import load_service
+from flawforge.settings import Settings
+
+
+@pytest.fixture
+def ctx(tmp_path):
+    platform = platform_for(Settings(bus="memory", blob_backend="local", blob_dir=str(tmp_path)))
+    yield JobContext(platform, JobStore(platform.store).create("smoke", {}).job_id)
+    platform.close()
+
+
+def test_a_job_and_the_metrics_service_meet_through_the_digest_unit_alone(ctx):
+    payloads = [bytes([item]) * 100 for item in range(3)]
+    workers = Workers(ctx.platform, list(load_service("metrics").queue_consumers())).start()
+    try:
+        for item, payload in enumerate(payloads):
+            ref = ctx.platform.store.put_content("smoke/payloads", payload)
+            ctx.publish(DIGEST, DigestRequested(job_id=ctx.job_id, item=item, payload=ref))
+        results = dict(ctx.results_as_done(DIGEST, [f"{item}.json" for item in range(3)]))
+    finally:
+        workers.stop()
+    assert {name: (result.item, result.sha256) for name, result in results.items()} == {
+        f"{item}.json": (item, hashlib.sha256(payload).hexdigest()) for item, payload in enumerate(payloads)}
+
+
+def test_a_job_cannot_publish_another_message_on_a_units_queue(ctx):
+    with pytest.raises(TypeError, match="queue smoke.digest carries DigestRequested messages, not Echo"):
+        ctx.publish(DIGEST, Echo(payload="hello"))
+    assert DIGEST.queue not in ctx.bus.queues
+
+
+def test_a_stored_result_that_is_not_the_units_fails_the_job_naming_the_item(ctx):
+    ctx.platform.store.put(ctx.item_key("7.json"), b'{"item": 7, "sha256": "not hex"}')
+    with pytest.raises(FlawforgeError, match=f"work item 7.json of job {ctx.job_id} stored a result that is not a "
+                                             f"DigestResult"):
+        list(ctx.results_as_done(DIGEST, ["7.json"]))
+
+
+def test_an_actor_runs_its_concurrency_of_consumers_and_dead_letters_another_kind_unhandled(ctx):
+    handled = []
+
+    def make_handler(platform):
+        return handled.append
+
+    actor = Actor(DIGEST, make_handler, concurrency=3)
+    consumers = actor.consumers()
+    assert [consumer.queue for consumer in consumers] == [DIGEST.queue] * 3
+    bus = ctx.platform.bus
+    workers = Workers(ctx.platform, list(consumers)).start()
+    try:
+        bus.publish(DIGEST.queue, Echo(payload="hello"))
+        deadline = time.monotonic() + 10
+        while not (dead := bus.dead_letters(DIGEST.queue)) and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        workers.stop()
+    assert handled == []
+    assert [letter.headers["x-flawforge-error"] for letter in dead] == [
+        "poison: queue smoke.digest carries DigestRequested messages, not Echo"]
+
+
+def test_an_actor_runs_at_least_one_item_at_once():
+    with pytest.raises(ValueError, match="the actor on queue smoke.digest runs at least one item at once, not 0"):
+        Actor(DIGEST, lambda platform: print, concurrency=0)
