@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable, Iterable
 
-from flawforge.debugging.modifiers import REGISTRY, apply_edits, definitions, offset_of, sites_of
+from flawforge.debugging.modifiers import REGISTRY, apply_edits, offset_of, sites_of
 from flawforge.debugging.patches import unified_diff
 
 
@@ -101,70 +101,6 @@ def parsed(source: str) -> ast.Module | None:
         return ast.parse(source)
     except (SyntaxError, ValueError, RecursionError):
         return None
-
-
-def body_only_change(clean: str, buggy: str, qualname: str) -> bool:
-    """The buggy module differs from the clean one only in the body of the function `qualname`, defined once at
-    module or class level: replacing the live function's code then is exactly importing the buggy module (what a
-    suite batch does instead). The text outside the body is the same, and the buggy module's function has its
-    body exactly where the changed text is (nothing dedented out of it), so the rest parses the same."""
-    clean_def, buggy_def = (_only_definition(parsed(source), qualname) for source in (clean, buggy))
-    if not all(isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef)) for d in (clean_def, buggy_def)):
-        return False
-    start = offset_of(clean, clean_def.body[0].lineno, 0)  # the first statement's line, with its indentation
-    end = offset_of(clean, clean_def.body[-1].end_lineno, clean_def.body[-1].end_col_offset)
-    prefix, suffix = unchanged_ends(clean, buggy)
-    buggy_start, buggy_end = _span(buggy, buggy_def.body[0], buggy_def.body[-1])
-    return (start <= prefix and not clean[end:len(clean) - suffix].strip()
-            and start <= buggy_start and not buggy[start:buggy_start].strip()
-            and buggy_end <= end + len(buggy) - len(clean) and not buggy[buggy_end:len(buggy) - suffix].strip())
-
-
-# Names class creation itself reads (an __eq__ without __hash__ sets __hash__ to None, a base's
-# __init_subclass__ runs, descriptors learn their names): removing one later is not the same as never having it.
-READ_AT_CLASS_CREATION = frozenset({"__eq__", "__hash__", "__init_subclass__", "__set_name__", "__class_getitem__",
-                                    "__slots__", "__classcell__", "__mro_entries__"})
-
-
-def member_removal(clean: str, buggy: str, qualname: str) -> bool:
-    """The buggy module is the clean one without the method `qualname` (its lines, and blank space around them),
-    defined once in an undecorated class and bound nowhere else in it: deleting the
-    attribute from the live class is then exactly importing the buggy module (what a suite batch does instead;
-    the unit checks the class's metaclass)."""
-    owner_names, name = qualname.split(".")[:-1], qualname.rsplit(".", 1)[-1]
-    tree = parsed(clean)
-    if not owner_names or name in READ_AT_CLASS_CREATION or tree is None or parsed(buggy) is None:
-        return False
-    owner = _only_definition(tree, ".".join(owner_names))
-    if not isinstance(owner, ast.ClassDef) or owner.decorator_list:
-        return False
-    binding = [node for node in owner.body if name in _bound_names(node)]
-    if len(binding) != 1 or not isinstance(binding[0], (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return False
-    member = binding[0]
-    start = offset_of(clean, min(node.lineno for node in [member, *member.decorator_list]), 0)
-    end = offset_of(clean, member.end_lineno, member.end_col_offset)
-    prefix, suffix = unchanged_ends(clean, buggy)
-    removed_to, kept_to = len(clean) - suffix, len(buggy) - suffix
-    return (prefix <= start and end <= removed_to and not clean[prefix:start].strip()
-            and not clean[end:removed_to].strip() and not buggy[prefix:kept_to].strip())
-
-
-def _bound_names(node: ast.stmt) -> set[str]:
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return {node.name}
-    return {target.id for target in ast.walk(node) if isinstance(target, ast.Name) and isinstance(target.ctx, ast.Store)}
-
-
-def _only_definition(tree: ast.Module | None, qualname: str):
-    found = [node for name, node in definitions(tree) if name == qualname] if tree is not None else []
-    return found[0] if len(found) == 1 else None
-
-
-def _span(source: str, first: ast.AST, last: ast.AST) -> tuple[int, int]:
-    """Character offsets of the text from `first`'s start to `last`'s end."""
-    return (offset_of(source, first.lineno, first.col_offset),
-            offset_of(source, last.end_lineno, last.end_col_offset))
 
 
 def unchanged_ends(clean: str, buggy: str) -> tuple[int, int]:

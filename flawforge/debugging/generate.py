@@ -5,24 +5,22 @@ units are not: runtime.suite.OtherUser); tests whose outcomes differ are flaky o
 runs them and are left out, the rest that passed both times are the baseline. Candidates come
 from the modifiers over the library's modules; only candidates in code some baseline test
 executes are eligible; `per_library` of them are chosen with the seed and each runs the baseline
-tests that can notice it (see verdict). A candidate that changes only a function's body, or
-removes a method, in code that does not run at import, and whose tests are quick
-(ALONE_ABOVE_S), runs in a suite batch: the suite collected once per batch, the function's code
-replaced (the method deleted) in place, one batch per worker; the others, and any change a batch
-hands back, run in a unit of their own with the changed file written over the project. Runs go
-out concurrently; results are put in candidate order, so the output does not depend on which
-finished first. Then the final gate (final_gate) re-runs each valid one as a user would.
+tests that can notice it (see verdict), in a unit of its own with the changed file written over the
+project: that unit is the final gate's run with the bug wherever it ran exactly the instance's
+tests (proven_run), so a valid candidate (about four in five) costs one run with the bug. (A suite
+batch, which runs several changes after one collection, saved a unit's start only for the
+invalid ones and had the gate run every valid one's tests again.) Runs go out concurrently;
+results are put in candidate order, so the output does not depend on which finished first. Then
+the final gate (final_gate) re-runs each valid one as a user would.
 """
 from __future__ import annotations
 
-import ast
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from flawforge.debugging.candidates import (Candidate, body_only_change, candidates_of, choose, member_removal,
-                                            parsed)
+from flawforge.debugging.candidates import Candidate, candidates_of, choose
 from flawforge.debugging.combined import MODIFIER as COMBINED, combine_bugs
 from flawforge.debugging.layout import ProjectLayout, layout_of, name_and_version, read_archive
 from flawforge.debugging.patches import instance_id, unified_diff
@@ -30,9 +28,9 @@ from flawforge.debugging.realism import worth_trying
 from flawforge.debugging.revalidate import revalidate
 from flawforge.debugging.rewrites import with_rewritten_tests
 from flawforge.debugging.verdict import (FIXTURE, IMPORT_TIME, Collected, covered, judge, normalized,
-                                         runs_at_import, standing_refusal, test_file, tests_to_run, untrusted)
+                                         standing_refusal, tests_to_run, untrusted)
 from flawforge.proto.debugging import Baseline, BugReject, Environment, Exclusion, Instance, LibraryResult
-from flawforge.proto.sandbox import SandboxLimits, SuiteChange, SuiteRunResult
+from flawforge.proto.sandbox import SandboxLimits, SuiteRunResult
 
 SUITE_LIMITS = SandboxLimits(timeout_s=120, memory_mb=1024, workdir_mb=64, file_size_mb=16, open_files=256,
                              output_bytes=4 << 20, result_bytes=64 << 20)
@@ -47,20 +45,12 @@ MIN_TIMEOUT_S = 15.0
 EXCLUSION_ROUNDS = 12
 # A test that ran out a clean run's time is taken to hang when, alone, it also runs out this fraction of it.
 HANG_FRACTION = 8
-# A candidate whose tests took the clean run more CPU seconds than this runs in a unit of its own, batchable or not:
-# that unit is then the final gate's run with the bug (proven_run), where a batch's is not and the gate runs them
-# again; a batch saves a unit's start and collection, about this much on the shared libraries.
-ALONE_ABOVE_S = 0.3
 
 
 class SuiteRunner(Protocol):
     def run_suite(self, archive: bytes, overlay: dict[str, str] | None = None, *, source_roots=(""), args=(),
                   coverage_files=None, limits: SandboxLimits | None = None, other_user: bool = False,
                   **environment) -> SuiteRunResult: ...
-
-    def run_suite_batch(self, archive: bytes, changes: list[SuiteChange], *, source_roots=(""), args, modules=(),
-                        baseline=(), limits: SandboxLimits | None = None,
-                        **environment) -> list[SuiteRunResult | None]: ...
 
 
 @dataclass(frozen=True)
@@ -93,12 +83,6 @@ class Workspace:
         return self.runner.run_suite(self.archive, overlay, source_roots=self.layout.source_roots,
                                      args=self.args(tests), coverage_files=coverage_files, limits=limits,
                                      other_user=other_user, **self._options())
-
-    def run_batch(self, changes: list[SuiteChange], files: list[str], baseline: list[str],
-                  limits: SandboxLimits) -> list[SuiteRunResult | None]:
-        return self.runner.run_suite_batch(self.archive, changes, source_roots=self.layout.source_roots,
-                                           args=self.args(files), modules=list(self.layout.modules),
-                                           baseline=baseline, limits=limits, **self._options())
 
 
 def _outcomes(run: SuiteRunResult) -> dict[str, str]:
@@ -281,41 +265,9 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
     limits = SUITE_LIMITS.model_copy(update={"timeout_s": min(SUITE_LIMITS.timeout_s, max(
         MIN_TIMEOUT_S, TIMEOUT_FACTOR * max(first.usage.wall_s, second.usage.wall_s)))})
     args = {c: collected.arguments(selected[c]) for c in chosen}
-    alone_runs: set[Candidate] = set()  # whose run was a unit of its own, with the buggy file written
-
-    def alone(candidate: Candidate) -> SuiteRunResult:
-        alone_runs.add(candidate)
-        return space.run(args[candidate], {candidate.path: candidate.buggy_source}, limits=limits)
-
-    def batch(group: list[Candidate]) -> dict[Candidate, SuiteRunResult]:
-        """The group's runs, in suite batches: a change a batch hands back runs alone, the changes after the one
-        that ended a batch go to the next; if a batch reaches none (its collection failed), all run alone."""
-        runs: dict[Candidate, SuiteRunResult] = {}
-        pending = group
-        while pending:
-            results = space.run_batch(
-                [SuiteChange(path=c.path, qualname=c.qualname, source=c.buggy_source, tests=args[c],
-                             removal=c in removals) for c in pending],
-                sorted({test_file(t) for c in pending for t in args[c]}), baseline.passing, limits)
-            reached = len(results) or len(pending)
-            for candidate, run in zip(pending[:reached], results or [None] * reached):
-                runs[candidate] = run if run is not None else alone(candidate)
-            pending = pending[reached:]
-        return runs
-
-    class_names = {path: _class_names(source) for path, source in modules.items()}
-    in_place = [c for c in chosen if c.qualname not in class_names[c.path] and not runs_at_import(coverage, c.path,
-                                                                                               c.qualname)]
-    removals = {c for c in in_place if member_removal(modules[c.path], c.buggy_source, c.qualname)}
-    per_test_s = second.usage.cpu_s / max(1, len(second.tests))
-    batchable = [c for c in in_place if len(selected[c]) * per_test_s <= ALONE_ABOVE_S
-                 and (c in removals or body_only_change(modules[c.path], c.buggy_source, c.qualname))]
-    in_batches = set(batchable)
-    others = [c for c in chosen if c not in in_batches]
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        batches = [pool.submit(batch, batchable[start::concurrency]) for start in range(concurrency)]
-        single = dict(zip(others, pool.map(alone, others)))
-        runs = {**single, **{c: run for done in batches for c, run in done.result().items()}}
+        runs = dict(zip(chosen, pool.map(
+            lambda c: space.run(args[c], {c.path: c.buggy_source}, limits=limits), chosen)))
     verdicts = [judge(selected[c], runs[c], passing, baseline.collection_errors, baseline.standing_refusal)
                 for c in chosen]
     valid = []
@@ -324,8 +276,7 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
         result.tried_by_modifier[candidate.modifier] = result.tried_by_modifier.get(candidate.modifier, 0) + 1
         if verdict.valid:
             instance = instance_of(space, candidate, modules[candidate.path], verdict, collected)
-            proven = proven_run(runs[candidate], instance, collected) if candidate in alone_runs else None
-            valid.append((instance, candidate.buggy_source, proven))
+            valid.append((instance, candidate.buggy_source, proven_run(runs[candidate], instance, collected)))
         else:
             result.rejects.append(BugReject(source=name, version=version, modifier=candidate.modifier,
                                             path=candidate.path, qualname=candidate.qualname,
@@ -344,13 +295,6 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
             result.tried_by_modifier[COMBINED] = combined.tried
     result.tried_by_modifier = dict(sorted(result.tried_by_modifier.items()))
     return result
-
-
-def _class_names(source: str) -> set[str]:
-    from flawforge.debugging.modifiers import definitions
-
-    tree = parsed(source)
-    return {name for name, node in definitions(tree) if isinstance(node, ast.ClassDef)} if tree is not None else set()
 
 
 def validate_scenario(runner: SuiteRunner, archive: bytes, source: str, module_path: str,

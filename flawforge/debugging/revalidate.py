@@ -26,31 +26,33 @@ class Revalidation:
         return {**asdict(self), "reproduced": self.reproduced}
 
 
-def _outcome(run: SuiteRunResult, test: str) -> str:
+def _outcomes(run: SuiteRunResult) -> dict[str, str]:
+    """Each reported test's outcome, by name (a test reported twice: its first report)."""
+    found: dict[str, str] = {}
     for result in run.tests:
-        if result.name == test:
-            return result.outcome
-    return "missing"
+        found.setdefault(result.name, result.outcome)
+    return found
 
 
 def revalidate(instance: Instance, buggy_run: SuiteRunResult, fixed_run: SuiteRunResult) -> Revalidation:
     """Only reported outcomes count: a FAIL_TO_PASS test fails with the bug only if it reported failed or error,
     and a run that stopped early proves nothing."""
-    still_passing = [t for t in instance.FAIL_TO_PASS if _outcome(buggy_run, t) not in ("failed", "error")]
-    broken = [t for t in instance.PASS_TO_PASS if _outcome(buggy_run, t) != "passed"]
-    not_fixed = [t for t in instance.FAIL_TO_PASS + instance.PASS_TO_PASS if _outcome(fixed_run, t) != "passed"]
+    buggy, fixed = _outcomes(buggy_run), _outcomes(fixed_run)
+    still_passing = [t for t in instance.FAIL_TO_PASS if buggy.get(t, "missing") not in ("failed", "error")]
+    broken = [t for t in instance.PASS_TO_PASS if buggy.get(t, "missing") != "passed"]
+    not_fixed = [t for t in instance.FAIL_TO_PASS + instance.PASS_TO_PASS if fixed.get(t, "missing") != "passed"]
     standing = standing_refusal(buggy_run, fixed_run)
     runs = (("buggy", buggy_run), ("fixed", fixed_run))
     problems = [f"the {which} run cannot be trusted: {why}" for which, run in runs if (why := untrusted(run, standing))]
     if still_passing:
         problems.append(f"{len(still_passing)} FAIL_TO_PASS test(s) do not report a failure with the bug, e.g. "
-                        f"{still_passing[0]} ({_outcome(buggy_run, still_passing[0])})")
+                        f"{still_passing[0]} ({buggy.get(still_passing[0], 'missing')})")
     if broken:
         problems.append(f"{len(broken)} PASS_TO_PASS test(s) do not pass with the bug, e.g. {broken[0]} "
-                        f"({_outcome(buggy_run, broken[0])})")
+                        f"({buggy.get(broken[0], 'missing')})")
     if not_fixed:
         problems.append(f"{len(not_fixed)} test(s) do not pass with the fix, e.g. {not_fixed[0]} "
-                        f"({_outcome(fixed_run, not_fixed[0])})")
+                        f"({fixed.get(not_fixed[0], 'missing')})")
     buggy_whole, fixed_whole = buggy_run.whole(standing), fixed_run.whole(standing)
     return Revalidation(instance.instance_id, buggy_whole and not still_passing, buggy_whole and not broken,
                         fixed_whole and not not_fixed, "; ".join(problems))

@@ -119,6 +119,18 @@ def bounded(text: str, limit: int = FAILING_OUTPUT_BYTES) -> str:
     return data[:limit - 20].decode("utf-8", "ignore") + "\n... (output cut)\n"
 
 
+def failures_shown(fail_to_pass: list[str], outcomes: dict) -> str:
+    """Each failing test's outcome and readable failure, one after another, as far as `bounded` will keep: the
+    tests past the text's first FAILING_OUTPUT_BYTES are not read (a change to arrow fails hundreds)."""
+    shown, size = [], 0
+    for test in fail_to_pass:
+        if size > FAILING_OUTPUT_BYTES:
+            break
+        shown.append(f"{test}: {outcomes[test].outcome}\n{readable_failure(normalized(outcomes[test].message))}")
+        size += len(shown[-1].encode("utf-8")) + (2 if len(shown) > 1 else 0)  # the text so far, in bytes
+    return "\n\n".join(shown)
+
+
 def standing_refusal(*runs: SuiteRunResult) -> str | None:
     """The refusal outside any test that all the runs met alike (a module probing git or the host name at import,
     which carries on without it: the project's environment, not a change's doing), or None."""
@@ -163,8 +175,7 @@ def judge(selected: list[str], run: SuiteRunResult, baseline_passing: list[str],
                                             f"{silent[0]}", [], [], "")
     fail_to_pass = [t for t in selected if outcomes[t].outcome in ("failed", "error")]
     pass_to_pass = [t for t in selected if outcomes[t].outcome == "passed"]
-    output = "\n\n".join(f"{t}: {outcomes[t].outcome}\n{readable_failure(normalized(outcomes[t].message))}"
-                         for t in fail_to_pass)
+    output = failures_shown(fail_to_pass, outcomes)
     if not fail_to_pass:
         return Verdict(False, "survived", f"all {len(selected)} baseline tests run still pass", [], pass_to_pass, "")
     if not pass_to_pass:  # the failing tests' files' other baseline tests, which did not run the changed code:

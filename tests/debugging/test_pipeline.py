@@ -115,36 +115,6 @@ def test_every_modifier_makes_a_valid_bug_on_a_real_library(shared_data, tmp_pat
     assert_instances_hold(list(first_of.values()), folder)
 
 
-@pytest.mark.parametrize("archive_name", ["isodate-0.7.2.tar.gz", "semver-3.1.1.tar.gz", "six-1.17.0.tar.gz",
-                                          "toolz-1.2.0.tar.gz"])
-def test_suite_batches_give_the_verdicts_units_of_their_own_give(shared_data, archive_name):
-    """isodate keeps regex caches in module dicts; semver parametrizes a test with contextmanager objects; six
-    imports its lazy modules through its own importer the first time a test asks; toolz's tracebacks depend on
-    the order tests run in. With batches and with every candidate in a unit of its own: the same instances
-    (failing output included) and rejects."""
-    from flawforge.debugging.environments import EnvironmentBuilder
-    from flawforge.debugging.generate import generate_for_library
-    from flawforge.debugging.modifiers import REGISTRY
-    from flawforge.pipelines.debug_conversations import suite_sandbox
-
-    sandbox = suite_sandbox()
-
-    class UnitsOfTheirOwn:
-        run_suite = staticmethod(sandbox.run_suite)
-
-        @staticmethod
-        def run_suite_batch(archive, changes, **options):
-            return [None] * len(changes)
-
-    archive = (shared_data / "python-libraries" / archive_name).read_bytes()
-    built = EnvironmentBuilder.from_settings().for_library(read_archive(archive), name_and_version(archive_name)[0])
-    batched, alone = (generate_for_library(runner, archive, archive_name, 20, sorted(REGISTRY), 0, 2,
-                                           environment=built.environment, environment_path=built.path)
-                      for runner in (sandbox, UnitsOfTheirOwn()))
-    assert len(batched.instances) >= 10
-    assert batched.model_dump(exclude={"baseline"}) == alone.model_dump(exclude={"baseline"})
-
-
 def test_conversations_state_the_facts(first_run):
     instances = {i.instance_id: i for i in read_jsonl(first_run / "instances.jsonl", Instance)}
     conversations = read_jsonl(first_run / "conversations.jsonl", Conversation)

@@ -153,6 +153,24 @@ def test_a_test_that_did_not_report_is_never_fail_to_pass():
     assert verdict.valid and verdict.fail_to_pass == ["t.py::a"] and verdict.pass_to_pass == ["t.py::b"]
 
 
+@pytest.mark.parametrize("failing", [1, 3, 400])
+def test_the_failing_output_reads_only_as_many_failures_as_it_keeps(failing):
+    """The same text as every failure written out and then cut at FAILING_OUTPUT_BYTES, at and around the cut."""
+    from flawforge.debugging.failures import readable_failure
+    from flawforge.debugging.verdict import bounded, normalized
+
+    names = [f"t.py::test_{i}" for i in range(failing)] + ["t.py::kept"]
+    run = SuiteRunResult(outcome="ok", pytest_status=1, usage=ResourceUsage(cpu_s=0, wall_s=0, max_rss_kb=0),
+                         tests=[TestCaseResult(name=name, outcome="failed",
+                                               message=f"E   AssertionError: {name} at 0x7f00 {'x' * 97 * i}")
+                                for i, name in enumerate(names[:-1])] + [TestCaseResult(name="t.py::kept",
+                                                                                       outcome="passed")])
+    verdict = judge(names, run, names, [])
+    every = "\n\n".join(f"{t.name}: failed\n{readable_failure(normalized(t.message))}" for t in run.tests[:-1])
+    assert verdict.valid and verdict.failing_output == bounded(every)
+    assert (failing == 400) == verdict.failing_output.endswith("(output cut)\n")
+
+
 def test_a_selection_goes_to_pytest_as_whole_files_where_it_can_in_collection_order():
     collected = Collected(["a.py::t1", "a.py::t2", "b.py::t1", "b.py::t10", "c.py::x[1]"], ("c.py::x[2]",))
     assert collected.arguments(["c.py::x[1]", "b.py::t1", "a.py::t2", "a.py::t1"]) == ["a.py", "b.py::t1", "c.py::x[1]"]

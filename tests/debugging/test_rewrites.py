@@ -1,0 +1,61 @@
+"""The bytecode the host adds to a library's archive (debugging.rewrites): a unit imports the library from it, and
+a changed module is compiled from the change, never taken from the clean module's bytecode."""
+from __future__ import annotations
+
+import importlib.util
+import io
+import tarfile
+
+from flawforge.debugging.layout import ProjectLayout, read_archive
+from flawforge.debugging.rewrites import bytecode_name, compiled, with_rewritten_tests
+from flawforge.proto.sandbox import SandboxLimits
+
+CORE = "def answer():\n    return 42\n"
+PROJECT = {
+    "toy-1.0/lib/__init__.py": "",
+    "toy-1.0/lib/core.py": CORE,
+    "toy-1.0/tests/test_core.py": (
+        "import os\n\nimport lib.core\nfrom lib.core import answer\n\n\n"
+        "def test_answer():\n    assert answer() == 42\n\n\n"
+        "def test_bytecode_beside_the_module():\n"
+        "    folder = os.path.join(os.path.dirname(lib.core.__file__), '__pycache__')\n"
+        "    assert any(name.startswith('core.') and name.endswith('.pyc') for name in os.listdir(folder))\n"),
+}
+LAYOUT = ProjectLayout("toy", "1.0", ("",), ("tests",), ("lib/__init__.py", "lib/core.py"))
+LIMITS = SandboxLimits(timeout_s=60, memory_mb=1024, workdir_mb=16, open_files=256, output_bytes=1 << 20)
+
+
+def archive() -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, text in PROJECT.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(text.encode())
+            tar.addfile(info, io.BytesIO(text.encode()))
+    return buffer.getvalue()
+
+
+def test_library_bytecode_is_a_pyc_checked_by_the_source_hash():
+    made = compiled(CORE.encode(), "lib/core.py")
+    assert made[:4] == importlib.util.MAGIC_NUMBER and made[4:8] == b"\x03\x00\x00\x00"
+    assert made[8:16] == importlib.util.source_hash(CORE.encode())
+    assert compiled(b"def broken(:\n", "lib/core.py") is None
+    assert bytecode_name("lib/core.py").startswith("lib/__pycache__/core.cpython-")
+
+
+def test_units_import_the_bytecode_and_compile_a_changed_module_again():
+    from flawforge.pipelines.debug_conversations import suite_sandbox
+
+    data = archive()
+    files = read_archive(data)
+    with_bytecode = with_rewritten_tests(data, files, LAYOUT)
+    assert bytecode_name("lib/core.py") in read_archive(with_bytecode)
+    sandbox = suite_sandbox()
+    clean = sandbox.run_suite(with_bytecode, args=["tests"], limits=LIMITS)
+    assert {t.name: t.outcome for t in clean.tests} == {"tests/test_core.py::test_answer": "passed",
+                                                        "tests/test_core.py::test_bytecode_beside_the_module": "passed"}
+    changed = sandbox.run_suite(with_bytecode, {"lib/core.py": CORE.replace("42", "41")}, args=["tests"],
+                                limits=LIMITS)
+    outcomes = {t.name: t.outcome for t in changed.tests}
+    assert outcomes["tests/test_core.py::test_answer"] == "failed"
+    assert "assert 41 == 42" in next(t.message for t in changed.tests if t.name.endswith("test_answer"))
