@@ -42,8 +42,15 @@ def children_cpu(pid: int) -> float:
     """CPU of a process's live descendants (the job's sandbox zygotes) and of the children they reaped (units)."""
     total = 0.0
     for task in Path(f"/proc/{pid}/task").iterdir():
-        for child in (task / "children").read_text().split():
-            total += own_cpu(int(child)) + reaped_cpu(int(child)) + children_cpu(int(child))
+        try:
+            children = (task / "children").read_text().split()
+        except FileNotFoundError:  # a thread that ended since the listing
+            continue
+        for child in children:
+            try:
+                total += own_cpu(int(child)) + reaped_cpu(int(child)) + children_cpu(int(child))
+            except FileNotFoundError:  # a child that ended since: its parent's reaped CPU holds it
+                continue
     return total
 
 
