@@ -12,7 +12,7 @@ import pytest
 from flawforge.math import generate
 from flawforge.math.arithmetic import evaluate
 from flawforge.math.mutations.realism import RULES, Story
-from flawforge.math.mutations.units import same_unit, unit_of
+from flawforge.math.mutations.units import comparison_factor, same_unit, unit_of
 from flawforge.math.program import BoundProgram, Program
 from flawforge.math.proofread import question_numbers
 from flawforge.math.selection import NO_CAPS
@@ -87,6 +87,29 @@ def test_rule_on_its_real_template(rule, tier, index, error_type, target, params
     assert len(named) == 1 and what in named[0]
 
 
+# Errors the human review accepted that a rule once refused, and that people make: each is kept, and the problem's
+# uncapped pool has it
+KEPT = [
+    # Marcus paints 2 paintings, then twice as many each day: 2 / 2 divides by the factor, not 2 paintings by itself
+    ("tier1", 1538, "operator_swap", "paintings_day2", {"old": "*", "new": "/", "right": "multiplier_twice"}),
+    # a 3 ft by 3 ft sandbox taken as 3 + 3 square feet: length and width are both feet
+    ("tier4", 2307, "operator_swap", "sandbox_sq_footage", {"old": "*", "new": "+", "right": "sandbox_width"}),
+    # Jerome lost three times Seth's 17.5 pounds, read as three more: 3 + 17.5
+    ("tier2", 1489, "operator_swap", "jerome_lost_pounds", {"old": "*", "new": "+", "left": "jerome_multiplier"}),
+    # Mark has thrice Lloyd's cards, so Lloyd has 90 - 3
+    ("tier3", 940, "operator_swap", "lloyd_cards", {"old": "/", "new": "-", "right": "lloyd_multiplier"}),
+]
+
+
+@pytest.mark.parametrize("tier, index, error_type, target, params", KEPT, ids=[str(c[1]) for c in KEPT])
+def test_a_slip_people_make_is_kept(tier, index, error_type, target, params, folder, problems, sandbox):
+    template = real_template(folder, problems, tier, index)
+    assert refusal_of(template, sandbox, error_type, target, params) is None
+    output = generate.generate_for_problem(template, sandbox, ["conceptual"], seed=1, caps=NO_CAPS)
+    assert [c for c in output.candidates if (c.error_type, c.target_variable) == (error_type, target)
+            and params.items() <= c.mutation.items()]
+
+
 def test_every_rule_has_a_real_case():
     assert {rule.name for rule in RULES} == {case[0] for case in CASES}
 
@@ -97,6 +120,10 @@ def test_units_read_from_names_comments_and_the_solution_text(folder, problems):
     assert (unit_of(clips, "april_clips"), unit_of(clips, "may_divisor"), unit_of(clips, "may_clips")) == (
         "clip", "ratio", "clip")
     assert same_unit(clips, "april_clips", "may_clips") and not same_unit(clips, "april_clips", "may_divisor")
+    # a sandbox's length and width are lengths; Jerome's multiplier is a comparison's factor, Natalia's divisor not
+    sandbox = Program.parse(*folder.files("tier4", 2307, MODEL).read())
+    assert same_unit(sandbox, "sandbox_length", "sandbox_width")
+    assert comparison_factor("jerome_multiplier") and not comparison_factor("may_divisor")
     # Weng: $12 an hour is a rate, 60 minutes an hour a rate of minutes per hour, 50 minutes worked are minutes
     weng = Program.parse(*folder.files("tier4", 1, MODEL).read())
     assert (unit_of(weng, "hourly_rate"), unit_of(weng, "minutes_per_hour"), unit_of(weng, "minutes_worked")) == (
@@ -189,10 +216,11 @@ def test_no_kept_conceptual_answer_is_ten_times_off_outside_the_story(kept):
     assert judged > 1000 and outside == []
 
 
-def test_kept_subtractions_for_divisions_and_sums_for_products_are_between_one_unit(kept):
+def test_kept_subtractions_for_divisions_and_sums_for_products_are_between_one_unit_or_with_a_comparison_factor(kept):
     swaps = [(template, c) for template, c in kept if c.error_type == "operator_swap"]
     breaking = [(template, c) for template, c in swaps
                 if (c.mutation["old"], c.mutation["new"]) in {("/", "-"), ("*", "+")}]
     assert len(swaps) > 200
     assert all(same_unit(Program.parse(template.code, template.logical_steps), c.mutation["left"], c.mutation["right"])
+               or comparison_factor(c.mutation["left"]) or comparison_factor(c.mutation["right"])
                for template, c in breaking)

@@ -24,7 +24,9 @@ Three kinds of rule judge the errors of issue 34's audit:
 - Units (operator swaps). Subtracting where a division belongs, or adding where a product
   belongs, is a mistake a person makes only between quantities of one unit (60 minutes / 15
   minutes read as 60 - 15); between a price and a count (or a total and a rate) the swap
-  computes nothing.
+  computes nothing. A multiplicative comparison read as an additive one ('three times that
+  many' as three more, Jerome = 3 + 17.5 pounds; Lloyd = 90 - 3 cards for a third of Mark's)
+  is the confusion itself, so a swap with a comparison factor is kept.
 """
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ from typing import Any, ClassVar, Iterable, Mapping, NamedTuple
 from flawforge.math import PROBLEM_CACHE_SIZE
 from flawforge.math.arithmetic import Evaluator, UnsafeExpression, call_name, compiled, is_number
 from flawforge.math.display import show
-from flawforge.math.mutations.units import same_unit
+from flawforge.math.mutations.units import comparison_factor, same_unit
 from flawforge.math.program import Site, expression_nodes
 from flawforge.proto.math import COMPUTATIONAL_TYPES, CONCEPTUAL_TYPES
 
@@ -112,7 +114,10 @@ def _close(a: float, b: float) -> bool:
 
 class NoSelfDivision(RealismRule):
     name = "self_division"
-    explanation = "Nobody divides a quantity by itself to get 1 ('Nancy earns $28/28 = $1 per hour')."
+    explanation = ("Nobody divides a quantity by itself to get 1 ('Nancy earns $28/28 = $1 per hour'). Two "
+                   "quantities of the story that happen to be equal are not one: a swap that turns 2 paintings x 2 "
+                   "into 2 paintings / 2 divides by the factor, a slip people make; a substitution that puts an "
+                   "equal number in a division reads as the quantity divided by itself.")
     error_types = frozenset({"operator_swap", "incorrect_operand", "input_misrepresentation"})
 
     def refused(self, flawed: Flawed) -> str | None:
@@ -120,7 +125,9 @@ class NoSelfDivision(RealismRule):
         for left, right in _name_divisions(flawed.expression):
             left_name, right_name = renamed.get(left, left), renamed.get(right, right)
             a, b = scope.get(left_name), scope.get(right_name)
-            if left_name == right_name or (is_number(a) and is_number(b) and b != 0 and _close(float(a), float(b))):
+            substituted = left in renamed or right in renamed
+            if left_name == right_name or (substituted and is_number(a) and is_number(b) and b != 0
+                                           and _close(float(a), float(b))):
                 return f"{left_name} / {right_name} divides {show(a)} by itself"
         return None
 
@@ -308,8 +315,9 @@ class MagnitudeOutsideTheStory(RealismRule):
 # --- units of operator swaps --------------------------------------------------------------------------------------
 class UnitBreakingSwap(RealismRule):
     name = "unit_breaking_swap"
-    explanation = ("'-' for '/' or '+' for '*' only between quantities of one unit: 60 minutes / 15 minutes read "
-                   "as 60 - 15 is a confusion people have, $240 / 8 tickets read as $240 - 8 is not.")
+    explanation = ("'-' for '/' or '+' for '*' only between quantities of one unit, or with a comparison factor: "
+                   "60 minutes / 15 minutes read as 60 - 15, or 'three times as many' read as three more, are "
+                   "confusions people have; $240 / 8 tickets read as $240 - 8 is not.")
     error_types = frozenset({"operator_swap"})
     BREAKING = frozenset({("/", "-"), ("*", "+")})
 
@@ -318,7 +326,8 @@ class UnitBreakingSwap(RealismRule):
         if (params.get("old"), params.get("new")) not in self.BREAKING:
             return None
         left, right = params["left"], params["right"]
-        if same_unit(flawed.site.program, left, right):
+        program = flawed.site.program
+        if same_unit(program, left, right) or comparison_factor(left) or comparison_factor(right):
             return None
         return f"{left} {params['new']} {right} for {left} {params['old']} {right}: not one unit"
 

@@ -27,6 +27,9 @@ _MONEY = frozenset({"cost", "price", "dollar", "money", "earning", "earned", "pa
 _COUNTING = frozenset({"num", "number", "count"})  # `num_people_splitting_cost` counts people
 _PREPOSITIONS = frozenset({"for", "of", "in", "on", "from", "to", "at", "with", "after", "before", "by"})
 _TIME = frozenset({"second", "minute", "hour", "day", "week", "month", "year"})
+_LENGTH = frozenset({"length", "width", "height", "depth", "side"})  # a sandbox's length and width are both feet
+# the factor of a multiplicative comparison ('three times as many', 'twice that'), as a template names it
+_COMPARISON = frozenset({"multiplier", "twice", "thrice", "double", "triple"})
 # words a name qualifies its noun with: 'total_apples_left' counts apples
 _QUALIFIERS = frozenset({"total", "num", "number", "of", "count", "initial", "final", "new", "remaining", "left",
                          "sold", "bought", "needed", "used", "the", "a", "in", "on", "for", "after", "before",
@@ -98,7 +101,15 @@ def _head_noun(words: list[str]) -> str:
     if times:
         return times[-1]
     nouns = [word for word in head if word not in _QUALIFIERS and not word.isdigit()]
+    if nouns and nouns[-1] in _LENGTH:
+        return "length"
     return nouns[-1] if nouns else ""
+
+
+def comparison_factor(name: str) -> bool:
+    """Whether the variable is the factor of a multiplicative comparison (`jerome_multiplier`: 'three times that
+    many'), by its name."""
+    return bool(_COMPARISON.intersection(name.lower().split("_")))
 
 
 def same_unit(program: Program, left: str, right: str) -> bool:
