@@ -7,7 +7,8 @@ POOL is a run without caps (`flawforge run math-errors --caps none`), so that ne
 has its candidate. Each decision reproduced by a candidate is an example for the ranker: accepted 1,
 rejected 0, with the candidate's features. The conceptual target mix is the accepted errors counted by
 type; the computational target is kept as type_mix.json records it (see its source). The quotas are
-fitted to the candidates each problem of the pool offers (flawforge.math.type_mix.fit_quotas). Prints
+fitted to the candidates each problem of the pool offers (flawforge.math.type_mix.fit_quotas); a family the
+pool holds no candidate of (a `--families conceptual` run) keeps the quotas type_mix.json has. Prints
 the cross-validated ROC AUC (folds grouped by problem) and the quotas.
 """
 from __future__ import annotations
@@ -49,9 +50,10 @@ def main(argv: list[str] | None = None) -> int:
     data["target"]["conceptual"]["counts"] = {t: accepted[t] for t in sorted(TYPES["conceptual"])}
     mix = TypeMix(target_counts={f: data["target"][f]["counts"] for f in TYPES}, quotas={})
     available = offered(candidates)
-    quotas = {}
+    quotas = dict(data["quotas"])
     for family, types in TYPES.items():
-        quotas.update(fit_quotas({t: available[t] for t in types}, mix.target(family), DEFAULT_PER_TYPE[family]))
+        if any(sum(available[t]) for t in types):  # a family the pool was not run for keeps its quotas
+            quotas.update(fit_quotas({t: available[t] for t in types}, mix.target(family), DEFAULT_PER_TYPE[family]))
     data["quotas"] = dict(sorted(quotas.items()))
     args.mix_out.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     print(json.dumps({"examples": len(rows), "accepted": sum(labels), "rejected": len(labels) - sum(labels),
