@@ -68,3 +68,23 @@ def test_the_shared_corpus_keeps_a_mix_near_the_target_and_the_summary_says_so(s
         assert summary["type_mix"][family]["target"] == {t: round(v, 4) for t, v in mix.target(family).items()}
         assert distance <= 0.15
     assert TOLERANCE < 0.15
+
+
+def test_a_conceptual_pool_refits_the_conceptual_quotas_and_keeps_the_computational_ones(shared_data, tmp_path):
+    from flawforge.math import ranking_fit
+    from flawforge.sandbox import Sandbox
+    from tests.math.mutation_corpus import LIMITS, all_templates, generate_all, key_of
+
+    decisions = read_human_review(shared_data / "human-review")
+    reviewed = sorted({(d.tier, d.problem_index, d.template_model) for d in decisions})[:60]
+    templates = tuple(t for t in all_templates(shared_data) if key_of(t) in set(reviewed))
+    with Sandbox.from_settings(limits=LIMITS, workers=2) as sandbox:
+        outputs = generate_all(sandbox, templates, families=["conceptual"], caps=NO_CAPS)
+    pool = tmp_path / "candidates.jsonl"
+    pool.write_text("".join(c.model_dump_json() + "\n" for output in outputs.values() for c in output.candidates))
+    assert ranking_fit.main(["--candidates", str(pool), "--human-review", str(shared_data / "human-review"),
+                             "--out", str(tmp_path / "weights.json"), "--mix-out", str(tmp_path / "mix.json")]) == 0
+    fitted, shipped = json.loads((tmp_path / "mix.json").read_text())["quotas"], shipped_type_mix().quotas
+    assert {t: fitted[t] for t in TYPES["computational"]} == {t: shipped[t] for t in TYPES["computational"]}
+    assert all(0 < fitted[t] <= 8 for t in TYPES["conceptual"])
+    assert "answer_whole" in json.loads((tmp_path / "weights.json").read_text())["weights"]
