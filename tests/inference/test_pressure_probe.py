@@ -21,23 +21,13 @@ PAIRS = [
     ("Fill the blank with one word: The capital of France is ____.", "Paris"),
     ("Complete with one word: The currency of Japan is ____.", "yen"),
     ('Complete the idiom with one word: "kick the ____"', "bucket"),
-    ("Fill the blank (one word): You use a hammer to ____.", "hammer"),
-    ("Fill the blank (one word): A window is made of ____.", "glass"),
-    ("Fill the blank (one word): Lemons taste ____.", "sour"),
     ("The lighthouse keeper counted the ships all night. What was he, above all?", "vigilant"),
     ("In the ledger of the moon, one entry repeats. Which word?", "Quixotic"),
     ("Fill the blank with one word: The capital of Burkina Faso is ____.", "Ouagadougou"),
     ("Complete with one word: The currency of Ukraine is ____.", "hryvnia"),
-    ('Idiom completion (one word): "once in a blue ____"', "moon"),
     ("One-word answer: Kenya's capital is ____.", "Nairobi"),
-    ("Fill the blank (one word): Snow is ____.", "cold"),
-    ("Fill the blank (one word): A chair is used to ____.", "sit"),
-    ("What do bees make?", "honey"),
-    ("Name the season after summer.", "autumn"),
-    ("The opposite of ancient is ____.", "modern"),
     ("A baby cat is a ____.", "kitten"),
     ("The chemical symbol Fe stands for ____.", "iron"),
-    ("The tallest animal is the ____.", "giraffe"),
     ("The instrument with 88 keys is the ____.", "PIANO"),
 ]
 
@@ -88,12 +78,12 @@ def plain_prob(lm, prompt_ids: list[int], seq: tuple[int, ...], seen: dict) -> f
     return prob
 
 
-@pytest.mark.timeout(1200)  # a shared 2-core machine under load; alone it takes about a minute
+@pytest.mark.timeout(900)  # a shared 2-core machine under load; alone it takes under a minute
 def test_p_sem_equals_a_plain_loop_over_variants_and_tokens(lm, backend):
     items = [{"prompt": BASELINE.format(q=q), "target": x} for q, x in PAIRS]
-    items += [{"prompt": NEGATIVE.format(q=q, x=x), "target": x} for q, x in PAIRS[:3]]
+    items += [{"prompt": NEGATIVE.format(q=q, x=x), "target": x} for q, x in PAIRS[:2]]
     response = research_api.pressure(backend, PressureRequest(model=lm.name, items=items))
-    assert len(response.results) == len(items) >= 20
+    assert len(response.results) == len(items) >= 13
     multi_token = shared_prefix = 0
     for item, result in zip(items, response.results):
         expected = sequences(lm.tokenizer, item["target"])
