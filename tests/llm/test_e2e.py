@@ -211,13 +211,14 @@ def test_an_enforcing_provider_gets_the_schema_and_no_repairs_a_cut_reply_one_pe
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1800)
-def test_schema_constrained_replies_parse_on_100_of_100_prompts(inference_server, enforcing_providers, tmp_path):
+@pytest.mark.timeout(900)
+def test_schema_constrained_replies_parse_on_every_prompt(inference_server, enforcing_providers, tmp_path):
+    """40 sampled prompts through the gateway, 8 at a time: every reply parses at the first try."""
     gateway = Gateway(LocalBlobStore(tmp_path), parse_providers(enforcing_providers))
     names, cities = ["Ann", "Bo", "Chen", "Dara", "Eli"], ["Oslo", "Lima", "Pune", "Accra", "Kyiv"]
     requests = [ChatRequest(model=inference_server["model"], max_tokens=96, temperature=0.8, seed=i, messages=[
-        {"role": "user", "content": f"{names[i % 5]} is {i} years old and lives in {cities[i // 20]}. "
-                                    "Give the record."}]) for i in range(100)]
+        {"role": "user", "content": f"{names[i % 5]} is {i} years old and lives in {cities[i // 8]}. "
+                                    "Give the record."}]) for i in range(40)]
     outcomes = gateway.structured_many(requests, Record, concurrency=8)
     failures = [(i, str(o.error)) for i, o in enumerate(outcomes) if o.value is None]
     assert not failures, failures
