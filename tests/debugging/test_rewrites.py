@@ -59,3 +59,25 @@ def test_units_import_the_bytecode_and_compile_a_changed_module_again():
     outcomes = {t.name: t.outcome for t in changed.tests}
     assert outcomes["tests/test_core.py::test_answer"] == "failed"
     assert "assert 41 == 42" in next(t.message for t in changed.tests if t.name.endswith("test_answer"))
+
+
+def test_a_unit_runs_the_hosts_bytecode_rather_than_compiling_the_module_again():
+    """Bytecode with the clean source's header but other code: the unit runs that code, so import takes the host's
+    pyc as made (a header it refused would be compiled over silently, and the test above would still pass)."""
+    import marshal
+
+    from flawforge.pipelines.debug_conversations import suite_sandbox
+
+    files = dict(read_archive(with_rewritten_tests(archive(), read_archive(archive()), LAYOUT)))
+    header = compiled(CORE.encode(), "lib/core.py")[:16]
+    files[bytecode_name("lib/core.py")] = header + marshal.dumps(compile(CORE.replace("42", "43"), "lib/core.py",
+                                                                         "exec", dont_inherit=True))
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(f"toy-1.0/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    run = suite_sandbox().run_suite(buffer.getvalue(), args=["tests/test_core.py::test_answer"], limits=LIMITS)
+    assert [(t.name, t.outcome) for t in run.tests] == [("tests/test_core.py::test_answer", "failed")]
+    assert "assert 43 == 42" in run.tests[0].message
