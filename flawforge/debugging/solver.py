@@ -20,7 +20,7 @@ from typing import Callable
 
 from flawforge.debugging.conversation import SYSTEM, TESTS_FILE, is_test_file, problem_statement
 from flawforge.debugging.patches import task_id
-from flawforge.debugging.tools import TOOLS, TaskTools
+from flawforge.debugging.tools import ALL_PASS, TOOLS, TaskTools
 from flawforge.debugging.trajectories import Session
 from flawforge.proto.debugging import Instance, SolverAttempt, SolverResult, SolverStep, Trajectory, TrajectoryMessage
 from flawforge.proto.llm import ChatMessage, ChatRequest
@@ -107,7 +107,7 @@ def last_run_passed(messages: list[TrajectoryMessage]) -> bool:
     """The trajectory's last run_tests call passed every test it ran (Trajectory.resolved)."""
     runs = {call.id for m in messages for call in m.tool_calls or [] if call.function.name == "run_tests"}
     results = [m.content or "" for m in messages if m.role == "tool" and m.tool_call_id in runs]
-    return bool(results) and results[-1].endswith("All tests pass.")
+    return bool(results) and results[-1].endswith(ALL_PASS)
 
 
 def attempt(instance: Instance, tools: TaskTools, ask: Callable, solver: Solver, try_number: int) -> SolverAttempt:

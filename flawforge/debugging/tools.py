@@ -26,6 +26,7 @@ LISTED_OUTCOMES = 20      # failing tests named in run_tests' result
 SHOWN_FAILURES = 2        # of which the messages are shown
 FAILURE_BYTES = 1500
 SEARCHED_SUFFIXES = (".py", ".md", ".txt", ".cfg", ".toml", ".ini", ".rst")
+ALL_PASS = "All tests pass."  # how run_tests' result ends when no test failed: Trajectory.resolved reads it
 
 TOOLS = [
     {"type": "function", "function": {
@@ -196,7 +197,7 @@ def test_report(run) -> str:
                         if counts[o])
     failing = [test for test in run.tests if test.outcome in ("failed", "error")]
     if not failing:
-        return f"{summary}. All tests pass."
+        return f"{summary}. {ALL_PASS}"
     listed = "\n".join(f"{t.outcome.upper()} {t.name}" for t in failing[:LISTED_OUTCOMES])
     more = f"\n... and {len(failing) - LISTED_OUTCOMES} more" if len(failing) > LISTED_OUTCOMES else ""
     messages = "\n\n".join(f"___ {t.name} ___\n{readable_failure(normalized(t.message), FAILURE_BYTES)}"

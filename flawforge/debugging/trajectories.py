@@ -17,7 +17,7 @@ from flawforge.debugging.explain import evidence, what_is_wrong
 from flawforge.debugging.patches import apply_patch, split_hunks, task_id
 from flawforge.debugging.phrasing import pick
 from flawforge.debugging.statements import Failure
-from flawforge.debugging.tools import READ_LINES, TOOLS, TaskTools
+from flawforge.debugging.tools import ALL_PASS, READ_LINES, TOOLS, TaskTools
 from flawforge.proto.debugging import FunctionCall, Instance, ToolCall, Trajectory, TrajectoryMessage
 
 WRITER = "deterministic"
@@ -120,7 +120,7 @@ def write_trajectory(instance: Instance, clean: str, failures: list[Failure], to
                      "edit_file", path=instance.path, old_str=old, new_str=new)
     report = session.call(pick(key, "rerun", ["Now the tests again.", "Let me check that the tests pass now.",
                                               "Running the tests to confirm.", ""]), "run_tests")
-    resolved = report.endswith("All tests pass.")
+    resolved = report.endswith(ALL_PASS)
     session.say("assistant", pick(key, "done", [
         f"Fixed: the change to `{instance.path}` makes all {len(instance.FAIL_TO_PASS) + len(instance.PASS_TO_PASS)} "
         f"listed tests pass.",
