@@ -286,3 +286,14 @@ def test_a_run_with_a_solver_records_each_instances_solve_rate_and_every_try(tmp
     assert summary["solver"]["mean_solve_rate"] == 0.0 and summary["solver"]["ended"] == {"done": 2 * len(instances)}
     assert set(summary["solver"]["mean_solve_rate_by_modifier"]) == set(summary["difficulty"][
         "mean_estimate_by_modifier"])
+
+
+def test_a_solver_step_names_exactly_the_trajectories_tools_and_done():
+    """SolverStep's schema (proto) lists the tools by name: a tool added to tools.TOOLS and not there could never be
+    called, one left there after its removal would be answered 'no tool named'."""
+    from typing import get_args
+
+    from flawforge.debugging.solver import DONE
+    from flawforge.debugging.tools import TOOLS
+
+    assert set(get_args(SolverStep.model_fields["tool"].annotation)) == {t["function"]["name"] for t in TOOLS} | {DONE}
