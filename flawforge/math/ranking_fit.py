@@ -20,7 +20,7 @@ from collections import Counter
 from pathlib import Path
 
 from flawforge.math.export import parse_candidates
-from flawforge.math.ranking import L2, WEIGHTS_FILE, Ranker, candidate_features, cross_validated_auc, fit
+from flawforge.math.ranking import L2, WEIGHTS_FILE, Ranker, cross_validated_auc, fit
 from flawforge.math.recall import examples, labelled, read_human_review
 from flawforge.math.type_mix import DEFAULT_PER_TYPE, MIX_FILE, TYPES, TypeMix, fit_quotas
 
