@@ -123,7 +123,13 @@ def test_units_read_from_names_comments_and_the_solution_text(folder, problems):
     # a sandbox's length and width are lengths; Jerome's multiplier is a comparison's factor, Natalia's divisor not
     sandbox = Program.parse(*folder.files("tier4", 2307, MODEL).read())
     assert same_unit(sandbox, "sandbox_length", "sandbox_width")
-    assert comparison_factor("jerome_multiplier") and not comparison_factor("may_divisor")
+    jerome = Program.parse(*folder.files("tier2", 1489, MODEL).read())  # jerome_multiplier = 3
+    assert comparison_factor(jerome, "jerome_multiplier") and not comparison_factor(clips, "may_divisor")
+    # a percentage's or a wage's multiplier scales a quantity, it compares none: '80 + 100' is no confusion
+    percent = Program.parse(*folder.files("tier3", 434, "openai_gpt-4.1").read())  # percent_multiplier = 100
+    overtime = Program.parse(*folder.files("tier4", 470, MODEL).read())  # overtime_multiplier = 1.5
+    assert not comparison_factor(percent, "percent_multiplier")
+    assert not comparison_factor(overtime, "overtime_multiplier")
     # Weng: $12 an hour is a rate, 60 minutes an hour a rate of minutes per hour, 50 minutes worked are minutes
     weng = Program.parse(*folder.files("tier4", 1, MODEL).read())
     assert (unit_of(weng, "hourly_rate"), unit_of(weng, "minutes_per_hour"), unit_of(weng, "minutes_worked")) == (
@@ -222,5 +228,6 @@ def test_kept_subtractions_for_divisions_and_sums_for_products_are_between_one_u
                 if (c.mutation["old"], c.mutation["new"]) in {("/", "-"), ("*", "+")}]
     assert len(swaps) > 200
     assert all(same_unit(Program.parse(template.code, template.logical_steps), c.mutation["left"], c.mutation["right"])
-               or comparison_factor(c.mutation["left"]) or comparison_factor(c.mutation["right"])
+               or comparison_factor(Program.parse(template.code, template.logical_steps), c.mutation["left"])
+               or comparison_factor(Program.parse(template.code, template.logical_steps), c.mutation["right"])
                for template, c in breaking)

@@ -327,7 +327,7 @@ class UnitBreakingSwap(RealismRule):
             return None
         left, right = params["left"], params["right"]
         program = flawed.site.program
-        if same_unit(program, left, right) or comparison_factor(left) or comparison_factor(right):
+        if same_unit(program, left, right) or comparison_factor(program, left) or comparison_factor(program, right):
             return None
         return f"{left} {params['new']} {right} for {left} {params['old']} {right}: not one unit"
 

@@ -13,6 +13,7 @@ side of 'not one unit'.
 """
 from __future__ import annotations
 
+import ast
 import re
 
 from flawforge.math.program import Program
@@ -106,10 +107,22 @@ def _head_noun(words: list[str]) -> str:
     return nouns[-1] if nouns else ""
 
 
-def comparison_factor(name: str) -> bool:
-    """Whether the variable is the factor of a multiplicative comparison (`jerome_multiplier`: 'three times that
-    many'), by its name."""
-    return bool(_COMPARISON.intersection(name.lower().split("_")))
+def comparison_factor(program: Program, name: str) -> bool:
+    """Whether the variable is the factor of a multiplicative comparison (`jerome_multiplier = 3`: 'three times
+    that many'): a name that says so and no percentage, money or fraction (`percent_multiplier`,
+    `cost_multiplier`, `half_multiplier` scale a quantity, they compare none), and a whole number of at least 2
+    written as the question's input."""
+    words = {_singular(word) for word in name.lower().split("_") if word}
+    if not _COMPARISON.intersection(words) or words & (_PERCENT | _MONEY | {"half", "fraction", "overtime"}):
+        return False
+    assignment = next((a for a in program.assignments if a.target == name), None)
+    if assignment is None or not assignment.is_input:
+        return False
+    try:
+        value = ast.literal_eval(assignment.value)
+    except ValueError:
+        return False
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 2 and value == int(value)
 
 
 def same_unit(program: Program, left: str, right: str) -> bool:
