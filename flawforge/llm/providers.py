@@ -148,9 +148,10 @@ class Provider:
     def chat_body(self, request: ChatRequest, upstream_model: str) -> dict:
         return chat_body(request, upstream_model, self.config.json_schema)
 
-    def post(self, path: str, body: dict, scope: CallScope) -> Any:
+    def post(self, path: str, body: dict, scope: CallScope, attempts: int = 1) -> Any:
         """The JSON answer of a route of the provider's own beside OpenAI's API (`path` under its base_url: the
-        inference-server's research routes), under this provider's limits and logged like a model call."""
+        inference-server's research routes), under this provider's limits and logged like a model call; a
+        failure that may pass (unreachable, 429, 5xx) is tried again, up to `attempts` in all, each logged."""
         import httpx
 
         if not self.config.base_url:
@@ -165,12 +166,24 @@ class Provider:
                     detail = response.json()
                 except ValueError:
                     detail = response.text[:1000]
-                raise error_from_response(response.status_code, detail, None, self.name)
+                retry_after = response.headers.get("retry-after")
+                raise error_from_response(response.status_code, detail,
+                                          float(retry_after) if retry_after and retry_after.isdigit() else None,
+                                          self.name)
             return response.json()
 
-        with self.rate.admitted(scope.check):
-            return logged_exchange(self.calllog, {"provider": self.name, "job_id": scope.job_id, "url": url,
-                                                  "body": body}, self.secrets, send, self)[1]
+        attempt = 1
+        while True:
+            try:
+                with self.rate.admitted(scope.check):
+                    return logged_exchange(self.calllog, {"provider": self.name, "job_id": scope.job_id, "url": url,
+                                                          "attempt": attempt, "body": body}, self.secrets, send,
+                                           self)[1]
+            except LLMError as exc:
+                if not exc.retryable or attempt >= attempts:
+                    raise
+                time.sleep(min(30.0, getattr(exc, "retry_after_s", None) or 0.5 * 2 ** (attempt - 1)))
+            attempt += 1
 
     # --- files and batches ----------------------------------------------------------------
     def _batch_call(self, what: str, scope: CallScope, record: dict, call: Callable[..., Any]) -> Any:

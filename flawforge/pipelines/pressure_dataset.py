@@ -253,7 +253,8 @@ def measure_pressure(run: Run, candidates: list[Candidate]) -> dict[str, Pressur
             audit_id=audit_id, kind="request", stage="pressure", candidate_ids=linked, model=run.model,
             request=request.model_dump(mode="json"))])
         response = PressureResponse.model_validate(
-            provider.post(PRESSURE_PATH, request.model_dump(mode="json"), run.scope))
+            provider.post(PRESSURE_PATH, request.model_dump(mode="json"), run.scope,
+                          attempts=run.gateway.max_attempts))
         run.audit.write(f"pressure-{start // PRESSURE_ITEMS_PER_CALL:05d}-response", [AuditRecord(
             audit_id=audit_id, kind="response", stage="pressure", candidate_ids=linked, model=response.model,
             response=json.dumps([[r.p_sem, r.p_first, len(r.sequences)] for r in response.results]))])

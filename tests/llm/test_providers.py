@@ -111,3 +111,57 @@ def test_two_gateway_processes_share_a_providers_requests_per_minute(tmp_path, r
     error = second.json()["error"]
     assert error["code"] == "rate_limited" and "1 requests per minute (shared by every replica)" in error["message"]
     assert len(bodies) == 1  # the refused call never reached the provider
+
+
+@contextmanager
+def research_server(statuses: list[int]):
+    """A server's own route beside OpenAI's (/v1/research/pressure) answering each request with the next status of
+    `statuses` (the last one repeats); yields its base URL and how many requests it got."""
+    seen: list[int] = []
+
+    class Endpoint(BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            status = statuses[min(len(seen), len(statuses) - 1)]
+            seen.append(status)
+            data = json.dumps({"results": [1]} if status == 200 else {"error": {"message": "warming up"}}).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Endpoint)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1", seen
+    finally:
+        server.shutdown()
+
+
+def test_a_providers_own_route_is_tried_again_after_a_passing_failure_and_each_attempt_is_logged(tmp_path):
+    from flawforge.llm.errors import InvalidRequest, ProviderError
+    from flawforge.llm.limits import CallScope
+
+    with research_server([503, 200]) as (base, seen):
+        store = LocalBlobStore(tmp_path / "a")
+        gateway = Gateway(store, parse_providers(json.dumps({"local": {"base_url": base, "models": ["m"]}})))
+        answer = gateway.providers["local"].post("/research/pressure", {"items": []}, CallScope(), attempts=3)
+    assert answer == {"results": [1]} and seen == [503, 200]
+    logged = [json.loads(store.get(k)) for k in sorted(store.list("llm/log/")) if k.endswith(".request.json")]
+    assert sorted(record["attempt"] for record in logged) == [1, 2]
+
+    with research_server([503]) as (base, seen):  # passing failures, every attempt spent
+        gateway = Gateway(LocalBlobStore(tmp_path / "b"), parse_providers(json.dumps({"local": {"base_url": base}})))
+        with pytest.raises(ProviderError, match="warming up"):
+            gateway.providers["local"].post("/research/pressure", {}, CallScope(), attempts=2)
+    assert seen == [503, 503]
+
+    with research_server([400]) as (base, seen):  # a refusal is final
+        gateway = Gateway(LocalBlobStore(tmp_path / "c"), parse_providers(json.dumps({"local": {"base_url": base}})))
+        with pytest.raises(InvalidRequest):
+            gateway.providers["local"].post("/research/pressure", {}, CallScope(), attempts=3)
+    assert seen == [400]
