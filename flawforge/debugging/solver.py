@@ -93,8 +93,13 @@ def step_request(model: str, messages: list[TrajectoryMessage], seed: int) -> Ch
 
 
 def checked_files(instance: Instance, original: dict[str, bytes], edited: dict[str, bytes]) -> dict[str, bytes]:
-    """The folder the solve check runs on: the attempt's edits of the library, the test files as handed over."""
-    return {path: original[path] if is_test_file(instance, path) else data for path, data in edited.items()}
+    """The folder the solve check runs on: the attempt's edits of the library's own Python modules, everything else
+    as handed over. Tests, conftests, configuration (pyproject.toml, setup.cfg, pytest.ini...) and files the attempt
+    added could make the tests pass without a fix, so they do not count."""
+    def counts(path: str) -> bool:
+        return path in original and path.endswith(".py") and not is_test_file(instance, path)
+
+    return {path: edited[path] if counts(path) and path in edited else data for path, data in original.items()}
 
 
 def passes(instance: Instance, run) -> bool:

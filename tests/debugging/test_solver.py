@@ -191,10 +191,14 @@ def test_a_reply_that_never_fits_the_schema_ends_the_try_and_no_reply_at_all_fai
 
 
 def test_the_solve_check_keeps_the_library_edits_and_the_tests_as_handed_over(task):
+    """Only edits of the library's own modules count: tests, configuration and added files (a pytest.ini that
+    deselects the failing test, a plugin beside the tests) could make the tests pass without a fix."""
     instance, folder, _ = task
-    edited = {**folder, "shapes/core.py": b"edited", "tests/test_core.py": b"edited", "tests.txt": b"edited"}
+    edited = {**folder, "shapes/core.py": b"edited", "tests/test_core.py": b"edited", "tests.txt": b"edited",
+              "pytest.ini": b"[pytest]\naddopts = --deselect tests/test_core.py\n", "sitecustomize.py": b"x = 1"}
     checked = checked_files(instance, folder, edited)
     assert checked == {**folder, "shapes/core.py": b"edited"}
+    assert "pytest.ini" not in folder and "sitecustomize.py" not in folder
 
 
 def test_a_call_whose_arguments_do_not_fit_its_tool_is_answered_with_what_is_wrong(task):
