@@ -2,7 +2,7 @@
 
 Flawforge: the debug-conversations job, embedded (each library's named environment, clean suites
 twice, candidates chosen from the functions the baseline tests execute, each run in a sandbox unit
-forked from the warm zygote or in a suite batch, only the tests that can notice the change, then
+forked from the warm zygote, only the tests that can notice the change, then
 the final gate: every valid candidate's tests re-run in fresh units, clean and with the bug, where
 the candidate's own unit was not already that run). Naive
 baseline (the seed's way): a fresh `python -m pytest` process per candidate on an unpacked copy

@@ -82,9 +82,9 @@ class Settings(BaseSettings):
     sandbox_max_memory_mb: int = Field(1024, ge=16, le=65536, description="Largest memory limit a sandbox request may ask for, MiB; more is a 422.")
     sandbox_max_workdir_mb: int = Field(64, ge=1, le=4096, description="Largest work-dir tmpfs a sandbox request may ask for, MiB; more is a 422.")
     sandbox_max_source_bytes: int = Field(1 << 20, ge=1024, description="Largest program source (UTF-8 bytes) a sandbox or template-validation request may send; more is a 422.")
-    sandbox_max_batch_variants: int = Field(10_000, ge=1, description="Most variants one /sandbox/batch request (or changes one /sandbox/suite-batch request) may send; more is a 422.")
+    sandbox_max_batch_variants: int = Field(10_000, ge=1, description="Most variants one /sandbox/batch request may send; more is a 422.")
     sandbox_max_result_bytes: int = Field(64 << 20, ge=1024, le=256 << 20, description="Largest report (trace, test outcomes) a sandbox request may ask for, bytes, for a whole unit however many programs or changes it holds; more is a 422.")
-    sandbox_max_request_s: float = Field(3600.0, gt=0, description="Most wall-clock time one sandbox request may ask for: its programs (the original and each variant of a /sandbox/batch, the collection and each change of a /sandbox/suite-batch) times their timeout; more is a 422. A batch unit is also killed after this long.")
+    sandbox_max_request_s: float = Field(3600.0, gt=0, description="Most wall-clock time one sandbox request may ask for: its programs (the original and each variant of a /sandbox/batch) times their timeout; more is a 422. A batch unit is also killed after this long.")
 
     debug_environments: str = Field("var/environments", description="Folder of the debugging pipeline's library environments (wheels installed once per resolved package list) and their cached resolutions; suite sandboxes read it. On a stack the mutator and the trace-executor mount one volume here, at the same path.")
     debug_pip_index_url: str = Field("", description="Package index pip resolves and installs library environments from; empty: pip's own configuration (PyPI).")

@@ -21,14 +21,13 @@ OUTCOMES: tuple[str, ...] = Outcome.__args__
 
 
 class UnitKind(StrEnum):
-    """What a unit runs: one program, a batch of programs, a module with its tests, a project's pytest suite, or
-    that suite collected once and run against several changes (the runtime's names)."""
+    """What a unit runs: one program, a batch of programs, a module with its tests, or a project's pytest suite
+    (the runtime's names)."""
 
     EXEC = wire.EXEC
     BATCH = wire.BATCH
     TESTS = wire.TESTS
     SUITE = wire.SUITE
-    SUITE_BATCH = wire.SUITE_BATCH
 
 
 TestOutcome = Literal["passed", "failed", "error", "skipped"]
@@ -205,45 +204,6 @@ class SuiteRunResult(TestRunResult):
     @property
     def complete(self) -> bool:
         return self.whole()
-
-
-class SuiteChange(Model):
-    """One change of a suite batch: a function's new code, given as its whole changed file, and the tests to run."""
-
-    path: str = Field(description="Project-relative path of the changed file.")
-    qualname: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$",
-                          description="The changed function (a method: 'Class.method').")
-    source: str = Field(description="The file's new text: it differs from the clean file in that function's body, "
-                                    "or (removal) in not defining that method.")
-    removal: bool = Field(False, description="The change removes the method `qualname` from its class.")
-    tests: list[str] = Field(min_length=1, max_length=10_000, description="Test files or node ids to run.")
-
-
-class SuiteBatchOptions(Model):
-    """A project's suite collected once, then each change made in place and its tests run (a batch ends early,
-    and the rest run in units of their own, when a change leaves state behind)."""
-
-    changes: list[SuiteChange] = Field(min_length=1, description="At most FLAWFORGE_SANDBOX_MAX_BATCH_VARIANTS.")
-    source_roots: list[str] = Field([""], description="Project folders put on sys.path ('' is the root, e.g. 'src').")
-    args: list[str] = Field(min_length=1, max_length=10_000, description="The test files to collect.")
-    modules: list[str] = Field(default_factory=list, max_length=10_000,
-                               description="The library's files, whose module state must not change between changes.")
-    baseline: list[str] = Field(default_factory=list, description="The tests that pass on the clean project.")
-    limits: SandboxLimits | None = None
-    environment: str | None = Field(None, description=ENVIRONMENT_DESCRIPTION)
-
-
-class SuiteBatchExecRequest(SuiteBatchOptions):
-    """A suite batch over HTTP (POST /sandbox/suite-batch): the project inline, as base64 of its tar.gz."""
-
-    archive: Base64Bytes = Field(description="The project, a tar.gz, base64-encoded; a single top folder is stripped.")
-
-
-class SuiteBatchResult(Model):
-    results: list[SuiteRunResult | None] = Field(description="The result of each change the batch reached, in "
-                                                             "order; null for a change that must run in a unit of its "
-                                                             "own (POST /sandbox/suite with the change as overlay). "
-                                                             "Changes after the last result were not reached.")
 
 
 class LayerReport(Model):

@@ -37,8 +37,8 @@ from itertools import count
 from typing import BinaryIO
 
 from flawforge.errors import FlawforgeError, InvalidInput, Unavailable
-from flawforge.proto.sandbox import (LAYERS, ExecutionResult, LayerReport, SandboxLimits, SuiteChange,
-                                     SuiteRunResult, TestRunResult)
+from flawforge.proto.sandbox import (LAYERS, ExecutionResult, LayerReport, SandboxLimits, SuiteRunResult,
+                                     TestRunResult)
 from flawforge.runtime.metrics import SANDBOX_OUTCOMES
 from flawforge.sandbox import outcome
 from flawforge.sandbox.runtime import MODULES, wire
@@ -616,23 +616,6 @@ class Sandbox:
                                "coverage": coverage_files is not None, "coverage_files": coverage_files or [],
                                "other_user": other_user, **self._python_path(environment)}, limits)
         return _counted(outcome.project_suite_result(*self._wait(future, limits), limits))
-
-    def run_suite_batch(self, archive: bytes, changes: list[SuiteChange], *, source_roots: list[str] = ("",),
-                        args: list[str], modules: list[str] = (), baseline: list[str] = (),
-                        limits: SandboxLimits | None = None, environment: str | None = None
-                        ) -> list[SuiteRunResult | None]:
-        """Collects the suite of `args` once, then runs each change's tests with the change made in place (see
-        runtime.suite.ChangeLoop); each change has the whole wall-clock limit. The results of the changes the
-        batch reached, in order (outcome.suite_batch_results): None for one that must run alone (run_suite with
-        its file as the overlay); the changes after the last result were not reached. `environment`: as for
-        run_suite."""
-        limits = limits or self.limits
-        future = self._submit({"unit": wire.SUITE_BATCH, "archive": base64.b64encode(archive).decode("ascii"),
-                               "changes": [change.model_dump() for change in changes],
-                               "source_roots": list(source_roots), "args": list(args), "modules": list(modules),
-                               "baseline": list(baseline), **self._python_path(environment)}, limits)
-        results = outcome.suite_batch_results(*self._wait(future, limits, len(changes) + 1), limits, len(changes))
-        return [result if result is None else _counted(result) for result in results]
 
     def _python_path(self, environment: str | None) -> dict:
         """What a suite unit imports from: pytest's folder, or the environment's (a folder the units may read)."""

@@ -75,8 +75,8 @@ class Maximums:
                                        "(FLAWFORGE_SANDBOX_MAX_REQUEST_S)")
 
     def errors(self, request: BaseModel) -> list[dict]:
-        """What in an API request (ExecRequest, BatchRequest, TestRunRequest, SuiteBatchExecRequest, ...) is
-        above a maximum, as pydantic-style errors located in the body."""
+        """What in an API request (ExecRequest, BatchRequest, TestRunRequest, ...) is above a maximum, as
+        pydantic-style errors located in the body."""
         errors = self.limit_errors(getattr(request, "limits", None), ("body", "limits"))
         for field in SOURCE_FIELDS:
             source = getattr(request, field, None)
@@ -91,15 +91,6 @@ class Maximums:
                 errors += [self.source_error(source, ("body", SOURCES_FIELD, index))
                            for index, source in enumerate(variants)]
                 errors.append(self.cost_error(request, SOURCES_FIELD, 1 + len(variants)))  # the original too
-        changes = getattr(request, "changes", None)
-        if changes is not None:
-            if len(changes) > self.batch_variants:
-                errors.append(_error(("body", "changes"), f"{len(changes)} changes are above the server's "
-                                     f"maximum of {self.batch_variants} (FLAWFORGE_SANDBOX_MAX_BATCH_VARIANTS)"))
-            else:
-                errors += [self.source_error(change.source, ("body", "changes", index, "source"))
-                           for index, change in enumerate(changes)]
-                errors.append(self.cost_error(request, "changes", 1 + len(changes)))  # the collection too
         return [error for error in errors if error is not None]
 
     def check(self, request: BaseModel) -> None:

@@ -5,8 +5,7 @@ is parsed defensively; anything malformed makes the unit `crashed`, never the se
 Every text taken from them is made fit for JSON (a lone surrogate becomes its escape), so
 a result always serialises and parses back.
 A batch unit's report is split into its programs' sections; a program gets its result
-from the batch only where that result cannot depend on having shared the unit. A suite batch's
-report is split the same way, into its changes' sections after the collection's lines.
+from the batch only where that result cannot depend on having shared the unit.
 """
 from __future__ import annotations
 
@@ -263,7 +262,7 @@ def _program_header(output: list, cpu_limit: float) -> dict:
 
 @dataclass
 class _BatchSection:
-    """One program's (or change's) part of a batch report, from its ["b", index] marker on."""
+    """One program's part of a batch report, from its ["b", index] marker on."""
 
     handed_back: bool = False  # ["a", why]: not run in the batch
     ended: bool = False        # ["p", why] at its end: the batch stops here
@@ -344,39 +343,3 @@ def project_suite_result(header: dict, data: bytes, limits) -> SuiteRunResult:
                           collection_errors=report.collection_errors, coverage=report.coverage,
                           pytest_status=report.pytest_status, unfinished=unfinished,
                           forbidden_in=report.forbidden_test)
-
-
-def suite_batch_results(header: dict, data: bytes, limits, count: int) -> list[SuiteRunResult | None]:
-    """The result of each change the batch reached, in order: a change's own, or None where it must run in a unit
-    of its own (the unit could not vouch for it: it could not be made there, it may have failed because of an
-    earlier change, or its section broke off). Changes after the last entry were not reached (the batch ended:
-    a limit, a crash, a change that left state behind) and may run in another batch. A change the wall clock
-    stopped keeps its timeout (alone, it would also have had to start pytest and collect). The collection's
-    errors belong to every change."""
-    results: list[SuiteRunResult | None] = []
-    if header.get("failed"):
-        return results
-    data = _before_overflow(header, data)
-    lines = data.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.startswith(wire.PROGRAM_MARKER)), len(lines))
-    collection = Report.of_lines(lines[:start])
-    if collection.malformed or collection.tests or collection.done:
-        return results
-    for index, section, final in _batch_sections(data, count, header.get("cpu_limit_s", 1e9)):
-        results.append(None)
-        if section.handed_back:
-            continue
-        if section.malformed:
-            break
-        if section.header is not None:
-            result = project_suite_result(section.header, section.report, limits)
-            if result.outcome == "ok":
-                results[index] = result.model_copy(update={"collection_errors": collection.collection_errors})
-            continue
-        if final and header.get("timed_out") and not header.get("expired"):
-            result = project_suite_result({**header, "cpu_s": 0.0, "wall_s": limits.timeout_s}, section.report,
-                                          limits)
-            if result.outcome == "timeout":
-                results[index] = result.model_copy(update={"collection_errors": collection.collection_errors})
-        break  # ["p", why], or the unit ended here
-    return results

@@ -16,8 +16,7 @@ from pydantic import BaseModel
 
 from flawforge.errors import InvalidInput
 from flawforge.proto.sandbox import (BatchRequest, BatchResult, ExecRequest, ExecutionResult, LayerReport,
-                                     SandboxLimits, SuiteBatchExecRequest, SuiteBatchResult, SuiteChange,
-                                     SuiteExecRequest, SuiteRunResult, TestRunRequest, TestRunResult)
+                                     SandboxLimits, SuiteExecRequest, SuiteRunResult, TestRunRequest, TestRunResult)
 from flawforge.sandbox.engine import SandboxUnavailable
 
 # Besides the units' own time: the request's transfer and a wait for a free slot on a busy service.
@@ -82,7 +81,7 @@ class RemoteSandbox:
         return self.execute(source, func, trace=True, limits=limits)
 
     def _programs_per_request(self, limits: SandboxLimits) -> int:
-        """Most programs (a batch's original or collection included) one request may hold; at least two."""
+        """Most programs (a batch's original included) one request may hold; at least two."""
         return max(2, int(self.max_request_s // limits.timeout_s))
 
     def trace_batch(self, original: str, variants: list[str], func: str = "solve", *,
@@ -117,19 +116,6 @@ class RemoteSandbox:
                                    coverage=coverage_files is not None, coverage_files=coverage_files or [],
                                    limits=limits, environment=environment, other_user=other_user)
         return self._call("POST", "/sandbox/suite", request, SuiteRunResult, limits.timeout_s + MARGIN_S)
-
-    def run_suite_batch(self, archive: bytes, changes: list[SuiteChange], *, source_roots: list[str] = ("",),
-                        args: list[str], modules: list[str] = (), baseline: list[str] = (),
-                        limits: SandboxLimits | None = None, environment: str | None = None
-                        ) -> list[SuiteRunResult | None]:
-        """The changes that fit one request: the results stop there, as for changes a batch did not reach."""
-        limits = limits or self.limits
-        changes = changes[:self._programs_per_request(limits) - 1]
-        request = SuiteBatchExecRequest(archive=base64.b64encode(archive), changes=changes,
-                                        source_roots=list(source_roots), args=list(args), modules=list(modules),
-                                        baseline=list(baseline), limits=limits, environment=environment)
-        return self._call("POST", "/sandbox/suite-batch", request, SuiteBatchResult,
-                          limits.timeout_s * (1 + len(changes)) + MARGIN_S).results
 
     def close(self) -> None:
         self._client.close()

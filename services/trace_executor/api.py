@@ -17,8 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel
 
 from flawforge.proto.sandbox import (BatchRequest, BatchResult, ExecRequest, ExecutionResult, LayerReport,
-                                     SuiteBatchExecRequest, SuiteBatchResult, SuiteExecRequest, SuiteRunResult,
-                                     TestRunRequest, TestRunResult, UnitKind)
+                                     SuiteExecRequest, SuiteRunResult, TestRunRequest, TestRunResult, UnitKind)
 from flawforge.runtime.platform import Platform
 from flawforge.sandbox import SandboxUnavailable
 from flawforge.sandbox.engine import MAX_COALESCED, Cancellation, usable_cpus
@@ -89,13 +88,6 @@ def sandbox_router(platform: Platform) -> APIRouter:
         """Runs the pytest suite of the project in `archive_base64` with `overlay` written over it; each test's
         outcome by node id (and, with `coverage_files`, the project functions each executed)."""
         return await answer(UnitKind.SUITE, body, request)
-
-    @router.post("/suite-batch", response_model=SuiteBatchResult)
-    async def suite_batch(body: SuiteBatchExecRequest, request: Request) -> Response:
-        """Collects the project's suite once, then makes each change in place and runs its tests; each change's
-        result in order, null where it must run alone (POST /suite with the change as overlay). The collection and
-        the changes times their timeout may ask for at most FLAWFORGE_SANDBOX_MAX_REQUEST_S."""
-        return await answer(UnitKind.SUITE_BATCH, body, request)
 
     @router.get("/layers")
     def layers() -> LayerReport:

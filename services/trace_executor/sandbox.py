@@ -9,8 +9,7 @@ import time
 from pydantic import BaseModel
 
 from flawforge.proto.debugging import SUITE_HASH_SEED
-from flawforge.proto.sandbox import (BatchRequest, BatchResult, ExecRequest, SuiteBatchExecRequest, SuiteBatchResult,
-                                     SuiteExecRequest, TestRunRequest, UnitKind)
+from flawforge.proto.sandbox import BatchRequest, BatchResult, ExecRequest, SuiteExecRequest, TestRunRequest, UnitKind
 from flawforge.sandbox import Sandbox
 from flawforge.sandbox.engine import Cancellation, csv_setting, pytest_path
 from flawforge.sandbox.maximums import Maximums
@@ -19,8 +18,7 @@ from flawforge.settings import Settings
 log = logging.getLogger(__name__)
 
 REQUESTS: dict[UnitKind, type[BaseModel]] = {UnitKind.EXEC: ExecRequest, UnitKind.BATCH: BatchRequest,
-                                             UnitKind.TESTS: TestRunRequest, UnitKind.SUITE: SuiteExecRequest,
-                                             UnitKind.SUITE_BATCH: SuiteBatchExecRequest}
+                                             UnitKind.TESTS: TestRunRequest, UnitKind.SUITE: SuiteExecRequest}
 # A unit that ended well this recently shows the sandbox works: readiness need not queue one behind the load.
 READY_WITHIN_S = 10.0
 
@@ -79,7 +77,7 @@ def run_unit(settings: Settings, unit: UnitKind, request: BaseModel,
     result model. A request above the server's maximums raises AboveMaximum, before anything runs. Setting
     `cancellation` kills its units (UnitsCancelled is raised)."""
     Maximums.from_settings(settings).check(request)
-    sandbox = sandbox_for(settings, suites=unit in (UnitKind.SUITE, UnitKind.SUITE_BATCH))
+    sandbox = sandbox_for(settings, suites=unit == UnitKind.SUITE)
     with sandbox.cancelled_by(cancellation or Cancellation()):
         return _run(sandbox, unit, request)
 
@@ -95,9 +93,4 @@ def _run(sandbox: Sandbox, unit: UnitKind, request: BaseModel) -> BaseModel:
                                  coverage_files=request.coverage_files if request.coverage else None,
                                  limits=request.limits, environment=request.environment,
                                  other_user=request.other_user)
-    if unit == UnitKind.SUITE_BATCH:
-        return SuiteBatchResult(results=sandbox.run_suite_batch(
-            request.archive, request.changes, source_roots=request.source_roots, args=request.args,
-            modules=request.modules, baseline=request.baseline, limits=request.limits,
-            environment=request.environment))
     return sandbox.run_tests(request.module_source, request.test_source, request.module_name, limits=request.limits)

@@ -125,27 +125,10 @@ def test_a_projects_suite_runs_in_the_trace_executor(served, tmp_path):
     assert fixed.coverage["test_mod.py::test_ok"] == ["mod.py::double"]
 
 
-def test_a_suite_batch_runs_in_the_trace_executor(served, tmp_path):
-    from flawforge.proto.sandbox import SuiteChange
-
-    archive = project_archive({"mod.py": "def double(x):\n    return 2 * x\n",
-                               "test_mod.py": "from mod import double\n\ndef test_ok():\n    assert double(2) == 4\n"})
-    changes = [SuiteChange(path="mod.py", qualname="double", source="def double(x):\n    return 3 * x\n",
-                           tests=["test_mod.py"]),
-               SuiteChange(path="mod.py", qualname="nosuch", source="def double(x):\n    return 2 * x\n",
-                           tests=["test_mod.py"])]
-    with Sandbox.from_settings(served.client_settings(tmp_path)) as remote:
-        broken, not_made = remote.run_suite_batch(archive, changes, args=["test_mod.py"], modules=["mod.py"],
-                                                  baseline=["test_mod.py::test_ok"])
-    assert {t.name: t.outcome for t in broken.tests} == {"test_mod.py::test_ok": "failed"}
-    assert "assert 6 == 4" in broken.tests[0].message
-    assert not_made is None
-
-
 def test_a_client_that_goes_away_frees_its_slots(served):
-    """Two suite batches of sleeping changes (within every maximum: 21 x 30 s) take both suite slots; their clients
-    give up after 3 s and close the connection. The service kills their units: another caller's one-test suite
-    then runs at once, not after the first changes' 30 s."""
+    """Two suites whose test sleeps (within every maximum: 30 s) take both suite slots; their clients give up
+    after 3 s and close the connection. The service kills their units: another caller's one-test suite then runs
+    at once, not after the sleepers' 30 s."""
     import base64
 
     import httpx
@@ -154,14 +137,11 @@ def test_a_client_that_goes_away_frees_its_slots(served):
 
     sleeping = project_archive({"mod.py": "import time\n\ndef nap():\n    time.sleep(60)\n",
                                 "test_mod.py": "from mod import nap\n\ndef test_nap():\n    nap()\n"})
-    changes = [{"path": "mod.py", "qualname": "nap", "source": f"import time\n\ndef nap():\n    time.sleep({61 + n})\n",
-                "tests": ["test_mod.py"]} for n in range(20)]
-    body = {"archive": base64.b64encode(sleeping).decode(), "changes": changes, "args": ["test_mod.py"],
-            "modules": ["mod.py"], "baseline": [], "limits": {"timeout_s": 30}}
+    body = {"archive": base64.b64encode(sleeping).decode(), "args": ["test_mod.py"], "limits": {"timeout_s": 30}}
 
     def give_up() -> None:
         with pytest.raises(httpx.ReadTimeout):
-            httpx.post(f"{served.url}/sandbox/suite-batch", json=body, headers=AUTHORIZATION, timeout=3)
+            httpx.post(f"{served.url}/sandbox/suite", json=body, headers=AUTHORIZATION, timeout=3)
 
     greedy = [threading.Thread(target=give_up) for _ in range(2)]
     for thread in greedy:

@@ -1,6 +1,6 @@
-"""A program, or a library's test in a suite batch, that floods its result pipe costs the service and the zygote
-about its unit's result_bytes, once: the report is capped per unit (not per program or change), passed on in
-chunks to a spool file, and not parsed once it overflowed. Memory is the resident size, read from /proc, of this
+"""A program, or a library's test in a suite unit, that floods its result pipe costs the service and the zygote
+about its unit's result_bytes, once: the report is capped per unit (not per program), passed on in chunks to a
+spool file, and not parsed once it overflowed. Memory is the resident size, read from /proc, of this
 process (the service's side) and the zygote's processes (not the unit's own), sampled while the unit runs."""
 from __future__ import annotations
 
@@ -8,9 +8,7 @@ import os
 import threading
 import time
 
-import pytest
-
-from flawforge.proto.sandbox import SandboxLimits, SuiteChange
+from flawforge.proto.sandbox import SandboxLimits
 from flawforge.sandbox import Sandbox
 from tests.debugging.test_suite_unit import archive
 
@@ -83,9 +81,9 @@ def test_a_program_flooding_its_result_pipe_costs_the_pipeline_one_cap():
     assert grown < 8 + SLACK_MIB, f"the pipeline grew {grown:.0f} MiB for an 8 MiB cap"
 
 
-def test_a_library_test_flooding_in_a_suite_batch_costs_the_pipeline_one_cap():
-    """Four changes in one batch: the cap is the unit's, not four times it; the flooding change runs alone and is an
-    output_limit; the changes before it keep their batch results."""
+def test_a_library_test_flooding_in_a_suite_unit_costs_the_pipeline_one_cap():
+    """The test floods only with the change (double(2) == 5): the clean run passes, the changed one is an
+    output_limit, and the pipeline grows by about the unit's cap, not by what the test wrote."""
     from flawforge.pipelines.debug_conversations import suite_sandbox
 
     core = "def double(x):\n    return 2 * x\n"
@@ -94,16 +92,10 @@ def test_a_library_test_flooding_in_a_suite_batch_costs_the_pipeline_one_cap():
                            "\n\nfrom lib.core import double\n\n\ndef test_double():\n    if double(2) == 5:\n"
                            "        flood()\n    assert double(2) in (4, 5)\n")})
     limits = SandboxLimits(timeout_s=30, memory_mb=512, open_files=256, result_bytes=4 << 20)
-    changes = [SuiteChange(path="lib/core.py", qualname="double", source=core.replace("2 * x", new),
-                           tests=["tests/test_core.py::test_double"]) for new in ("x + x", "x * 2", "x + 3", "x * 3")]
     with suite_sandbox.__wrapped__() as sandbox:  # its own zygote, closed after: the shared one stays open
-        def batch_then_alone():
-            results = sandbox.run_suite_batch(project, changes, args=["tests"], modules=["lib/core.py"],
-                                              baseline=["tests/test_core.py::test_double"], limits=limits)
-            return results, sandbox.run_suite(project, {"lib/core.py": changes[2].source}, args=changes[2].tests,
-                                              limits=limits)
-
-        (results, alone), grown = growth_mib(sandbox, batch_then_alone)
-    assert [r.tests[0].outcome for r in results[:2]] == ["passed", "passed"] and results[2] is None
-    assert alone.outcome == "output_limit" and "exceeded 4194304 bytes" in alone.detail
+        clean = sandbox.run_suite(project, args=["tests"], limits=limits)
+        changed, grown = growth_mib(sandbox, lambda: sandbox.run_suite(
+            project, {"lib/core.py": core.replace("2 * x", "x + 3")}, args=["tests"], limits=limits))
+    assert [t.outcome for t in clean.tests] == ["passed"]
+    assert changed.outcome == "output_limit" and "exceeded 4194304 bytes" in changed.detail
     assert grown < 4 + SLACK_MIB, f"the pipeline grew {grown:.0f} MiB for a 4 MiB cap"

@@ -389,7 +389,7 @@ def run(request: dict, interpreter: Interpreter, read_roots: list[str], audit: b
     status = 0
     batch = wire.sections_of(request) > 0
     channel = Channel(RESULT_FD, request["limits"]["result_bytes"] if batch else None)
-    suite_unit = request["unit"] in (wire.SUITE, wire.SUITE_BATCH)
+    suite_unit = request["unit"] == wire.SUITE
     forbidden: list[str] = []
 
     def report(event: str, reason: str) -> None:
@@ -407,8 +407,6 @@ def run(request: dict, interpreter: Interpreter, read_roots: list[str], audit: b
             run_tests(request, channel)
         elif request["unit"] == wire.SUITE:
             suite.run_suite(request, lambda frame, flush: channel.send(frame, flush=flush))
-        elif request["unit"] == wire.SUITE_BATCH:
-            suite.run_suite_batch(request, channel)
         else:
             run_programs(request, channel, forbidden)
         _flush_streams()

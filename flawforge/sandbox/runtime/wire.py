@@ -12,8 +12,7 @@ A unit reports on its result pipe as JSON lines, one list per line, first item t
   ["tr", test, outcome, message]  a test finished
   ["d"]                           the runner finished: the report above is complete
 
-A batch unit's report is one section per program, in order (see unit.run_programs); a suite batch's
-is one section per candidate change after the collection's own lines (see suite.run_suite_batch):
+A batch unit's report is one section per program, in order (see unit.run_programs):
 
   ["b", index]                    the program starts (the zygote restarts the wall clock)
   ...                             its own lines, as above
@@ -30,8 +29,8 @@ from math import isfinite
 
 HEADER = struct.Struct(">I")
 # What a unit is asked to run (a request's "unit"): one program, a batch of programs, a module and its tests,
-# a project's pytest suite, a project's suite collected once and run against each of several changes.
-EXEC, BATCH, TESTS, SUITE, SUITE_BATCH = "exec", "batch", "tests", "suite", "suite_batch"
+# a project's pytest suite.
+EXEC, BATCH, TESTS, SUITE = "exec", "batch", "tests", "suite"
 RUNNER_FAILED = 121  # exit status of a unit whose runner failed (e.g. out of memory while reporting)
 # Starts each program's section. JSON escapes every quote inside a string, so these bytes
 # occur nowhere else in a report.
@@ -138,6 +137,4 @@ def sections_of(request: dict) -> int:
     """How many sections a unit's report has, each with its own wall clock: 0 for a unit of one."""
     if request["unit"] == BATCH:
         return len(request["sources"])
-    if request["unit"] == SUITE_BATCH:
-        return len(request["changes"])
     return 0

@@ -11,7 +11,7 @@ capped stdout/stderr and its report lines, uninterpreted. A batch unit runs seve
 programs one after another; each gets the whole wall-clock limit, counted from its
 start marker in the report.
 
-A unit's report is capped at its `result_bytes` however many programs or changes it holds,
+A unit's report is capped at its `result_bytes` however many programs it holds,
 and never held here whole: it is passed on to the service in chunks of SPOOL_BYTES as it
 arrives (["chunk", id] frames), which the service spools to a file.
 """
