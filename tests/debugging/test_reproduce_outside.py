@@ -48,7 +48,7 @@ def plain_venv(folder: Path, packages: list[str]) -> Path:
     return python
 
 
-def reported(python: Path, task: Path) -> tuple[dict[str, str], int]:
+def reported(python: Path, task: Path, listed: list[str]) -> tuple[dict[str, str], int]:
     """Each listed test's outcome, as pytest's own summary (-rA) names it, from the task's run_tests.py, and its exit
     status."""
     done = subprocess.run([str(python), "run_tests.py", "-rA", "--tb=no", "-p", "no:randomly"], cwd=task,
@@ -57,8 +57,12 @@ def reported(python: Path, task: Path) -> tuple[dict[str, str], int]:
     for line in done.stdout.splitlines():
         word, _, rest = line.partition(" ")
         test = rest.split(" - ", 1)[0].strip()
-        if word.startswith("SUBFAILED"):  # "SUBFAILED(n=1) test": its test is failing, whatever else -rA says of it
-            outcomes[test] = "failed"
+        if word.startswith("SUBFAILED"):  # "SUBFAILED(label) test": its test is failing, whatever else -rA says of it
+            # The label may hold spaces (more-itertools: "SUBFAILED(slice_args=(4, -3, -2)) test"), so the listed
+            # test is found at the line's end or before its " - " reason.
+            for name in listed:
+                if line.endswith(" " + name) or f" {name} - " in line:
+                    outcomes[name] = "failed"
         elif word in OUTCOME_WORDS and outcomes.get(test) != "failed":
             outcomes[test] = OUTCOME_WORDS[word]
     return outcomes, done.returncode
@@ -78,7 +82,7 @@ def test_every_instance_reproduces_in_a_plain_venv_of_its_environment(run_folder
         python = venvs[environment.key]
         task = tmp_path / "tasks" / path.stem
         shutil.copytree(run_folder / "tasks" / path.stem, task)
-        with_bug, status = reported(python, task)
+        with_bug, status = reported(python, task, instance.FAIL_TO_PASS + instance.PASS_TO_PASS)
         assert status == 1, (instance.instance_id, status)
         for test in instance.FAIL_TO_PASS:
             assert with_bug.get(test) in ("failed", "error"), (instance.instance_id, test, with_bug.get(test))
@@ -86,7 +90,7 @@ def test_every_instance_reproduces_in_a_plain_venv_of_its_environment(run_folder
             assert with_bug.get(test) == "passed", (instance.instance_id, test, with_bug.get(test))
         os.chmod(task / instance.path, 0o644)
         subprocess.run(["patch", "-p1", "--quiet"], input=instance.fix_patch, text=True, cwd=task, check=True)
-        fixed, status = reported(python, task)
+        fixed, status = reported(python, task, instance.FAIL_TO_PASS + instance.PASS_TO_PASS)
         assert status == 0, (instance.instance_id, status)
         assert all(fixed.get(t) == "passed" for t in instance.FAIL_TO_PASS + instance.PASS_TO_PASS), \
             (instance.instance_id, {t: fixed.get(t) for t in instance.FAIL_TO_PASS})
