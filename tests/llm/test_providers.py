@@ -23,20 +23,17 @@ from tests.platform.polling import wait_until_answers
 
 
 @contextmanager
-def openai_server(status: int, content: str = "Paris"):
-    """An OpenAI-compatible endpoint on a free local port answering every chat completion with `status` (200: a
-    reply of `content`); yields its base URL and the bodies it was sent."""
+def json_server(answer):
+    """A local HTTP server on a free port answering each POST with `answer(body, bodies before it)`: (status, JSON);
+    yields its base URL (with /v1) and the bodies it was sent."""
     bodies: list[dict] = []
 
     class Endpoint(BaseHTTPRequestHandler):
         def do_POST(self):
-            bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            answer = ({"id": "c", "object": "chat.completion", "created": 0, "model": bodies[-1]["model"],
-                       "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                                    "finish_reason": "stop"}],
-                       "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}}
-                      if status == 200 else {"error": {"message": "worker crashed", "type": "server_error"}})
-            data = json.dumps(answer).encode()
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            status, reply = answer(body, len(bodies))
+            bodies.append(body)
+            data = json.dumps(reply).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
@@ -52,6 +49,19 @@ def openai_server(status: int, content: str = "Paris"):
         yield f"http://127.0.0.1:{server.server_address[1]}/v1", bodies
     finally:
         server.shutdown()
+
+
+def openai_server(status: int, content: str = "Paris"):
+    """An OpenAI-compatible endpoint answering every chat completion with `status` (200: a reply of `content`)."""
+    def answer(body: dict, _: int) -> tuple[int, dict]:
+        if status != 200:
+            return status, {"error": {"message": "worker crashed", "type": "server_error"}}
+        return 200, {"id": "c", "object": "chat.completion", "created": 0, "model": body["model"],
+                     "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                                  "finish_reason": "stop"}],
+                     "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}}
+
+    return json_server(answer)
 
 
 def free_port() -> int:
@@ -113,55 +123,36 @@ def test_two_gateway_processes_share_a_providers_requests_per_minute(tmp_path, r
     assert len(bodies) == 1  # the refused call never reached the provider
 
 
-@contextmanager
 def research_server(statuses: list[int]):
     """A server's own route beside OpenAI's (/v1/research/pressure) answering each request with the next status of
-    `statuses` (the last one repeats); yields its base URL and how many requests it got."""
-    seen: list[int] = []
+    `statuses` (the last one repeats)."""
+    def answer(_: dict, before: int) -> tuple[int, dict]:
+        status = statuses[min(before, len(statuses) - 1)]
+        return status, {"results": [1]} if status == 200 else {"error": {"message": "warming up"}}
 
-    class Endpoint(BaseHTTPRequestHandler):
-        def do_POST(self):
-            self.rfile.read(int(self.headers["Content-Length"]))
-            status = statuses[min(len(seen), len(statuses) - 1)]
-            seen.append(status)
-            data = json.dumps({"results": [1]} if status == 200 else {"error": {"message": "warming up"}}).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Endpoint)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1", seen
-    finally:
-        server.shutdown()
+    return json_server(answer)
 
 
 def test_a_providers_own_route_is_tried_again_after_a_passing_failure_and_each_attempt_is_logged(tmp_path):
     from flawforge.llm.errors import InvalidRequest, ProviderError
     from flawforge.llm.limits import CallScope
 
-    with research_server([503, 200]) as (base, seen):
+    with research_server([503, 200]) as (base, bodies):
         store = LocalBlobStore(tmp_path / "a")
         gateway = Gateway(store, parse_providers(json.dumps({"local": {"base_url": base, "models": ["m"]}})))
         answer = gateway.providers["local"].post("/research/pressure", {"items": []}, CallScope(), attempts=3)
-    assert answer == {"results": [1]} and seen == [503, 200]
+    assert answer == {"results": [1]} and len(bodies) == 2
     logged = [json.loads(store.get(k)) for k in sorted(store.list("llm/log/")) if k.endswith(".request.json")]
     assert sorted(record["attempt"] for record in logged) == [1, 2]
 
-    with research_server([503]) as (base, seen):  # passing failures, every attempt spent
+    with research_server([503]) as (base, bodies):  # passing failures, every attempt spent
         gateway = Gateway(LocalBlobStore(tmp_path / "b"), parse_providers(json.dumps({"local": {"base_url": base}})))
         with pytest.raises(ProviderError, match="warming up"):
             gateway.providers["local"].post("/research/pressure", {}, CallScope(), attempts=2)
-    assert seen == [503, 503]
+    assert len(bodies) == 2
 
-    with research_server([400]) as (base, seen):  # a refusal is final
+    with research_server([400]) as (base, bodies):  # a refusal is final
         gateway = Gateway(LocalBlobStore(tmp_path / "c"), parse_providers(json.dumps({"local": {"base_url": base}})))
         with pytest.raises(InvalidRequest):
             gateway.providers["local"].post("/research/pressure", {}, CallScope(), attempts=3)
-    assert seen == [400]
+    assert len(bodies) == 1
