@@ -13,6 +13,7 @@ the usual `if __name__ == "__main__":` guard.
 """
 from __future__ import annotations
 
+import atexit
 import itertools
 import logging
 import os
@@ -74,6 +75,9 @@ def sandbox_ready(platform: Platform) -> None:
     generation_processes().call(0, start_sandbox, platform.settings.model_dump_json())
 
 
+WARM_UP_EXIT_WAIT_S = 15.0  # at most, a thread
+
+
 @lru_cache(maxsize=1)
 def warm_up_in_background() -> None:
     """Starts the generation processes beside the service's own start-up, so the first problems do not wait
@@ -86,8 +90,18 @@ def warm_up_in_background() -> None:
             if not interpreter_exiting():  # the run ended before its processes were up (its job failed at once)
                 log.warning("generation process %d did not warm up: %s", slot, exc)
 
-    for slot in range(GENERATION_PROCESSES):
-        threading.Thread(target=warm_up, args=(slot,), name=f"mutator-warm-up-{slot}", daemon=True).start()
+    threads = [threading.Thread(target=warm_up, args=(slot,), name=f"mutator-warm-up-{slot}", daemon=True)
+               for slot in range(GENERATION_PROCESSES)]
+    for thread in threads:
+        thread.start()
+
+    def let_starts_finish() -> None:
+        # A process the fork server is starting when this one exits reads no start-up data and prints a
+        # traceback (EOFError) on the user's terminal: a run that fails at once waits for its starts to end.
+        for thread in threads:
+            thread.join(WARM_UP_EXIT_WAIT_S)
+
+    atexit.register(let_starts_finish)
 
 
 class ValidatedRun:
