@@ -85,12 +85,16 @@ def gateway_error(exc: Exception, provider: "Provider") -> LLMError:
                              f"{message}", retryable=True)
     if isinstance(exc, litellm().ContextWindowExceededError):
         return ContextLengthExceeded(f"provider {provider.name!r}: {message}")
-    response = getattr(exc, "response", None)
+    return error_from_response(int(getattr(exc, "status_code", None) or 502), message,
+                               retry_after_of(getattr(exc, "response", None)), provider.name)
+
+
+def retry_after_of(response: Any) -> float | None:
+    """The seconds a response's Retry-After header asks for; None without one that is a number."""
     try:
-        retry_after = float(response.headers["retry-after"])
+        return float(response.headers["retry-after"])
     except (AttributeError, KeyError, TypeError, ValueError):
-        retry_after = None
-    return error_from_response(int(getattr(exc, "status_code", None) or 502), message, retry_after, provider.name)
+        return None
 
 
 class Provider:
@@ -166,10 +170,7 @@ class Provider:
                     detail = response.json()
                 except ValueError:
                     detail = response.text[:1000]
-                retry_after = response.headers.get("retry-after")
-                raise error_from_response(response.status_code, detail,
-                                          float(retry_after) if retry_after and retry_after.isdigit() else None,
-                                          self.name)
+                raise error_from_response(response.status_code, detail, retry_after_of(response), self.name)
             return response.json()
 
         attempt = 1
