@@ -9,8 +9,8 @@ included, answers to a schema. Each call is made on the folder as a trajectory's
 turn; the attempt is recorded as a Trajectory in OpenAI's tool-call format, every tool result what the tool returned.
 
 After at most `turns` replies (or `done`, or a reply that never matched the schema), the task's tests run once more
-in the sandbox with the attempt's edits of the library and the test files as handed over: a model that edits the
-tests does not solve the task. Every try samples at TEMPERATURE with a seed of its own.
+in the sandbox with the attempt's edits of the library's own modules and everything else as handed over: a model
+that edits the tests or the configuration does not solve the task. Every try samples at TEMPERATURE with a seed of its own.
 """
 from __future__ import annotations
 
