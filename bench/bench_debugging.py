@@ -133,13 +133,12 @@ def main() -> None:
     parser.add_argument("--naive-sample", type=int, default=2, help="Instances per library the baseline settles.")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    from flawforge.pipelines.debug_conversations import CONCURRENT_LIBRARIES, SUITES_PER_LIBRARY
+    from flawforge.sandbox.suites import SUITE_WORKERS
 
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
         summary, wall, cpu, out = run_job(args.libraries, args.per_library, args.seed, root)
-        naive_count, naive_wall, naive_cpu = run_naive(args.libraries, out, args.naive_sample,
-                                                       CONCURRENT_LIBRARIES * SUITES_PER_LIBRARY, root)
+        naive_count, naive_wall, naive_cpu = run_naive(args.libraries, out, args.naive_sample, SUITE_WORKERS, root)
     tried, valid = summary["tried"], summary["valid"]
     rate, naive_rate = tried / wall, naive_count / naive_wall
     report = {

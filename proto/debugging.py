@@ -5,10 +5,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from flawforge.proto.base import BlobRef, Message, Model
+from flawforge.proto.base import BlobRef, Message, Model, WorkUnit
 
-# The mutator takes one library a work item: baseline, candidates, validation.
-LIBRARY_QUEUE = "debugging.libraries"
 FAILING_OUTPUT_BYTES = 8 * 1024
 # Every run of a suite hashes strings with this seed: pytest ids of tests parametrized over a set depend on it.
 SUITE_HASH_SEED = 0
@@ -163,6 +161,10 @@ class LibraryResult(Model):
                                              "instances, the rest are gate_* rejects.")
     environment: Environment | None = None
     excluded: list[Exclusion] = Field(default_factory=list, description="Requirements and tests left out.")
+
+
+# The mutator takes one library a work item: baseline, candidates, validation.
+LIBRARIES = WorkUnit(queue="debugging.libraries", message=LibraryWorkItem, result=LibraryResult)
 
 
 class ChatMessage(Model):

@@ -168,7 +168,7 @@ def validate_conversation(file: Path, task: Optional[Path], dump_dir: Optional[P
     from flawforge.debugging.revalidate import revalidate
     from flawforge.inputs import path_within
     from flawforge.debugging.environments import EnvironmentBuilder
-    from flawforge.pipelines.debug_conversations import suite_sandbox
+    from flawforge.sandbox.suites import suite_sandbox
 
     record, instance = read_solution(file)
     if task is None:

@@ -38,6 +38,7 @@ from flawforge.debugging.requirements import Declared, declared_requirements
 from flawforge.debugging.rewrites import plugins_rewritten, rewrite_plugins
 from flawforge.errors import Unavailable
 from flawforge.proto.debugging import Environment, Exclusion
+from flawforge.sandbox.suites import environments_folder
 from flawforge.settings import Settings
 
 # What the sandbox's suite units import from the host: pytest, and with it what it requires.
@@ -65,25 +66,6 @@ class BuiltEnvironment:
     environment: Environment
     path: str
     excluded: list[Exclusion]
-
-
-def environments_folder(settings: Settings) -> str:
-    """The absolute folder environments live in, made if it can be (a read-only mount of it may not be)."""
-    folder = os.path.abspath(settings.debug_environments)
-    try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError:
-        pass
-    return folder
-
-
-def suite_read_paths(settings: Settings) -> list[str]:
-    """What suite units read besides pytest's folder: the environments, and the system's time-zone database (the
-    standard library's zoneinfo and date libraries look there; without it their tests read outside the sandbox's
-    paths)."""
-    import zoneinfo
-
-    return [environments_folder(settings), *(path for path in zoneinfo.TZPATH if os.path.isdir(path))]
 
 
 def toolchain_pins() -> list[str]:

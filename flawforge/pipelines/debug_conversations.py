@@ -20,7 +20,6 @@ import os
 import time
 import uuid
 from collections import Counter
-from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
@@ -31,34 +30,13 @@ from flawforge.inputs import InputFile, InputFolder, read_input
 from flawforge.jobs.context import JobContext
 from flawforge.jobs.pipeline import Pipeline, register
 from flawforge.proto.base import jsonl
-from flawforge.proto.debugging import LIBRARY_QUEUE, SUITE_HASH_SEED, LibraryResult, LibraryWorkItem
+from flawforge.proto.debugging import LIBRARIES, LibraryResult, LibraryWorkItem
+from flawforge.sandbox.suites import SUITE_WORKERS, suite_sandbox
 
 # What an agent gets (tasks/<task id>/) and the answers beside it (solutions/<task id>.json): one file each.
 TASKS_ARTIFACT, SOLUTIONS_ARTIFACT = "tasks.tar", "solutions.tar"
 # A scenario's candidates after the model's own variants: this many inversions, then this many perturbations.
 CANDIDATES_PER_KIND = 4
-# Libraries worked on at once, and suites each runs at once: together about one unit per core and one
-# waiting, so a core never idles between a unit's end and the next one's start.
-CONCURRENT_LIBRARIES = 2
-SUITES_PER_LIBRARY = max(1, len(os.sched_getaffinity(0)))
-
-
-@lru_cache(maxsize=2)
-def suite_sandbox(settings_json: str | None = None):
-    """The sandbox that runs suites (by the service's settings): it may also read pytest's folder, the libraries'
-    environments and the time-zone database, and hashes strings with a fixed seed, so that tests parametrized over
-    a set get the same ids in every run. On a stack (FLAWFORGE_SANDBOX_URL) it is the trace-executor's, whose suite
-    sandbox has the same options."""
-    from flawforge.debugging.environments import suite_read_paths
-    from flawforge.sandbox import Sandbox
-    from flawforge.sandbox.engine import csv_setting, pytest_path
-    from flawforge.settings import Settings
-
-    settings = Settings.model_validate_json(settings_json) if settings_json else Settings()
-    return Sandbox.from_settings(settings, read_paths=[*csv_setting(settings.sandbox_read_paths), pytest_path(),
-                                                       *suite_read_paths(settings)],
-                                 workers=CONCURRENT_LIBRARIES * SUITES_PER_LIBRARY, hash_seed=SUITE_HASH_SEED,
-                                 preload=("pytest", pytest_path()))
 
 
 def all_modifiers() -> list[str]:
@@ -176,9 +154,9 @@ def run_libraries(ctx: JobContext, params: DebugConversationsParams):
     from flawforge.debugging.layout import read_archive
     from flawforge.proto.debugging import BugReject
 
-    bus, store = ctx.platform.bus, ctx.platform.store
+    store = ctx.platform.store
     archives = library_archives(params.libraries)
-    bus.declare(LIBRARY_QUEUE)
+    # Names the inputs and the work items: why, in the house rule's third part (docs/architecture.md).
     attempt = uuid.uuid4().hex[:12]
     contents: dict[str, bytes] = {}
     names = []
@@ -188,13 +166,13 @@ def run_libraries(ctx: JobContext, params: DebugConversationsParams):
     for number, archive in enumerate(archives):
         data = contents[archive.name]
         ref = store.put(ctx.input_key(f"{attempt}-{archive.name}"), data, "application/gzip")
-        item = f"{number}-{archive.name}.json"
+        item = f"{attempt}-{number}-{archive.name}.json"
         names.append(item)
-        bus.publish(LIBRARY_QUEUE, LibraryWorkItem(job_id=ctx.job_id, archive=ref, archive_name=archive.name,
-                                                   per_library=params.per_library, modifiers=params.modifiers,
-                                                   seed=params.seed, item_name=item, model=params.model))
-    stored = ctx.wait_for_items(names, message="validating bugs")
-    results = [LibraryResult.model_validate_json(stored[name]) for name in names]
+        ctx.publish(LIBRARIES, LibraryWorkItem(job_id=ctx.job_id, archive=ref, archive_name=archive.name,
+                                               per_library=params.per_library, modifiers=params.modifiers,
+                                               seed=params.seed, item_name=item, model=params.model))
+    stored = dict(ctx.results_as_done(LIBRARIES, names, message="validating bugs"))
+    results = [stored[name] for name in names]
     projects = {}
     for result, archive in zip(results, archives):
         if not result.instances:  # only instances need their library's files
@@ -445,7 +423,7 @@ def trajectories_of(settings, instances: list, projects: dict, folders: dict, fa
         clean = projects[instance.source, instance.version][instance.path].decode("utf-8")
         return write_trajectory(instance, clean, failures[instance.instance_id], tools)
 
-    with ThreadPoolExecutor(max_workers=CONCURRENT_LIBRARIES * SUITES_PER_LIBRARY) as pool:
+    with ThreadPoolExecutor(max_workers=SUITE_WORKERS) as pool:
         return list(pool.map(one, instances))
 
 
@@ -473,7 +451,7 @@ def solver_attempts(settings, store, instances: list, folders: dict, solver, sco
         return attempt(instance, tools, lambda request: gateway.structured(request, SolverStep, scope), solver, number)
 
     try:
-        with ThreadPoolExecutor(max_workers=CONCURRENT_LIBRARIES * SUITES_PER_LIBRARY) as pool:
+        with ThreadPoolExecutor(max_workers=SUITE_WORKERS) as pool:
             return list(pool.map(one, [(i, n) for i in instances for n in range(solver.tries)]))
     finally:
         gateway.close()

@@ -7,12 +7,16 @@ from contextlib import contextmanager
 
 from flawforge.errors import FlawforgeError, Unavailable
 from flawforge.jobs.context import item_key
-from flawforge.pipelines.debug_conversations import CONCURRENT_LIBRARIES, SUITES_PER_LIBRARY, suite_sandbox
-from flawforge.proto.debugging import LIBRARY_QUEUE, BugReject, LibraryResult, LibraryWorkItem
+from flawforge.proto.debugging import LIBRARIES, BugReject, LibraryResult, LibraryWorkItem
 from flawforge.runtime.platform import Platform
-from flawforge.runtime.service import Consumer
+from flawforge.runtime.service import Actor
+from flawforge.sandbox.suites import SUITE_WORKERS, suite_sandbox
 
 log = logging.getLogger(__name__)
+
+# Libraries worked on at once, each running its share of the suite sandbox's units at once.
+CONCURRENT_LIBRARIES = 2
+SUITES_PER_LIBRARY = SUITE_WORKERS // CONCURRENT_LIBRARIES
 
 
 def library_reject(archive_name: str, exc: Exception) -> LibraryResult:
@@ -77,5 +81,4 @@ def make_library_handler(platform: Platform):
     return handle
 
 
-LIBRARY_CONSUMERS = tuple(Consumer(queue=LIBRARY_QUEUE, make_handler=make_library_handler)
-                          for _ in range(CONCURRENT_LIBRARIES))
+LIBRARY_ACTOR = Actor(LIBRARIES, make_library_handler, concurrency=CONCURRENT_LIBRARIES)

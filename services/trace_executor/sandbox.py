@@ -8,11 +8,11 @@ import time
 
 from pydantic import BaseModel
 
-from flawforge.proto.debugging import SUITE_HASH_SEED
 from flawforge.proto.sandbox import BatchRequest, BatchResult, ExecRequest, SuiteExecRequest, TestRunRequest, UnitKind
 from flawforge.sandbox import Sandbox
-from flawforge.sandbox.engine import Cancellation, csv_setting, pytest_path
+from flawforge.sandbox.engine import Cancellation, csv_setting
 from flawforge.sandbox.maximums import Maximums
+from flawforge.sandbox.suites import suite_options, suite_read_paths
 from flawforge.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -31,17 +31,14 @@ _sandboxes: dict[tuple, Sandbox] = {}
 def sandbox_for(settings: Settings, *, suites: bool = False) -> Sandbox:
     """Starts the sandbox on first use (reporting its layers); raises SandboxUnavailable if a required one is missing.
 
-    Suites run in a sandbox of their own: its zygote has pytest imported and hashes strings with a fixed seed,
-    so that tests parametrized over a set get the same ids in every run (the pipeline's records name them)."""
+    Suites run in a sandbox of their own, made by the one recipe (flawforge.sandbox.suites.suite_options)."""
     key = (suites, *(getattr(settings, name) for name in SANDBOX_SETTINGS))
     with _lock:
         sandbox = _sandboxes.get(key)
         if sandbox is None:
-            suite_options = {"hash_seed": SUITE_HASH_SEED, "preload": ("pytest", pytest_path())} if suites else {}
-            sandbox = Sandbox.from_settings(settings, in_process=True,  # this service is where units run
-                                            read_paths=[*csv_setting(settings.sandbox_read_paths),
-                                                        *suite_reads(settings)],
-                                            **suite_options)
+            options = suite_options(settings) if suites else {
+                "read_paths": [*csv_setting(settings.sandbox_read_paths), *suite_reads(settings)]}
+            sandbox = Sandbox.from_settings(settings, in_process=True, **options)  # this service is where units run
             report = sandbox.layer_report()
             log.warning("sandbox isolation layers active: %s; missing: %s", ", ".join(report.active),
                         "; ".join(f"{k} ({v})" for k, v in report.missing.items()) or "none")
@@ -50,14 +47,12 @@ def sandbox_for(settings: Settings, *, suites: bool = False) -> Sandbox:
 
 
 def suite_reads(settings: Settings) -> list[str]:
-    """What a suite unit must read besides the settings' paths: pytest's folder, where pytest is installed, the
-    libraries' environments (the volume the mutator builds them in, mounted here at the same path) and the
-    time-zone database."""
+    """What the plain sandbox's test runs read besides the settings' paths, where pytest is installed: what suite
+    units read (the libraries' environments being the volume the mutator builds them in, mounted here at the same
+    path)."""
     if importlib.util.find_spec("pytest") is None:
         return []
-    from flawforge.debugging.environments import suite_read_paths
-
-    return [pytest_path(), *suite_read_paths(settings)]
+    return suite_read_paths(settings)
 
 
 def sandbox_isolation(platform) -> None:

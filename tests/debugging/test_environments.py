@@ -32,7 +32,7 @@ def builder() -> EnvironmentBuilder:
 
 @pytest.fixture(scope="session")
 def sandbox():
-    from flawforge.pipelines.debug_conversations import suite_sandbox
+    from flawforge.sandbox.suites import suite_sandbox
 
     return suite_sandbox(SETTINGS.model_dump_json())
 

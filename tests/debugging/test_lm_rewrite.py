@@ -56,7 +56,7 @@ def test_rewrites_from_recorded_replies_are_validated_end_to_end(shared_data, tm
     from flawforge.debugging.layout import layout_of, name_and_version, read_archive
     from flawforge.llm.cache import ResponseCache, fingerprint
     from flawforge.llm.gateway import Gateway
-    from flawforge.pipelines.debug_conversations import suite_sandbox
+    from flawforge.sandbox.suites import suite_sandbox
     from flawforge.proto.llm import ChatResult
     from flawforge.settings import Settings
 

@@ -249,7 +249,7 @@ def test_failing_output_reads_from_the_exception_and_the_librarys_frames():
     recursion is bounded and a long message is cut, saying so."""
     from flawforge.debugging.failures import readable_failure
     from flawforge.debugging.generate import SUITE_LIMITS
-    from flawforge.pipelines.debug_conversations import suite_sandbox
+    from flawforge.sandbox.suites import suite_sandbox
 
     files = {"demo-1.0/pkg/calc.py": ("import json\n\n\ndef parse(text):\n    return json.loads(text)\n\n\n"
                                       "def deep(n):\n    return deep(n - 1) if n else 1 / 0\n\n\n"

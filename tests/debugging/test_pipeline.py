@@ -58,7 +58,7 @@ def assert_instances_hold(instances: list[Instance], libraries: Path) -> None:
     job's records: FAIL_TO_PASS fail with the bug and pass without it, PASS_TO_PASS pass with it."""
     from flawforge.debugging.environments import EnvironmentBuilder
     from flawforge.debugging.generate import SUITE_LIMITS
-    from flawforge.pipelines.debug_conversations import suite_sandbox
+    from flawforge.sandbox.suites import suite_sandbox
 
     sandbox = suite_sandbox()
     for name in sorted({f"{i.source}-{i.version}.tar.gz" for i in instances}):

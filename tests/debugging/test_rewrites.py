@@ -44,7 +44,7 @@ def test_library_bytecode_is_a_pyc_checked_by_the_source_hash():
 
 
 def test_units_import_the_bytecode_and_compile_a_changed_module_again():
-    from flawforge.pipelines.debug_conversations import suite_sandbox
+    from flawforge.sandbox.suites import suite_sandbox
 
     data = archive()
     files = read_archive(data)
@@ -66,7 +66,7 @@ def test_a_unit_runs_the_hosts_bytecode_rather_than_compiling_the_module_again()
     pyc as made (a header it refused would be compiled over silently, and the test above would still pass)."""
     import marshal
 
-    from flawforge.pipelines.debug_conversations import suite_sandbox
+    from flawforge.sandbox.suites import suite_sandbox
 
     files = dict(read_archive(with_rewritten_tests(archive(), read_archive(archive()), LAYOUT)))
     header = compiled(CORE.encode(), "lib/core.py")[:16]

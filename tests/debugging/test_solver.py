@@ -30,7 +30,7 @@ def task(tmp_path_factory):
     from flawforge.debugging.candidates import Candidate, digest_of
     from flawforge.debugging.environments import EnvironmentBuilder
     from flawforge.debugging.generate import validate_scenario
-    from flawforge.pipelines.debug_conversations import suite_sandbox
+    from flawforge.sandbox.suites import suite_sandbox
     from flawforge.settings import Settings
 
     blobs = tmp_path_factory.mktemp("solver") / "blobs"
@@ -50,7 +50,7 @@ def task(tmp_path_factory):
 def fresh_tools(task) -> TaskTools:
     from flawforge.debugging.environments import EnvironmentBuilder
     from flawforge.debugging.generate import SUITE_LIMITS
-    from flawforge.pipelines.debug_conversations import suite_sandbox
+    from flawforge.sandbox.suites import suite_sandbox
 
     instance, folder, settings = task
     return TaskTools(instance, folder, suite_sandbox(settings.model_dump_json()),

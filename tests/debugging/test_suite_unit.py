@@ -35,7 +35,7 @@ def archive(files: dict[str, str] = PROJECT) -> bytes:
 
 @pytest.fixture(scope="module")
 def sandbox():
-    from flawforge.pipelines.debug_conversations import suite_sandbox
+    from flawforge.sandbox.suites import suite_sandbox
 
     return suite_sandbox()
 

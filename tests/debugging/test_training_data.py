@@ -179,7 +179,7 @@ def test_every_trajectory_tool_result_is_what_a_fresh_rerun_of_that_call_returns
     from flawforge.debugging.environments import EnvironmentBuilder
     from flawforge.debugging.generate import SUITE_LIMITS
     from flawforge.debugging.tools import TaskTools
-    from flawforge.pipelines.debug_conversations import suite_sandbox
+    from flawforge.sandbox.suites import suite_sandbox
     from flawforge.proto.debugging import Trajectory
 
     out = run / "out"

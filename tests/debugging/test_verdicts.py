@@ -60,7 +60,7 @@ FAST = SUITE_LIMITS.model_copy(update={"timeout_s": 10})
 
 @pytest.fixture(scope="module")
 def suite_sandbox():
-    from flawforge.pipelines.debug_conversations import suite_sandbox
+    from flawforge.sandbox.suites import suite_sandbox
 
     return suite_sandbox()
 

@@ -15,8 +15,6 @@ ARROW = "─►"
 # Imports against the picture that code under rework still makes, by file and imported module. Each goes when its
 # area is brought to the house rule; any import not listed here that breaks the picture fails the test.
 KNOWN_EXCEPTIONS = {
-    # the suite sandbox recipe and the work item's concurrency, defined in the debugging pipeline
-    ("services/mutator/debugging.py", "flawforge.pipelines.debug_conversations"),
     # the study's steps, which the inference-server's worker runs on its model
     ("services/inference_server/worker.py", "flawforge.pipelines.pressure_study"),
 }

@@ -52,27 +52,40 @@ def test_a_stored_result_that_is_not_the_units_fails_the_job_naming_the_item(ctx
         list(ctx.results_as_done(DIGEST, ["7.json"]))
 
 
-def test_an_actor_runs_its_concurrency_of_consumers_and_dead_letters_another_kind_unhandled(ctx):
+def recording_actor(handled: list) -> Actor:
+    return Actor(DIGEST, lambda platform: handled.append, concurrency=3)
+
+
+def mutator_library_actor(handled: list) -> Actor:
+    """The mutator's, as its spec lists it: its own handler, given another kind, would fail on the missing fields
+    (a reason other than poison)."""
+    from flawforge.proto.debugging import LIBRARIES
+    from flawforge.services.mutator.debugging import CONCURRENT_LIBRARIES
+
+    actor = next(actor for actor in load_service("mutator").actors if actor.unit is LIBRARIES)
+    assert actor.concurrency == CONCURRENT_LIBRARIES
+    return actor
+
+
+@pytest.mark.parametrize("actor_for, poison", [
+    (recording_actor, "poison: queue smoke.digest carries DigestRequested messages, not Echo"),
+    (mutator_library_actor, "poison: queue debugging.libraries carries LibraryWorkItem messages, not Echo")])
+def test_an_actor_runs_its_concurrency_of_consumers_and_dead_letters_another_kind_unhandled(ctx, actor_for, poison):
     handled = []
-
-    def make_handler(platform):
-        return handled.append
-
-    actor = Actor(DIGEST, make_handler, concurrency=3)
+    actor = actor_for(handled)
     consumers = actor.consumers()
-    assert [consumer.queue for consumer in consumers] == [DIGEST.queue] * 3
+    assert [consumer.queue for consumer in consumers] == [actor.unit.queue] * actor.concurrency
     bus = ctx.platform.bus
     workers = Workers(ctx.platform, list(consumers)).start()
     try:
-        bus.publish(DIGEST.queue, Echo(payload="hello"))
+        bus.publish(actor.unit.queue, Echo(payload="hello"))
         deadline = time.monotonic() + 10
-        while not (dead := bus.dead_letters(DIGEST.queue)) and time.monotonic() < deadline:
+        while not (dead := bus.dead_letters(actor.unit.queue)) and time.monotonic() < deadline:
             time.sleep(0.02)
     finally:
         workers.stop()
     assert handled == []
-    assert [letter.headers["x-flawforge-error"] for letter in dead] == [
-        "poison: queue smoke.digest carries DigestRequested messages, not Echo"]
+    assert [letter.headers["x-flawforge-error"] for letter in dead] == [poison]
 
 
 def test_an_actor_runs_at_least_one_item_at_once():

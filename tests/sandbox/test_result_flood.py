@@ -84,7 +84,7 @@ def test_a_program_flooding_its_result_pipe_costs_the_pipeline_one_cap():
 def test_a_library_test_flooding_in_a_suite_unit_costs_the_pipeline_one_cap():
     """The test floods only with the change (double(2) == 5): the clean run passes, the changed one is an
     output_limit, and the pipeline grows by about the unit's cap, not by what the test wrote."""
-    from flawforge.pipelines.debug_conversations import suite_sandbox
+    from flawforge.sandbox.suites import suite_sandbox
 
     core = "def double(x):\n    return 2 * x\n"
     project = archive({"lib-1.0/lib/__init__.py": "", "lib-1.0/lib/core.py": core,

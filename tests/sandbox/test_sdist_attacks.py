@@ -31,7 +31,7 @@ def test_the_host_refuses_the_sdist_naming_the_member_and_the_rule(attack):
 
 
 def test_the_suite_unit_refuses_them_too(tmp_path):
-    from flawforge.pipelines.debug_conversations import suite_sandbox
+    from flawforge.sandbox.suites import suite_sandbox
 
     sandbox = suite_sandbox()
     assert sandbox.run_suite(tar_gz([]), args=["tests"], limits=LIMITS).outcome == "ok"  # the same sdist, unharmed
