@@ -110,6 +110,18 @@ class NamedToolChoice(OpenAIRequest):
     function: ToolChoiceFunction
 
 
+def tool_choice_problem(tools: list[Tool] | None, tool_choice) -> str | None:
+    """What is wrong with a tool_choice beside its tools: one that asks for a call needs tools, a named one must be
+    among them. None when nothing is."""
+    if tool_choice not in (None, "none", "auto") and not tools:
+        return "tool_choice needs tools"
+    if isinstance(tool_choice, NamedToolChoice):
+        names = [tool.function.name for tool in tools]
+        if tool_choice.function.name not in names:
+            return f"tool_choice names {tool_choice.function.name!r}, which is not among the tools {names}"
+    return None
+
+
 class StreamOptions(OpenAIRequest):
     include_usage: bool = Field(False, description="A last chunk with the usage of the whole request.")
 
@@ -193,13 +205,9 @@ class ChatCompletionRequest(SamplingRequest):
     def _check_chat(self):
         if self.top_logprobs is not None and not self.logprobs:
             raise ValueError("top_logprobs needs logprobs set to true")
-        if self.tool_choice not in (None, "none", "auto") and not self.tools:
-            raise ValueError("tool_choice needs tools")
-        if isinstance(self.tool_choice, NamedToolChoice):
-            names = [tool.function.name for tool in self.tools]
-            if self.tool_choice.function.name not in names:
-                raise ValueError(f"tool_choice names {self.tool_choice.function.name!r}, which is not among the "
-                                 f"tools {names}")
+        problem = tool_choice_problem(self.tools, self.tool_choice)
+        if problem:
+            raise ValueError(problem)
         if self.tools and self.response_format is not None and self.response_format.type != "text" and \
                 self.tool_choice != "none":
             raise ValueError("response_format json_object or json_schema cannot be combined with tools")

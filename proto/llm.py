@@ -7,7 +7,8 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from flawforge.proto.base import BlobRef, Message, Model
-from flawforge.proto.inference import ResponseFormat, StreamOptions, TextPart, Usage
+from flawforge.proto.inference import (NamedToolChoice, ResponseFormat, StreamOptions, TextPart, Tool, ToolCall, Usage,
+                                       tool_choice_problem)
 
 
 class ProviderConfig(Model):
@@ -34,6 +35,8 @@ class ProviderConfig(Model):
                                                                      "by every replica through Redis; none: unlimited.")
     max_concurrency: int = Field(8, ge=1, description="Requests in flight at once, per gateway process.")
     timeout_s: float = Field(300.0, gt=0, description="Per-request timeout.")
+    tools: bool = Field(True, description="The provider takes OpenAI's tools and tool_choice and answers with "
+                                          "tool_calls; false: a request with tools is refused naming the provider.")
     json_schema: bool = Field(False, description="The provider enforces response_format json_schema (the "
                                                  "inference-server, vLLM, OpenAI): the schema is sent and an "
                                                  "invalid reply is not sent back for repair; otherwise the "
@@ -57,9 +60,27 @@ class ProviderConfig(Model):
         return self
 
 
+def _unset(value) -> bool:
+    return value is None
+
+
 class ChatMessage(Model):
-    role: Literal["system", "user", "assistant"]
-    content: str
+    """A turn in OpenAI's chat format: an assistant's turn may carry tool calls, a tool's turn answers one of them.
+    The tool fields are left out of the dump where unset, so a message without them has the fingerprint it had
+    before tool calls were carried."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str = ""
+    tool_calls: list[ToolCall] | None = Field(None, exclude_if=_unset, description="The calls an assistant turn made.")
+    tool_call_id: str | None = Field(None, exclude_if=_unset, description="The call a tool turn answers.")
+
+    @model_validator(mode="after")
+    def _check_tool_fields(self):
+        if self.tool_calls is not None and self.role != "assistant":
+            raise ValueError("tool_calls belong to an assistant turn")
+        if (self.role == "tool") != (self.tool_call_id is not None):
+            raise ValueError("a tool turn, and only a tool turn, names the call it answers (tool_call_id)")
+        return self
 
 
 class ChatRequest(Model):
@@ -81,6 +102,27 @@ class ChatRequest(Model):
     dry_sequence_breakers: list[str] | None = Field(None, description="Strings a repeat does not run across.")
     response_schema: dict[str, Any] | None = Field(
         None, description="JSON schema the reply must match; part of the request's fingerprint.")
+    tools: list[Tool] | None = Field(None, max_length=128, description="Functions the model may call (OpenAI's "
+                                     "tools); part of the request's fingerprint.")
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = Field(
+        None, description="OpenAI's tool_choice; unset: the provider's default (auto with tools).")
+
+    @model_validator(mode="after")
+    def _check_tools(self):
+        problem = tool_choice_problem(self.tools, self.tool_choice)
+        if problem:
+            raise ValueError(problem)
+        return self
+
+    def tool_fields(self) -> dict[str, Any]:
+        """tools and tool_choice in OpenAI's shape, those that were set (none for a request without tools)."""
+        fields: dict[str, Any] = {}
+        if self.tools:
+            fields["tools"] = [tool.model_dump(exclude_none=True) for tool in self.tools]
+        if self.tool_choice is not None:
+            fields["tool_choice"] = (self.tool_choice if isinstance(self.tool_choice, str)
+                                     else self.tool_choice.model_dump(exclude_none=True))
+        return fields
 
     def parameters(self) -> dict[str, Any]:
         """The sampling parameters that were set."""
@@ -140,6 +182,8 @@ class ChatResult(Model):
     provider: str
     model: str = Field(description="The model that answered, as the provider names it.")
     content: str
+    tool_calls: list[ToolCall] | None = Field(None, exclude_if=_unset, description="The calls the reply made, each "
+                                              "with its id, function name and arguments (JSON text).")
     finish_reason: str | None = None
     usage: Usage = Field(default_factory=Usage)
     cached: bool = Field(False, description="Served from the fingerprint cache: no model call was made.")

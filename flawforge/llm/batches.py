@@ -168,7 +168,7 @@ class BatchManager:
         groups: dict[tuple[str, str], list[BatchRowState]] = defaultdict(list)
         for row in pending:
             try:
-                provider, upstream = self.gateway.resolve(requests[row.custom_id].model, scope)
+                provider, upstream = self.gateway.provider_for(requests[row.custom_id], scope)
                 scope.budget.spend_request()
             except LLMError as exc:
                 row.status = "failed"

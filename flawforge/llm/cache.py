@@ -26,7 +26,9 @@ def canonical_json(obj) -> bytes:
 
 
 def fingerprint(request: ChatRequest) -> str:
-    """sha256 over what determines the answer: model, messages, sampling parameters, response schema.
+    """sha256 over what determines the answer: model, messages, sampling parameters, response schema, and the tools
+    and tool_choice where set (left out otherwise, so a request without tools keeps the fingerprint it had before
+    tools were passed).
 
     How the reply is parsed or repaired is deliberately left out: changing the parser must not
     make finished calls look new.
@@ -36,6 +38,7 @@ def fingerprint(request: ChatRequest) -> str:
         "messages": [m.model_dump() for m in request.messages],
         "parameters": request.parameters(),
         "response_schema": request.response_schema,
+        **request.tool_fields(),
     })).hexdigest()
 
 
@@ -71,9 +74,10 @@ class ResponseCache:
             return None
 
     def put(self, result: ChatResult, secrets: Iterable[str] = ()) -> ChatResult:
-        """Stores the answer redacted like the call log (a key the model echoed is not kept) and returns what
-        was stored, so a fresh answer reads as its cached copy will."""
-        stored = result.model_copy(update={"cached": False, "content": redact(result.content, secrets)})
+        """Stores the answer redacted like the call log (a key the model echoed, in its text or a call's
+        arguments, is not kept) and returns what was stored, so a fresh answer reads as its cached copy will."""
+        answer = result.model_dump(include={"content", "tool_calls"})
+        stored = ChatResult.model_validate({**result.model_dump(), **redact(answer, secrets), "cached": False})
         text = stored.model_dump_json()
         entry = {"sha256": hashlib.sha256(text.encode()).hexdigest(), "result": text}
         self.store.put(self.key(result.fingerprint), json.dumps(entry).encode(), "application/json")

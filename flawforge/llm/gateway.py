@@ -15,7 +15,7 @@ from flawforge.llm.batches import BatchManager, error_of, kept_reason
 from flawforge.llm.cache import ResponseCache, fingerprint
 from flawforge.llm.calllog import CallLog
 from flawforge.llm.config import ProviderConfig, load_providers
-from flawforge.llm.errors import InvalidModelOutput, LLMError, ReplayMiss, UnknownModel
+from flawforge.llm.errors import InvalidModelOutput, InvalidRequest, LLMError, ReplayMiss, UnknownModel
 from flawforge.llm.limits import CallerBudget, CallScope, SharedCounters
 from flawforge.llm.providers import Provider, ProviderRouter, make_providers
 from flawforge.llm.structured import parse_reply, repair_request
@@ -117,6 +117,15 @@ class Gateway:
                 known += [f"{provider.name}/{m}" for m in served]
         raise UnknownModel(f"unknown model {model!r}; known: {', '.join(known) or '(none)'}")
 
+    def provider_for(self, request: ChatRequest, scope: CallScope) -> tuple[Provider, str]:
+        """`resolve` for a request: a request with tools is refused where its provider is configured without them
+        (`tools: false`), not sent with its tools dropped."""
+        provider, upstream = self.resolve(request.model, scope)
+        if request.tools and not provider.config.tools:
+            raise InvalidRequest(f"provider {provider.name!r} is configured without tool calls (tools: false) and "
+                                 f"this request for {request.model!r} carries tools")
+        return provider, upstream
+
     # --- calls ----------------------------------------------------------------------------
     def chat(self, request: ChatRequest, scope: CallScope | None = None) -> ChatResult:
         scope = scope or CallScope()
@@ -128,7 +137,7 @@ class Gateway:
         if self.replay:
             raise ReplayMiss(f"replay mode: no cached response for this {request.model!r} request "
                              f"(fingerprint {fp[:16]}); replay makes no model calls")
-        provider, upstream = self.resolve(request.model, scope)
+        provider, upstream = self.provider_for(request, scope)
         scope.budget.spend_request()
         result = self._timed_chat(provider, request, upstream, fp, scope)
         scope.budget.spend_tokens(result.usage.total_tokens)
@@ -137,9 +146,12 @@ class Gateway:
     def chat_stream(self, request: ChatRequest, scope: CallScope | None = None) -> Iterator[str | ChatResult]:
         """The reply's text in pieces as the provider streams it, then the whole reply (cached, as `chat` caches
         it); a cached reply comes as one piece. Nothing runs before the first piece is asked for: whoever answers
-        over HTTP asks for it before answering, so a refusal is an error status, not a broken stream."""
+        over HTTP asks for it before answering, so a refusal is an error status, not a broken stream. A request with
+        tools is refused: the pieces are text, and a call would be lost from them."""
         scope = scope or CallScope()
         scope.check()
+        if request.tools:
+            raise InvalidRequest("a streamed reply is text only; ask for tool calls with chat, not chat_stream")
         fp = fingerprint(request)
         cached = self.cache.get(fp)
         if cached is not None:
@@ -149,7 +161,7 @@ class Gateway:
         if self.replay:
             raise ReplayMiss(f"replay mode: no cached response for this {request.model!r} request "
                              f"(fingerprint {fp[:16]}); replay makes no model calls")
-        provider, upstream = self.resolve(request.model, scope)
+        provider, upstream = self.provider_for(request, scope)
         scope.budget.spend_request()
         with self._timed(provider, upstream) as timed:
             for piece in self.router.stream(provider, request, upstream, fp, scope):

@@ -7,7 +7,7 @@ from typing import Any, Iterator
 
 from flawforge.llm.errors import ContextLengthExceeded, InvalidRequest, LLMError, ProviderError, UnknownModel
 from flawforge.proto.inference import (AssistantMessage, ChatChoice, ChatCompletion, ChatCompletionChunk, ChunkChoice,
-                                       ChunkDelta, Usage)
+                                       ChunkDelta, FunctionCall, ToolCall, Usage)
 from flawforge.proto.llm import ChatRequest, ChatResult
 
 CHAT_PATH = "/chat/completions"
@@ -39,12 +39,20 @@ def error_from_response(status: int, body: Any, retry_after_s: float | None = No
     return ProviderError(detail)
 
 
+def tool_calls_of(message: dict) -> list[ToolCall] | None:
+    """The calls of an answer's message (id, function name, arguments as JSON text); None without any."""
+    return [ToolCall(id=str(call["id"]), function=FunctionCall(name=call["function"]["name"],
+                                                               arguments=call["function"]["arguments"]))
+            for call in message.get("tool_calls") or []] or None
+
+
 def result_from_completion(body: Any, fp: str, provider: str) -> ChatResult:
     try:
         choice = body["choices"][0]
         usage = body.get("usage") or {}
         return ChatResult(fingerprint=fp, provider=provider, model=str(body.get("model", "")),
-                          content=choice["message"].get("content") or "", finish_reason=choice.get("finish_reason"),
+                          content=choice["message"].get("content") or "",
+                          tool_calls=tool_calls_of(choice["message"]), finish_reason=choice.get("finish_reason"),
                           usage=Usage(prompt_tokens=usage.get("prompt_tokens", 0),
                                       completion_tokens=usage.get("completion_tokens", 0),
                                       total_tokens=usage.get("total_tokens", 0)))
@@ -53,10 +61,11 @@ def result_from_completion(body: Any, fp: str, provider: str) -> ChatResult:
 
 
 def chat_body(request: ChatRequest, upstream_model: str, json_schema: bool) -> dict:
-    """The request in OpenAI's shape; the schema sent as response_format where the provider enforces it, else stated
-    with the first instructions."""
+    """The request in OpenAI's shape, its tools and tool_choice as they were set; the schema sent as response_format
+    where the provider enforces it, else stated with the first instructions."""
     messages = [m.model_dump() for m in request.messages]
-    body: dict[str, Any] = {"model": upstream_model, "messages": messages, **request.parameters()}
+    body: dict[str, Any] = {"model": upstream_model, "messages": messages, **request.parameters(),
+                            **request.tool_fields()}
     if request.response_schema is not None:
         if json_schema:
             body["response_format"] = {"type": "json_schema",

@@ -60,6 +60,32 @@ def test_chat_is_logged_without_secrets_cached_and_replayed(inference_server, pr
     assert len(logs(store)) == 2
 
 
+
+def test_tool_calls_go_through_the_inference_server_and_their_results_back(inference_server, providers_json,
+                                                                            tmp_path):
+    """A named tool_choice: the real server's call (grammar-constrained to the function's parameters) comes back
+    parsed; sent back with its result as a tool turn, the conversation goes on (the model answers or calls again)."""
+    store = LocalBlobStore(tmp_path)
+    gateway = Gateway(store, parse_providers(providers_json))
+    weather = {"type": "function", "function": {
+        "name": "get_weather", "description": "The weather in a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}},
+                       "required": ["city"], "additionalProperties": False}}}
+    question = [{"role": "user", "content": "What is the weather in Paris?"}]
+    named = gateway.chat(ChatRequest(model=inference_server["model"], messages=question, tools=[weather],
+                                     tool_choice={"type": "function", "function": {"name": "get_weather"}},
+                                     max_tokens=30))
+    [call] = named.tool_calls
+    assert named.finish_reason == "tool_calls" and call.function.name == "get_weather" and call.id
+    assert set(json.loads(call.function.arguments)) == {"city"}
+    follow = gateway.chat(ChatRequest(model=inference_server["model"], tools=[weather], max_tokens=20, messages=[
+        *question, {"role": "assistant", "content": named.content, "tool_calls": [call.model_dump()]},
+        {"role": "tool", "tool_call_id": call.id, "content": '{"celsius": 21}'}]))
+    assert follow.content or follow.tool_calls
+    sent = [json.loads(store.get(k))["body"] for k in sorted(logs(store)) if k.endswith(".request.json")]
+    assert [body["messages"][-1]["role"] for body in sent] == ["user", "tool"]
+    assert all(body["tools"][0]["function"]["name"] == "get_weather" for body in sent)
+
 def wait_until_settled(client: TestClient, batch_id: str, timeout_s: float = 150) -> dict:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

@@ -2,6 +2,7 @@
 and a provider's requests per minute shared by two gateway processes through the real Redis."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -156,3 +157,75 @@ def test_a_providers_own_route_is_tried_again_after_a_passing_failure_and_each_a
         with pytest.raises(InvalidRequest):
             gateway.providers["local"].post("/research/pressure", {}, CallScope(), attempts=3)
     assert len(bodies) == 1
+
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "The weather in a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+CLOCK = {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}}}
+
+
+def tool_call_server():
+    """An OpenAI-compatible endpoint answering every chat completion with one call of get_weather."""
+    def answer(body: dict, _: int) -> tuple[int, dict]:
+        call = {"id": "call_abc", "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
+        return 200, {"id": "c", "object": "chat.completion", "created": 0, "model": body["model"],
+                     "choices": [{"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": [call]},
+                                  "finish_reason": "tool_calls"}],
+                     "usage": {"prompt_tokens": 30, "completion_tokens": 9, "total_tokens": 39}}
+
+    return json_server(answer)
+
+
+def test_tools_and_tool_calls_go_to_the_provider_and_back_logged_and_cached_under_their_own_fingerprint(tmp_path):
+    """tools, tool_choice and the conversation's calls and tool results reach the provider as OpenAI takes them; the
+    reply's call comes back parsed, is in the call log, and is cached under a fingerprint the tools are part of: a
+    replay with another tool set or tool_choice misses, and a request without tools keeps the fingerprint it had."""
+    from flawforge.llm.cache import canonical_json, fingerprint
+    from flawforge.llm.errors import InvalidRequest, ReplayMiss
+
+    earlier = [{"role": "user", "content": "Weather in Paris, then Rome?"},
+               {"role": "assistant", "content": "", "tool_calls": [
+                   {"id": "call_1", "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Rome"}'}}]},
+               {"role": "tool", "tool_call_id": "call_1", "content": '{"celsius": 21}'}]
+    request = ChatRequest(model="remote/m", messages=earlier, tools=[WEATHER], tool_choice="required", max_tokens=20)
+    store = LocalBlobStore(tmp_path)
+    with tool_call_server() as (base_url, bodies):
+        providers = {"remote": {"base_url": base_url, "models": ["m"]}}
+        gateway = Gateway(store, parse_providers(json.dumps(providers)))
+        result = gateway.chat(request)
+        again = gateway.chat(request)
+        refusing = Gateway(LocalBlobStore(tmp_path / "refusing"),
+                           parse_providers(json.dumps({"remote": {**providers["remote"], "tools": False}})))
+        with pytest.raises(InvalidRequest, match="provider 'remote' is configured without tool calls"):
+            refusing.chat(request)
+        refusing.chat(ChatRequest(model="remote/m", messages=earlier[:1], max_tokens=20))
+    assert [(c.id, c.function.name, json.loads(c.function.arguments)) for c in result.tool_calls] == [
+        ("call_abc", "get_weather", {"city": "Paris"})]
+    assert result.finish_reason == "tool_calls" and result.content == ""
+    assert again.cached and again.tool_calls == result.tool_calls
+    # One call reached the provider with the tools, the choice and the earlier call and its result (the refusing
+    # provider got only the request without tools).
+    assert len(bodies) == 2 and "tools" not in bodies[1]
+    assert bodies[0]["tools"] == [WEATHER] and bodies[0]["tool_choice"] == "required"
+    assert bodies[0]["messages"][1]["tool_calls"] == earlier[1]["tool_calls"]
+    assert bodies[0]["messages"][2] == {"role": "tool", "tool_call_id": "call_1", "content": '{"celsius": 21}'}
+    logged = {k.rsplit(".", 2)[-2]: json.loads(store.get(k)) for k in store.list("llm/log/")}
+    assert logged["request"]["body"]["tools"] == [WEATHER]
+    assert logged["response"]["body"]["choices"][0]["message"]["tool_calls"][0]["function"] == {
+        "name": "get_weather", "arguments": '{"city": "Paris"}'}
+
+    replay = Gateway(store, parse_providers(json.dumps(providers)), replay=True)
+    assert replay.chat(request).tool_calls == result.tool_calls
+    for other in ({"tools": [WEATHER, CLOCK]}, {"tool_choice": "auto"},
+                  {"tool_choice": {"type": "function", "function": {"name": "get_weather"}}}):
+        changed = ChatRequest.model_validate({**request.model_dump(), **other})
+        assert fingerprint(changed) != fingerprint(request)
+        with pytest.raises(ReplayMiss):
+            replay.chat(changed)
+    plain = ChatRequest(model="remote/m", messages=earlier[:1], max_tokens=20)
+    assert fingerprint(plain) == hashlib.sha256(canonical_json({
+        "model": "remote/m", "messages": earlier[:1], "parameters": {"max_tokens": 20, "temperature": 0.0},
+        "response_schema": None})).hexdigest()
