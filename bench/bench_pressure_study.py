@@ -1,6 +1,6 @@
 """Semantic-pressure study throughput: prompts per second through greedy + traces + 16 samples.
 
-Flawforge: the study runner's batch (`flawforge.pipelines.pressure_study_runner.StudyRunner.run_batch`): both
+Flawforge: the study runner's batch (`flawforge.pressure.study_runner.StudyRunner.run_batch`): both
 conditions of every prompt in one left-padded batch per pass (greedy 8 tokens with a KV cache, one traced
 forward pass at the decision step keeping what the metrics read, the sampling pass with each prompt run
 once and its cache repeated for its 16 samples), the trace blobs written to a blob folder.
@@ -80,7 +80,7 @@ def main() -> None:
     from flawforge.pipelines.pressure_study import PressureStudyParams
     from flawforge.pressure.demo import demo_candidates
     from flawforge.pressure.prompts import CONDITIONS, build_prompt
-    from flawforge.pipelines.pressure_study_runner import StudyRunner
+    from flawforge.pressure.study_runner import StudyRunner
     from flawforge.proto.pressure import PromptRecord
     from flawforge.settings import Settings
 
@@ -90,7 +90,7 @@ def main() -> None:
     records = [PromptRecord(prompt_id=f"bench-{i}", category=c.category, question_text=c.question_text,
                             target_word=c.target_word, v_score=0, p0=0.0, p1=0.0, p0_bin="0.0-0.2", s_score=0)
                for i, c in enumerate(demo_candidates(args.prompts, 42))]
-    params = PressureStudyParams(demo=True, samples=args.samples, batch_prompts=args.prompts)
+    params = PressureStudyParams(demo=True, samples=args.samples, batch_prompts=args.prompts).passes()
     prompts = [lm.tokenizer(build_prompt(c, r.question_text, r.target_word))["input_ids"]
                for r in records for c in CONDITIONS]
     with tempfile.TemporaryDirectory() as folder:

@@ -60,7 +60,7 @@ def study_numbers(device: str, model_dir: str) -> dict:
     from flawforge.inference.loading import load_model
     from flawforge.inference.transformers_backend import TransformersBackend
     from flawforge.pipelines.pressure_study import PressureStudyParams
-    from flawforge.pipelines.pressure_study_runner import StudyRunner
+    from flawforge.pressure.study_runner import StudyRunner
     from flawforge.proto.pressure import PromptRecord
     from flawforge.settings import Settings
 
@@ -69,7 +69,7 @@ def study_numbers(device: str, model_dir: str) -> dict:
     records = [PromptRecord(prompt_id=f"p{i}", category="facts", question_text=q, target_word=x, v_score=0, p0=0.0,
                             p1=0.0, p0_bin="0.0-0.2", s_score=0) for i, (q, x) in enumerate(PAIRS)]
     params = PressureStudyParams(demo=True, samples=2, batch_prompts=len(records),
-                                 decompose_first=-lm.model.config.num_hidden_layers)
+                                 decompose_first=-lm.model.config.num_hidden_layers).passes()
     with tempfile.TemporaryDirectory() as folder:
         runner = StudyRunner(lm, TransformersBackend(lm, settings.inference_batch_tokens), LocalBlobStore(folder),
                              "compare", params)

@@ -100,10 +100,11 @@ class JobContext:
         self.bus.publish(unit.queue, message)
 
     def results_as_done(self, unit: WorkUnit[Message, R], names: list[str], *, message: str = "",
-                        weights: Mapping[str, int] | None = None) -> Iterator[tuple[str, R]]:
+                        weights: Mapping[str, int] | None = None,
+                        timeout_s: float = 3600) -> Iterator[tuple[str, R]]:
         """(name, result) of every named work item of the unit, as each result lands (see items_as_done); a
         stored result that is not the unit's result model fails the job, naming the item."""
-        for name, stored in self.items_as_done(names, message=message, weights=weights):
+        for name, stored in self.items_as_done(names, message=message, weights=weights, timeout_s=timeout_s):
             try:
                 result = unit.result.model_validate_json(stored)
             except ValidationError as exc:

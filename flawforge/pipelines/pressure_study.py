@@ -23,11 +23,11 @@ from pydantic import BaseModel, Field
 
 from flawforge.errors import FlawforgeError
 from flawforge.inputs import InputFile, read_input
-from flawforge.jobs.context import JobContext, item_key
+from flawforge.jobs.context import JobContext
 from flawforge.jobs.pipeline import Pipeline, register
 from flawforge.proto.base import jsonl
 from flawforge.proto.pressure import PromptRecord
-from flawforge.proto.pressure_work import STUDY_QUEUE, StudyWork
+from flawforge.proto.pressure_work import STUDY_UNIT, PassParams, StudyWork
 
 RUN_PREFIX = "pressure/runs"
 
@@ -59,6 +59,10 @@ class PressureStudyParams(BaseModel):
                                                                           "intervals (prompts within their P0 bin).")
     stop_after_batches: int | None = Field(None, ge=0, le=1_000_000, description="Stop (fail) after this many new batches: "
                                                                    "for testing resumption.")
+
+    def passes(self) -> PassParams:
+        """What a server running the study's work items needs of these parameters."""
+        return PassParams.model_validate(self.model_dump(include=set(PassParams.model_fields)))
 
 
 def read_prompts(path: str) -> list[PromptRecord]:
@@ -105,45 +109,32 @@ class StopRequested(FlawforgeError):
 ITEMS_TIMEOUT_S = 30 * 24 * 3600.0
 
 
-def hand_out(ctx: JobContext, stage: str, key: str, model: str, params: PressureStudyParams,
+def hand_out(ctx: JobContext, stage: str, key: str, model: str, passes: PassParams,
              items: list[tuple[str, list[PromptRecord], int | None]], message: str) -> None:
-    """Publishes one StudyWork item per (name, prompts, batch number) and waits until each is done. Items are
-    named by this attempt: one of an earlier attempt of the job, still queued, never lands as one of these."""
+    """Publishes one StudyWork item per (name, prompts, batch number) and waits until the run's state holds each
+    one's results. Its inputs and items are named by attempt, for the reason math_errors.run gives."""
     if not items:
         return
-    bus, store = ctx.platform.bus, ctx.platform.store
-    bus.declare(STUDY_QUEUE)
     attempt = uuid.uuid4().hex[:12]
-    refs = store.put_slices(ctx.input_key(f"{attempt}-{stage}.jsonl"), [jsonl(prompts) for _, prompts, _ in items])
-    shared = params.model_dump(mode="json", exclude={"prompts"})  # a server reads the prompts from the item
-    names = {f"{attempt}-{name}": len(prompts) for name, prompts, _ in items}
-    bus.publish_many(STUDY_QUEUE, [StudyWork(job_id=ctx.job_id, item=item, stage=stage, run_key=key, model=model,
-                                             batch=batch, prompts=ref, params=shared)
-                                   for item, (_, _, batch), ref in zip(names, items, refs)])
-    for _ in ctx.items_as_done(list(names), weights=names, message=message, timeout_s=ITEMS_TIMEOUT_S):
-        pass
-
-
-def work_on(message: StudyWork, lm, backend, store) -> None:
-    """An inference-server's part of a study: the item's passes or patching, stored in the run's state."""
-    from flawforge.pipelines.pressure_study_runner import StudyRunner
-
-    if message.model != lm.name:
-        raise FlawforgeError(f"work item {message.item} of job {message.job_id} is for model {message.model}; "
-                             f"this server serves {lm.name}")
-    records = [PromptRecord.model_validate_json(line) for line in store.get_verified(message.prompts).splitlines()]
-    runner = StudyRunner(lm, backend, store, message.run_key, PressureStudyParams.model_validate(message.params))
-    if message.stage == "passes":
-        runner.compute_batch(message.batch, records)
-    else:
-        for record in records:
-            runner.compute_patches(record)
-    store.put(item_key(message.job_id, message.item), b"{}")
+    refs = ctx.platform.store.put_slices(ctx.input_key(f"{attempt}-{stage}.jsonl"),
+                                         [jsonl(prompts) for _, prompts, _ in items])
+    expected: dict[str, list[str]] = {}  # work item: the prompts whose results it holds
+    for (name, prompts, batch), ref in zip(items, refs):
+        item = f"{attempt}-{name}"
+        expected[item] = [record.prompt_id for record in prompts]
+        ctx.publish(STUDY_UNIT, StudyWork(job_id=ctx.job_id, item=item, stage=stage, run_key=key, model=model,
+                                          batch=batch, prompts=ref, params=passes))
+    weights = {item: len(prompt_ids) for item, prompt_ids in expected.items()}
+    for item, result in ctx.results_as_done(STUDY_UNIT, list(expected), weights=weights, message=message,
+                                            timeout_s=ITEMS_TIMEOUT_S):
+        if result.prompt_ids != expected[item]:
+            raise FlawforgeError(f"work item {item} of job {ctx.job_id} holds the results of prompts "
+                                 f"{result.prompt_ids}, not of {expected[item]}")
 
 
 def run(ctx: JobContext, params: PressureStudyParams) -> None:
-    from flawforge.pipelines import pressure_study_runner as study_runner
     from flawforge.inference.host import host_for
+    from flawforge.pressure import study_runner
 
     started = time.monotonic()
     if not params.demo and not params.prompts:
@@ -155,12 +146,13 @@ def run(ctx: JobContext, params: PressureStudyParams) -> None:
     if records is None:
         records = demo_records(ctx, lm, params)
     key = f"{RUN_PREFIX}/{run_key(records, lm.name, params)}"
-    runner = study_runner.StudyRunner(lm, backend, ctx.platform.store, key, params)
+    passes = params.passes()
+    runner = study_runner.StudyRunner(lm, backend, ctx.platform.store, key, passes)
     clock = runner.start_invocation()
     batches = runner.batches(records)
     missing = runner.missing_batches(records)
     stop = params.stop_after_batches is not None and len(missing) > params.stop_after_batches
-    hand_out(ctx, "passes", key, lm.name, params,
+    hand_out(ctx, "passes", key, lm.name, passes,
              [(f"batch-{index:05d}", batches[index], index) for index in missing[:params.stop_after_batches]],
              "prompts")
     if stop:
@@ -168,7 +160,7 @@ def run(ctx: JobContext, params: PressureStudyParams) -> None:
     results, batch_seconds = runner.stored_batches(records)
     subset = study_runner.patch_subset(records, results, params.patch_subset)
     by_id = {record.prompt_id: record for record in records}
-    hand_out(ctx, "patching", key, lm.name, params,
+    hand_out(ctx, "patching", key, lm.name, passes,
              [(f"patch-{prompt_id}", [by_id[prompt_id]], None) for prompt_id in runner.missing_patches(subset)],
              "patched prompts")
     patches, patch_seconds = runner.stored_patches(subset)

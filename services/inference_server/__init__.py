@@ -2,7 +2,7 @@
 from flawforge.inference.host import host_for
 from flawforge.runtime.platform import Platform
 from flawforge.runtime.service import ServiceSpec
-from flawforge.services.inference_server.worker import BATCH_CONSUMER, STUDY_CONSUMER
+from flawforge.services.inference_server.worker import BATCH_CONSUMER, STUDY_ACTOR
 
 
 def model_loaded(platform: Platform) -> None:
@@ -16,7 +16,8 @@ SERVICE = ServiceSpec(
     description="Local model server: OpenAI-compatible API and research endpoints.",
     routers=tuple(f"flawforge.services.inference_server.api:{name}"
                   for name in ("openai_router", "batch_router", "research_router")),
-    consumers=(BATCH_CONSUMER, STUDY_CONSUMER),
+    consumers=(BATCH_CONSUMER,),
+    actors=(STUDY_ACTOR,),
     readiness_checks=(model_loaded,),
     extras=("inference",),
     error_formats=(("/v1", "flawforge.inference.errors:openai_error_body"),),

@@ -8,10 +8,11 @@ from flawforge.inference import openai_api
 from flawforge.inference.batches import BatchStore, FileStore, run_batch
 from flawforge.inference.errors import RequestError
 from flawforge.inference.host import host_for, vllm_server
+from flawforge.jobs.context import item_key
 from flawforge.proto.inference import BATCH_QUEUE, BatchRequested
-from flawforge.proto.pressure_work import STUDY_QUEUE, StudyWork
+from flawforge.proto.pressure_work import STUDY_UNIT, StudyWork
 from flawforge.runtime.platform import Platform
-from flawforge.runtime.service import Consumer
+from flawforge.runtime.service import Actor, Consumer
 
 log = logging.getLogger(__name__)
 
@@ -49,12 +50,14 @@ def make_study_handler(platform: Platform):
     host = host_for(platform.settings).start()
 
     def handle(message: StudyWork) -> None:
-        from flawforge.pipelines.pressure_study import work_on
+        from flawforge.pressure.study_runner import work_on  # torch: only where the service runs, not with its spec
 
         backend = host.wait()  # a model that failed to load fails the item, which the bus retries elsewhere
-        work_on(message, host.research_model(), backend, platform.store)
+        result = work_on(message, host.research_model(), backend, platform.store)
+        platform.store.put(item_key(message.job_id, message.item), result.model_dump_json().encode())
 
     return handle
 
 
-STUDY_CONSUMER = Consumer(queue=STUDY_QUEUE, make_handler=make_study_handler)
+# One item at a time: a server's one model runs it (more servers, not threads, share a study).
+STUDY_ACTOR = Actor(unit=STUDY_UNIT, make_handler=make_study_handler)

@@ -10,7 +10,7 @@ from flawforge.blobstore.local import LocalBlobStore
 from flawforge.inference.hooks import anatomy, eager_attention
 from flawforge.inference.patching import PATCH_KINDS, PatchPlan, patch_effects, run_patched, run_source
 from flawforge.pipelines.pressure_study import PressureStudyParams
-from flawforge.pipelines.pressure_study_runner import StudyRunner, span_tokens
+from flawforge.pressure.study_runner import StudyRunner, span_tokens
 from flawforge.pressure.prompts import build_prompt
 from flawforge.proto.pressure import PromptRecord
 
@@ -24,7 +24,7 @@ TINY = dict(samples=2, greedy_tokens=3, sample_tokens=2, batch_prompts=1, decomp
 
 
 def runner(lm, backend, root, **changes):
-    params = PressureStudyParams(demo=True, **{**TINY, **changes})
+    params = PressureStudyParams(demo=True, **{**TINY, **changes}).passes()
     return StudyRunner(lm, backend, LocalBlobStore(root), "run", params)
 
 

@@ -13,7 +13,7 @@ from flawforge.jobs.pipeline import pipelines
 from flawforge.jobs.runner import run_job
 from flawforge.jobs.store import JobStore
 from flawforge.proto.jobs import JobState
-from flawforge.proto.pressure_work import STUDY_QUEUE
+from flawforge.proto.pressure_work import STUDY_UNIT
 from flawforge.runtime.embedded import EmbeddedStack
 from flawforge.runtime.service import Consumer
 from flawforge.services.inference_server.worker import make_study_handler
@@ -54,7 +54,7 @@ def counted(worked: list[str], name: str) -> Consumer:
             worked.append(name)
         return counting
 
-    return Consumer(queue=STUDY_QUEUE, make_handler=make_handler)
+    return Consumer(queue=STUDY_UNIT.queue, make_handler=make_handler)
 
 
 def study(settings, workers: int, prompts: str, **changes) -> tuple[dict, list[str], str]:
@@ -77,7 +77,7 @@ def study(settings, workers: int, prompts: str, **changes) -> tuple[dict, list[s
     finally:
         for stack in stacks:
             stack.__exit__(None, None, None)
-        job_platform.bus.delete(STUDY_QUEUE)
+        job_platform.bus.delete(STUDY_UNIT.queue)
         job_platform.close()
 
 

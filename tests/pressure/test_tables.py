@@ -4,7 +4,7 @@ import json
 import pytest
 
 from flawforge.pipelines.pressure_study import PressureStudyParams
-from flawforge.pipelines.pressure_study_runner import patch_subset
+from flawforge.pressure.study_runner import patch_subset
 from flawforge.pressure import figures, tables
 from flawforge.proto.pressure import (
     AttentionSummary, ConditionResult, Decomposition, PatchEffect, PromptPatches, PromptRecord, PromptResult, Sample,
@@ -115,7 +115,7 @@ def test_tables_figures_and_report(tmp_path):
 
 def test_decomposition_blocks_default_to_the_last_ten_and_bad_ranges_are_named():
     from flawforge.errors import FlawforgeError
-    from flawforge.pipelines.pressure_study_runner import decompose_blocks
+    from flawforge.pressure.study_runner import decompose_blocks
 
     params = PressureStudyParams(demo=True)
     assert decompose_blocks(params.decompose_first, params.decompose_last, 28) == list(range(18, 28))  # the paper's

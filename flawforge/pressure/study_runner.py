@@ -1,5 +1,6 @@
 """Runs the study's model passes of one batch, and the patching of one prompt, storing each result in the
-run's state (the work items the inference-servers take); reads them back and turns them into the run's files.
+run's state (the work items the inference-servers take, `work_on`); reads them back and turns them into the
+run's files. Model code and blob-store I/O, unlike the pure modules beside it.
 
 Per prompt and condition the trace blob `{prompt_id}_{condition}.pt` keeps, at the decision step T
 (the last position of prompt + completion[:T]): `hidden_states` [L+1, d] float32 (embedding output and
@@ -32,6 +33,7 @@ from flawforge.pressure.prompts import CONDITIONS, build_prompt, spans
 from flawforge.proto.pressure import (
     ConditionResult, Decomposition, PatchEffect, PatchSubset, PromptPatches, PromptRecord, PromptResult, Sample,
 )
+from flawforge.proto.pressure_work import PassParams, StudyWork, StudyWorkResult
 
 
 def decompose_blocks(first: int, last: int, num_layers: int) -> list[int]:
@@ -57,7 +59,7 @@ def span_tokens(tokenizer, condition: str, record: PromptRecord) -> dict[str, li
 
 
 class StudyRunner:
-    def __init__(self, lm, backend, store: BlobStore, key: str, params):
+    def __init__(self, lm, backend, store: BlobStore, key: str, params: PassParams):
         self.lm, self.backend, self.store, self.key, self.params = lm, backend, store, key, params
         self.tok = lm.tokenizer
         self.blocks = decompose_blocks(params.decompose_first, params.decompose_last,
@@ -258,6 +260,22 @@ class StudyRunner:
                 sums[name][outcome] += values
         return {"n": counts, **{name: {outcome: (total / counts[outcome]).tolist() for outcome, total in by.items()}
                                 for name, by in sums.items()}}
+
+
+def work_on(message: StudyWork, lm, backend, store: BlobStore) -> StudyWorkResult:
+    """An inference-server's part of a study: the item's passes or patching, stored in the run's state. Returns
+    the item's result, which the server stores at the item key."""
+    if message.model != lm.name:
+        raise FlawforgeError(f"work item {message.item} of job {message.job_id} is for model {message.model}; "
+                             f"this server serves {lm.name}")
+    records = [PromptRecord.model_validate_json(line) for line in store.get_verified(message.prompts).splitlines()]
+    runner = StudyRunner(lm, backend, store, message.run_key, message.params)
+    if message.stage == "passes":
+        runner.compute_batch(message.batch, records)
+    else:
+        for record in records:
+            runner.compute_patches(record)
+    return StudyWorkResult(prompt_ids=[record.prompt_id for record in records])
 
 
 def patch_subset(records: list[PromptRecord], results: list[PromptResult], limit: int | None) -> PatchSubset:
