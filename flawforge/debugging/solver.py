@@ -1,20 +1,21 @@
 """A model solving a task with the trajectories' tools (tools.TaskTools) on a fresh copy of its task folder; the
 share of its tries after which the task's tests pass is the instance's solve rate.
 
-The model gets the task's problem statement, the folder's file names and the tools' definitions, and answers each
-turn with one JSON object (SolverStep, through the gateway's structured output): what it makes of what it has seen
-and the one tool it calls next, or `done`. Structured output rather than the API's own tool calls: the gateway's
-requests carry chat messages only, and every provider it serves, the inference-server's constrained decoding
-included, answers to a schema. Each call is made on the folder as a trajectory's is and its result is the next user
-turn; the attempt is recorded as a Trajectory in OpenAI's tool-call format, every tool result what the tool returned.
+The model gets the task's problem statement and the folder's file names, with the tools as OpenAI function tools
+(the trajectories' definitions, tools.TOOLS), and answers each turn through the gateway with the API's own tool
+calls: its text (what it makes of what it has seen) and the calls it makes next, or no call once it is done. Each call
+is made on the folder as a trajectory's is, in order, and its result goes back as the `tool` message answering it, so
+the conversation is the trajectory itself (OpenAI's tool-call format, every tool result what the tool returned). A
+call whose arguments are not JSON, do not fit its tool, or that names no tool there is, is answered with what is
+wrong, as an agent's tools answer it.
 
-After at most `turns` replies (or `done`, or a reply that never matched the schema), the task's tests run once more
-in the sandbox with the attempt's edits of the library's own modules and everything else as handed over: a model
-that edits the tests or the configuration does not solve the task. Every try samples at TEMPERATURE with a seed of its own.
+After at most `turns` replies (or a reply without a call, or a conversation longer than the model's context), the
+task's tests run once more in the sandbox with the attempt's edits of the library's own modules and everything else as
+handed over: a model that edits the tests or the configuration does not solve the task. Every try samples at
+TEMPERATURE with a seed of its own.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Callable
 
@@ -22,21 +23,22 @@ from flawforge.debugging.conversation import SYSTEM, TESTS_FILE, is_test_file, p
 from flawforge.debugging.patches import task_id
 from flawforge.debugging.tools import ALL_PASS, TOOLS, TaskTools
 from flawforge.debugging.trajectories import Session
-from flawforge.proto.debugging import Instance, SolverAttempt, SolverResult, SolverStep, Trajectory, TrajectoryMessage
-from flawforge.proto.llm import ChatMessage, ChatRequest
+from flawforge.llm.errors import LLMError
+from flawforge.proto.debugging import Instance, SolverAttempt, SolverResult, Trajectory, TrajectoryMessage
+from flawforge.proto.inference import Tool
+from flawforge.proto.llm import ChatMessage, ChatRequest, ChatResult
 
-DONE = "done"
-# The model's own failures, by the gateway's error codes: they end a try (how it ended), where any other failure of
-# the call (the provider's, a replay without a recording) is raised.
-ENDED_BY = {"invalid_output": "invalid_reply", "context_length_exceeded": "context_length"}
+# The model's own failure, by the gateway's error code: it ends a try (how it ended), where any other failure of the
+# call (the provider's, a replay without a recording) is raised.
+ENDED_BY = {"context_length_exceeded": "context_length"}
 TEMPERATURE = 0.7
-MAX_TOKENS = 4096  # an edit_file reply holds the old and the new text
+MAX_TOKENS = 4096  # an edit_file call holds the old and the new text
 LISTED_FILES = 200  # of the task folder, named in the first user turn
 INSTRUCTIONS = (
-    "You work on a task folder through tools. Each turn, reply with one JSON object: `reasoning` (what you make of "
-    "what you have seen, briefly), `tool` (the one tool to call next, or \"done\" once the tests pass or you can do "
-    "no more) and `arguments` (the tool's arguments, as its definition names them; {} for done). The tool's result "
-    "comes back as the next message. The tools:\n")
+    "You work on a task folder through the tools you are given. Before each call, say briefly what you make of what "
+    "you have seen; each call's result comes back as the tool's message. Once the tests pass, or you can do no more, "
+    "reply without a tool call.")
+FUNCTION_TOOLS = [Tool.model_validate(tool) for tool in TOOLS]
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,7 @@ class Solver:
 
 
 def system_prompt() -> str:
-    return f"{SYSTEM}\n\n{INSTRUCTIONS}{json.dumps([t['function'] for t in TOOLS], indent=1)}"
+    return f"{SYSTEM}\n\n{INSTRUCTIONS}"
 
 
 def task_message(instance: Instance, files: dict[str, bytes]) -> str:
@@ -62,24 +64,9 @@ def task_message(instance: Instance, files: dict[str, bytes]) -> str:
 
 
 def chat_messages(messages: list[TrajectoryMessage]) -> list[ChatMessage]:
-    """The trajectory so far as the model reads it: each tool call as the JSON reply that made it, each tool result
-    as a user turn."""
-    names = {call.id: call.function.name for m in messages for call in m.tool_calls or []}
-    chat = []
-    for message in messages:
-        if message.tool_calls:
-            call = message.tool_calls[0].function
-            reply = SolverStep(reasoning=message.content or "", tool=call.name, arguments=json.loads(call.arguments))
-            chat.append(ChatMessage(role="assistant", content=reply.model_dump_json()))
-        elif message.role == "tool":
-            chat.append(ChatMessage(role="user", content=f"{names[message.tool_call_id]} returned:\n"
-                                                         f"{message.content}"))
-        elif message.role == "assistant":
-            chat.append(ChatMessage(role="assistant", content=SolverStep(reasoning=message.content or "",
-                                                                         tool=DONE).model_dump_json()))
-        else:
-            chat.append(ChatMessage(role=message.role, content=message.content or ""))
-    return chat
+    """The trajectory so far as the model reads it: the same turns, its tool calls and the tools' results."""
+    return [ChatMessage.model_validate({**message.model_dump(), "content": message.content or ""})
+            for message in messages]
 
 
 def try_seed(seed: int, try_number: int) -> int:
@@ -88,8 +75,8 @@ def try_seed(seed: int, try_number: int) -> int:
 
 
 def step_request(model: str, messages: list[TrajectoryMessage], seed: int) -> ChatRequest:
-    return ChatRequest(model=model, messages=chat_messages(messages), max_tokens=MAX_TOKENS, temperature=TEMPERATURE,
-                       seed=seed)
+    return ChatRequest(model=model, messages=chat_messages(messages), tools=FUNCTION_TOOLS, max_tokens=MAX_TOKENS,
+                       temperature=TEMPERATURE, seed=seed)
 
 
 def checked_files(instance: Instance, original: dict[str, bytes], edited: dict[str, bytes]) -> dict[str, bytes]:
@@ -115,28 +102,30 @@ def last_run_passed(messages: list[TrajectoryMessage]) -> bool:
     return bool(results) and results[-1].endswith(ALL_PASS)
 
 
-def attempt(instance: Instance, tools: TaskTools, ask: Callable, solver: Solver, try_number: int) -> SolverAttempt:
-    """One try at the instance's task on `tools` (a fresh task folder); `ask(request)` is the model's structured
-    reply (the gateway's StructuredOutcome of SolverStep). A reply that never matched the schema, or a conversation
-    longer than the model's context, ends the try; any other failure of the call (the provider's) is raised."""
+def attempt(instance: Instance, tools: TaskTools, ask: Callable[[ChatRequest], ChatResult], solver: Solver,
+            try_number: int) -> SolverAttempt:
+    """One try at the instance's task on `tools` (a fresh task folder); `ask(request)` is the model's reply (the
+    gateway's chat). A conversation longer than the model's context ends the try; any other failure of the call (the
+    provider's) is raised."""
     seed = try_seed(solver.seed, try_number)
     session = Session(tools)
     session.say("system", system_prompt())
     session.say("user", task_message(instance, tools.files))
     ended, detail = "turns", ""
     for _ in range(solver.turns):
-        outcome = ask(step_request(solver.model, session.messages, seed))
-        if outcome.value is None:
-            if outcome.error.code not in ENDED_BY:
-                raise outcome.error
-            ended, detail = ENDED_BY[outcome.error.code], str(outcome.error)[:1000]
+        try:
+            reply = ask(step_request(solver.model, session.messages, seed))
+        except LLMError as exc:
+            if exc.code not in ENDED_BY:
+                raise
+            ended, detail = ENDED_BY[exc.code], str(exc)[:1000]
             break
-        step = outcome.value
-        if step.tool == DONE:
-            session.say("assistant", step.reasoning)
+        if not reply.tool_calls:
+            session.say("assistant", reply.content)
             ended = "done"
             break
-        session.call_as_written(step.reasoning, step.tool, json.dumps(step.arguments, sort_keys=True))
+        session.calls_as_written(reply.content, [(call.function.name, call.function.arguments)
+                                                 for call in reply.tool_calls])
     check = TaskTools(instance, tools.original, tools.runner, tools.environment_path, tools.limits)
     check.files = checked_files(instance, tools.original, tools.files)
     trajectory = Trajectory(instance_id=instance.instance_id, task_id=task_id(instance.instance_id), tools=TOOLS,

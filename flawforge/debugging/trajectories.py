@@ -37,16 +37,20 @@ class Session:
 
     def call(self, reasoning: str, name: str, **arguments) -> str:
         """An assistant turn with one tool call, made on the task folder; its result as the tool message."""
-        return self.call_as_written(reasoning, name, json.dumps(arguments, sort_keys=True))
-
-    def call_as_written(self, reasoning: str, name: str, text: str) -> str:
-        """`call` with the arguments as JSON text, as an agent wrote them."""
-        call_id = f"call_{sum(1 for m in self.messages if m.tool_calls) + 1}"
-        self.messages.append(TrajectoryMessage(role="assistant", content=reasoning or None, tool_calls=[
-            ToolCall(id=call_id, function=FunctionCall(name=name, arguments=text))]))
-        self.last = self.tools.call(name, text)
-        self.messages.append(TrajectoryMessage(role="tool", tool_call_id=call_id, content=self.last))
+        self.calls_as_written(reasoning, [(name, json.dumps(arguments, sort_keys=True))])
         return self.last
+
+    def calls_as_written(self, reasoning: str, calls: list[tuple[str, str]]) -> None:
+        """An assistant turn with its calls (a tool's name, the arguments as JSON text, as an agent wrote them), made
+        on the task folder in order; each result as a tool message after the turn. Calls are numbered across the
+        session: call_1, call_2..."""
+        first = sum(len(m.tool_calls or []) for m in self.messages) + 1
+        tool_calls = [ToolCall(id=f"call_{first + n}", function=FunctionCall(name=name, arguments=text))
+                      for n, (name, text) in enumerate(calls)]
+        self.messages.append(TrajectoryMessage(role="assistant", content=reasoning or None, tool_calls=tool_calls))
+        for tool_call in tool_calls:
+            self.last = self.tools.call(tool_call.function.name, tool_call.function.arguments)
+            self.messages.append(TrajectoryMessage(role="tool", tool_call_id=tool_call.id, content=self.last))
 
 
 def unique_edit(text: str, hunk: str) -> tuple[str, str]:

@@ -1,7 +1,7 @@
-"""The solver on a small real instance, its replies recorded here and replayed through the gateway: a try that reads
-the file, makes the real fix and runs the tests solves the task (solve rate 1.0); tries that edit nothing useful, or
-edit the tests instead of the library, do not (0.0). Every tool result is what the sandbox returned; the exports carry
-the solve rate beside the difficulty."""
+"""The solver on a small real instance, its replies (the API's own tool calls) recorded here and replayed through the
+gateway: a try that reads the file, makes the real fix and runs the tests solves the task (solve rate 1.0); tries that
+edit nothing useful, make calls that cannot be made, or edit the tests instead of the library, do not (0.0). Every tool
+result is what the sandbox returned; the exports carry the solve rate beside the difficulty."""
 from __future__ import annotations
 
 import gzip
@@ -10,9 +10,8 @@ import json
 import pytest
 
 from flawforge.debugging.conversation import deterministic_tar, task_files
-from flawforge.debugging.solver import Solver, attempt, chat_messages, checked_files, solver_result
-from flawforge.debugging.tools import TaskTools
-from flawforge.proto.debugging import SolverStep
+from flawforge.debugging.solver import Solver, attempt, checked_files, solver_result
+from flawforge.debugging.tools import TOOLS, TaskTools
 
 from .test_outputs import CORE, TESTS
 
@@ -62,39 +61,51 @@ def record(task, solver: Solver, scripts: list[list[dict]]) -> list:
     cache as the answers to the requests the solver made: what a model's replies leave behind."""
     from flawforge.blobstore.local import LocalBlobStore
     from flawforge.llm.cache import ResponseCache, fingerprint
-    from flawforge.llm.gateway import StructuredOutcome
     from flawforge.proto.llm import ChatResult
 
     instance, _, settings = task
     cache = ResponseCache(LocalBlobStore(settings.blob_dir))
-    schema = {"response_schema": SolverStep.model_json_schema()}
     attempts = []
     for number, script in enumerate(scripts):
         replies = iter(script)
 
         def ask(request):
-            reply = next(replies)
-            cache.put(ChatResult(fingerprint=fingerprint(request.model_copy(update=schema)), provider="recorded",
-                                 model=MODEL, content=json.dumps(reply)))
-            return StructuredOutcome(value=SolverStep.model_validate(reply))
+            return cache.put(ChatResult(fingerprint=fingerprint(request), provider="recorded", model=MODEL,
+                                        **next(replies)))
 
         attempts.append(attempt(instance, fresh_tools(task), ask, solver, number))
         assert next(replies, None) is None, "the try ended before its script"
     return attempts
 
 
-def replayed(task, solver: Solver) -> list:
-    """The pipeline's solver run on the instance, the model asked through the gateway in replay mode."""
+def replayed(task, solver: Solver) -> tuple[list, list]:
+    """Each try of `solver` on a fresh task folder, the model asked through the gateway's chat in replay mode, with
+    the requests the tries sent."""
     from flawforge.blobstore.local import LocalBlobStore
-    from flawforge.pipelines.debug_conversations import solver_attempts
+    from flawforge.llm.gateway import Gateway
 
-    instance, folder, settings = task
-    return solver_attempts(settings, LocalBlobStore(settings.blob_dir), [instance], {instance.instance_id: folder},
-                           solver)
+    instance, _, settings = task
+    gateway = Gateway.from_settings(LocalBlobStore(settings.blob_dir), settings)
+    requests = []
+
+    def ask(request):
+        requests.append(request)
+        return gateway.chat(request)
+
+    try:
+        return [attempt(instance, fresh_tools(task), ask, solver, n) for n in range(solver.tries)], requests
+    finally:
+        gateway.close()
 
 
-def step(reasoning: str, tool: str, **arguments) -> dict:
-    return {"reasoning": reasoning, "tool": tool, "arguments": arguments}
+def step(reasoning: str, *calls: tuple[str, dict | str]) -> dict:
+    """A reply: its text and its calls (a tool's name and its arguments, an object or the JSON text as written),
+    with ids of the provider's own; no call: the model is done."""
+    tool_calls = [{"id": f"chatcmpl-tool-{n}", "function": {
+        "name": name, "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments)}}
+        for n, (name, arguments) in enumerate(calls)]
+    return {"content": reasoning, "tool_calls": tool_calls or None,
+            "finish_reason": "tool_calls" if tool_calls else "stop"}
 
 
 def the_fix(instance) -> tuple[str, str]:
@@ -113,16 +124,16 @@ def tool_results(attempt_) -> list[tuple[str, str]]:
 def test_a_try_that_makes_the_real_fix_solves_the_task(task):
     instance = task[0]
     old, new = the_fix(instance)
-    script = [step("Let me run the tests first.", "run_tests"),
-              step("clamp(50, 0, 10) gives 9; where is clamp?", "search", pattern=r"def clamp\b"),
-              step("Reading it.", "read_file", path="shapes/core.py", start_line=1, end_line=12),
-              step("The upper bound is excluded and one is taken off.", "edit_file", path="shapes/core.py", old_str=old,
-                   new_str=new),
-              step("Checking.", "run_tests"),
-              step("Fixed: the upper bound is kept as it is.", "done")]
+    script = [step("Let me run the tests first.", ("run_tests", {})),
+              step("clamp(50, 0, 10) gives 9; where is clamp?", ("search", {"pattern": r"def clamp\b"})),
+              step("Reading it.", ("read_file", {"path": "shapes/core.py", "start_line": 1, "end_line": 12})),
+              step("The upper bound is excluded and one is taken off.",
+                   ("edit_file", {"path": "shapes/core.py", "old_str": old, "new_str": new})),
+              step("Checking.", ("run_tests", {})),
+              step("Fixed: the upper bound is kept as it is.")]
     solver = Solver(MODEL, tries=1, turns=10, seed=0)
     recorded = record(task, solver, [script])
-    attempts = replayed(task, solver)
+    attempts, requests = replayed(task, solver)
     assert [a.trajectory for a in attempts] == [a.trajectory for a in recorded]
     assert [(a.try_number, a.seed, a.ended, a.solved) for a in attempts] == [(0, 0, "done", True)]
     assert solver_result(MODEL, attempts).model_dump() == {"model": MODEL, "tries": 1, "solved": 1, "solve_rate": 1.0}
@@ -135,59 +146,73 @@ def test_a_try_that_makes_the_real_fix_solves_the_task(task):
     assert results[3][1].startswith("Edited shapes/core.py") and results[4][1] == "9 passed. All tests pass."
     trajectory = attempts[0].trajectory
     assert trajectory.resolved and trajectory.writer == MODEL and trajectory.messages[-1].role == "assistant"
+    assert trajectory.messages[-1].content == "Fixed: the upper bound is kept as it is."
     assert {t["function"]["name"] for t in trajectory.tools} == {"run_tests", "read_file", "search", "edit_file"}
-    # The model read the conversation so far: its own replies and the tools' results, in order.
-    chat = chat_messages(trajectory.messages)
-    assert [m.role for m in chat] == ["system", "user"] + ["assistant", "user"] * 5 + ["assistant"]
-    assert json.loads(chat[2].content) == script[0] and chat[3].content.startswith("run_tests returned:\n1 failed")
+    # Every request carried the trajectories' four tools as function tools, and the conversation so far as the
+    # trajectory holds it: the model's calls (numbered by the session, not by the provider) and the tools' results.
+    assert len(requests) == 6 and all([t.model_dump(exclude_none=True) for t in r.tools] == TOOLS for r in requests)
+    last = requests[-1].messages
+    assert [m.role for m in last] == ["system", "user"] + ["assistant", "tool"] * 5
+    assert [m.model_dump() for m in last[2:]] == [
+        {**m.model_dump(), "content": m.content or ""} for m in trajectory.messages[2:-1]]
+    assert (last[2].tool_calls[0].id, last[2].tool_calls[0].function.name, last[3].tool_call_id) == \
+        ("call_1", "run_tests", "call_1")
+    assert last[3].content.startswith("1 failed") and last[2].content == "Let me run the tests first."
 
 
-def test_tries_that_change_nothing_useful_or_the_tests_do_not_solve_it(task):
-    instance = task[0]
-    docstring = step("Perhaps the docstring is wrong.", "edit_file", path="shapes/core.py",
-                     old_str="kept between low and high", new_str="kept within [low, high]")
-    scripts = [[step("", "read_file", path="shapes/core.py"), docstring, step("More.", "search", pattern="high")],
-               [step("The test expects 10; make it 9.", "edit_file", path="tests/test_core.py",
-                     old_str="clamp(50, 0, 10) == 10", new_str="clamp(50, 0, 10) == 9"),
-                step("", "run_tests"), step("The tests pass.", "done")]]
+def test_tries_that_change_nothing_useful_make_calls_that_cannot_be_made_or_edit_the_tests_do_not_solve_it(task):
+    """Calls of no tool there is, and arguments that are not JSON, are answered with what is wrong, as any tool
+    result, and the try goes on; two calls in one reply are made in order."""
+    docstring = step("Perhaps the docstring is wrong.", ("edit_file", {
+        "path": "shapes/core.py", "old_str": "kept between low and high", "new_str": "kept within [low, high]"}))
+    scripts = [[step("", ("read_file", {"path": "shapes/core.py"}), ("delete_file", {"path": "tests/test_core.py"})),
+                step("Fix the bound.", ("edit_file", '{"path": "shapes/core.py", "old_str": ')), docstring],
+               [step("The test expects 10; make it 9.", ("edit_file", {
+                   "path": "tests/test_core.py", "old_str": "clamp(50, 0, 10) == 10",
+                   "new_str": "clamp(50, 0, 10) == 9"})),
+                step("", ("run_tests", {})), step("The tests pass.")]]
     solver = Solver(MODEL, tries=2, turns=3, seed=1)
     recorded = record(task, solver, scripts)
-    attempts = replayed(task, solver)
+    attempts, _ = replayed(task, solver)
     assert [a.trajectory for a in attempts] == [a.trajectory for a in recorded]
     assert [(a.try_number, a.seed, a.ended, a.solved) for a in attempts] == [(0, 1000, "turns", False),
                                                                             (1, 1001, "done", False)]
     assert solver_result(MODEL, attempts).solve_rate == 0.0
+    failed = tool_results(attempts[0])
+    assert [name for name, _ in failed] == ["read_file", "delete_file", "edit_file", "edit_file"]
+    assert failed[1][1] == "Error: no tool named 'delete_file'"
+    assert failed[2][1] == 'Error: the arguments are not JSON: {"path": "shapes/core.py", "old_str": '
+    assert [len(m.tool_calls or []) for m in attempts[0].trajectory.messages if m.role == "assistant"] == [2, 1, 1]
     # The edited test passes in the try's own run, but the solve check runs the tests as they were handed over.
     assert tool_results(attempts[1])[-1] == ("run_tests", "9 passed. All tests pass.")
     assert attempts[1].trajectory.resolved and not attempts[1].solved
 
 
-def test_a_reply_that_never_fits_the_schema_ends_the_try_and_no_reply_at_all_fails_it(task, tmp_path):
+def test_a_conversation_past_the_models_context_ends_the_try_and_no_reply_at_all_fails_it(task, tmp_path):
+    """The provider (a local OpenAI-compatible server) refuses the conversation as longer than the model's context:
+    the try ends there, unsolved, the refusal its detail. In replay mode without a recording the call fails, and so
+    does the try."""
     from flawforge.blobstore.local import LocalBlobStore
-    from flawforge.llm.cache import ResponseCache, fingerprint
+    from flawforge.llm.config import parse_providers
     from flawforge.llm.errors import ReplayMiss
     from flawforge.llm.gateway import Gateway
-    from flawforge.proto.llm import ChatResult
+    from tests.llm.test_providers import json_server
 
-    store = LocalBlobStore(str(tmp_path))
-    gateway = Gateway.from_settings(store, task[2].model_copy(update={"blob_dir": str(tmp_path),
-                                                                       "llm_max_repairs": 0}))
-    schema = {"response_schema": SolverStep.model_json_schema()}
-
-    def ask(request):  # the model answers with a tool there is none of
-        ResponseCache(store).put(ChatResult(fingerprint=fingerprint(request.model_copy(update=schema)),
-                                            provider="recorded", model=MODEL, content='{"tool": "delete_file"}'))
-        return gateway.structured(request, SolverStep)
-
+    too_long = {"error": {"message": "This model's maximum context length is 2048 tokens", "type": "invalid_request",
+                          "code": "context_length_exceeded"}}
+    with json_server(lambda body, before: (400, too_long)) as (base_url, bodies):
+        gateway = Gateway(LocalBlobStore(str(tmp_path)),
+                          parse_providers(json.dumps({"remote": {"base_url": base_url, "models": [MODEL]}})))
+        ended = attempt(task[0], fresh_tools(task), gateway.chat, Solver(MODEL, tries=1, turns=5), 0)
+    assert (ended.ended, ended.solved) == ("context_length", False) and "maximum context length" in ended.detail
+    assert [m.role for m in ended.trajectory.messages] == ["system", "user"]
+    assert [tool["function"]["name"] for tool in bodies[0]["tools"]] == [t["function"]["name"] for t in TOOLS]
+    replay = Gateway.from_settings(LocalBlobStore(str(tmp_path)), task[2])
     try:
-        invalid = attempt(task[0], fresh_tools(task), ask, Solver(MODEL, tries=1, turns=5), 0)
         with pytest.raises(ReplayMiss):
-            attempt(task[0], fresh_tools(task), lambda request: gateway.structured(request, SolverStep),
-                    Solver(MODEL, tries=1, turns=5, seed=7), 0)
+            attempt(task[0], fresh_tools(task), replay.chat, Solver(MODEL, tries=1, turns=5, seed=7), 0)
     finally:
-        gateway.close()
-    assert (invalid.ended, invalid.solved) == ("invalid_reply", False) and "tool" in invalid.detail
-    assert [m.role for m in invalid.trajectory.messages] == ["system", "user"]
+        replay.close()
 
 
 def test_the_solve_check_keeps_the_library_edits_and_the_tests_as_handed_over(task):
@@ -266,7 +291,7 @@ def test_a_run_with_a_solver_records_each_instances_solve_rate_and_every_try(tmp
              .splitlines()]
     assert plain and all(i.solver is None for i in plain) and not (tmp_path / "plain" / "solver.jsonl").exists()
     solver = Solver(MODEL, tries=2, turns=4, seed=1)
-    script = [step("Running the tests.", "run_tests"), step("I cannot tell what is wrong.", "done")]
+    script = [step("Running the tests.", ("run_tests", {})), step("I cannot tell what is wrong.")]
     with tarfile.open(tmp_path / "plain" / "tasks.tar") as tasks:
         members = [m for m in tasks.getmembers() if m.isfile()]
         for instance in plain:
@@ -290,14 +315,3 @@ def test_a_run_with_a_solver_records_each_instances_solve_rate_and_every_try(tmp
     assert summary["solver"]["mean_solve_rate"] == 0.0 and summary["solver"]["ended"] == {"done": 2 * len(instances)}
     assert set(summary["solver"]["mean_solve_rate_by_modifier"]) == set(summary["difficulty"][
         "mean_estimate_by_modifier"])
-
-
-def test_a_solver_step_names_exactly_the_trajectories_tools_and_done():
-    """SolverStep's schema (proto) lists the tools by name: a tool added to tools.TOOLS and not there could never be
-    called, one left there after its removal would be answered 'no tool named'."""
-    from typing import get_args
-
-    from flawforge.debugging.solver import DONE
-    from flawforge.debugging.tools import TOOLS
-
-    assert set(get_args(SolverStep.model_fields["tool"].annotation)) == {t["function"]["name"] for t in TOOLS} | {DONE}
