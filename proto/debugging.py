@@ -1,7 +1,7 @@
 """Debugging-conversation pipeline (seed 002): work items, task instances, rejects, conversations."""
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
@@ -269,18 +269,6 @@ class Trajectory(Model):
     writer: str = Field(description="'deterministic', or the model that wrote the reasoning.")
 
 
-class SolverStep(Model):
-    """One turn of a solver model (the gateway's structured output schema): what it makes of what it has seen, and
-    the one tool it calls next, or `done`."""
-
-    # No max_length: a length bound compiles into a grammar of seconds in a server that enforces the schema (4 s
-    # for this one, against 0.01 s without); the request's max_tokens bounds the reply.
-    reasoning: str = Field("", description="What the model makes of what it has seen, briefly.")
-    tool: Literal["run_tests", "read_file", "search", "edit_file", "done"]
-    arguments: dict[str, Any] = Field(default_factory=dict, description="The tool's arguments, as its definition "
-                                                                        "names them; none for `done`.")
-
-
 class SolverAttempt(Model):
     """One try of a solver model at a task: its trajectory (every tool result what the tool returned on the task
     folder), how it ended and whether the task's tests passed after it."""
@@ -291,9 +279,9 @@ class SolverAttempt(Model):
     try_number: int = Field(ge=0)
     temperature: float
     seed: int
-    ended: Literal["done", "turns", "invalid_reply", "context_length"] = Field(
-        description="done: the model said so; turns: it ran out of turns; invalid_reply: a reply did not match "
-                    "SolverStep even after repairs; context_length: the conversation outgrew the model's context.")
+    ended: Literal["done", "turns", "context_length"] = Field(
+        description="done: the model replied without a tool call; turns: it ran out of turns; context_length: the "
+                    "conversation outgrew the model's context.")
     detail: str = Field("", description="Why an attempt ended early, in the gateway's words.")
     solved: bool = Field(description="Every FAIL_TO_PASS and PASS_TO_PASS test passed in the sandbox with the "
                                      "attempt's edits of the library (its edits of test files left out).")

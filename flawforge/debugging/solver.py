@@ -23,7 +23,7 @@ from flawforge.debugging.conversation import SYSTEM, TESTS_FILE, is_test_file, p
 from flawforge.debugging.patches import task_id
 from flawforge.debugging.tools import ALL_PASS, TOOLS, TaskTools
 from flawforge.debugging.trajectories import Session
-from flawforge.llm.errors import LLMError
+from flawforge.errors import FlawforgeError
 from flawforge.proto.debugging import Instance, SolverAttempt, SolverResult, Trajectory, TrajectoryMessage
 from flawforge.proto.inference import Tool
 from flawforge.proto.llm import ChatMessage, ChatRequest, ChatResult
@@ -115,7 +115,7 @@ def attempt(instance: Instance, tools: TaskTools, ask: Callable[[ChatRequest], C
     for _ in range(solver.turns):
         try:
             reply = ask(step_request(solver.model, session.messages, seed))
-        except LLMError as exc:
+        except FlawforgeError as exc:  # the gateway's errors carry their code
             if exc.code not in ENDED_BY:
                 raise
             ended, detail = ENDED_BY[exc.code], str(exc)[:1000]

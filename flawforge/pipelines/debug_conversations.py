@@ -438,7 +438,6 @@ def solver_attempts(settings, store, instances: list, folders: dict, solver, sco
     from flawforge.debugging.solver import attempt
     from flawforge.debugging.tools import TaskTools
     from flawforge.llm.gateway import Gateway
-    from flawforge.proto.debugging import SolverStep
 
     runner = suite_sandbox(settings.model_dump_json())
     builder = EnvironmentBuilder.from_settings(settings)
@@ -448,7 +447,7 @@ def solver_attempts(settings, store, instances: list, folders: dict, solver, sco
         instance, number = job
         tools = TaskTools(instance, folders[instance.instance_id], runner, builder.install(instance.environment),
                           SUITE_LIMITS)
-        return attempt(instance, tools, lambda request: gateway.structured(request, SolverStep, scope), solver, number)
+        return attempt(instance, tools, lambda request: gateway.chat(request, scope), solver, number)
 
     try:
         with ThreadPoolExecutor(max_workers=SUITE_WORKERS) as pool:
