@@ -8,6 +8,8 @@ from pydantic import Field
 from flawforge.proto.base import BlobRef, Message, Model, WorkUnit
 
 FAILING_OUTPUT_BYTES = 8 * 1024
+# Of the tests that can notice a candidate, at most this many run it, spread over them (debugging.verdict.spread).
+TESTS_PER_CANDIDATE = 64
 # Every run of a suite hashes strings with this seed: pytest ids of tests parametrized over a set depend on it.
 SUITE_HASH_SEED = 0
 
@@ -20,6 +22,8 @@ class LibraryWorkItem(Message):
     archive: BlobRef = Field(description="The library's sdist, a tar.gz.")
     archive_name: str = Field(description="e.g. toolz-1.2.0.tar.gz: names the library and its version.")
     per_library: int = Field(ge=1, description="Candidates to validate.")
+    tests_per_candidate: int = Field(TESTS_PER_CANDIDATE, ge=1, description="At most this many of the tests that "
+                                                                            "can notice a candidate run it.")
     modifiers: list[str] = Field(min_length=1)
     seed: int
     item_name: str = Field(description="Where the result goes, under the job's items.")

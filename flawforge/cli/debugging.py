@@ -95,6 +95,7 @@ def no_instance(out: Path, source: str) -> Optional[str]:
 def run_debug_conversations(
         libraries: Optional[Path] = field_option(Params, "libraries", "--libraries"),
         per_library: int = field_option(Params, "per_library", "--per-library"),
+        tests_per_candidate: int = field_option(Params, "tests_per_candidate", "--tests-per-candidate"),
         modifiers: str = field_option(Params, "modifiers", syntax="Comma-separated."),
         catalog: Optional[str] = field_option(Params, "catalog", "--catalog"),
         count: int = field_option(Params, "count", "--count"),
@@ -117,7 +118,7 @@ def run_debug_conversations(
     process.
     A run that emits no instance exits 1 saying why."""
     params = {"libraries": str(libraries.resolve()) if libraries else None, "per_library": per_library,
-              "modifiers": comma_list(modifiers),
+              "tests_per_candidate": tests_per_candidate, "modifiers": comma_list(modifiers),
               "catalog": catalog if catalog in (None, "default") else str(Path(catalog).resolve()), "count": count,
               "model": model, "trajectories": trajectories, "retries": retries, "seed": seed, "solver": solver,
               "solver_tries": solver_tries, "solver_turns": solver_turns}

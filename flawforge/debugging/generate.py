@@ -27,9 +27,10 @@ from flawforge.debugging.patches import instance_id, unified_diff
 from flawforge.debugging.realism import worth_trying
 from flawforge.debugging.revalidate import revalidate
 from flawforge.debugging.rewrites import with_rewritten_tests
-from flawforge.debugging.verdict import (FIXTURE, IMPORT_TIME, Collected, covered, judge, normalized,
-                                         standing_refusal, tests_to_run, untrusted)
-from flawforge.proto.debugging import Baseline, BugReject, Environment, Exclusion, Instance, LibraryResult
+from flawforge.debugging.verdict import (FIXTURE, IMPORT_TIME, Collected, Verdict, covered, judge, normalized,
+                                         spread, standing_refusal, tests_to_run, untrusted)
+from flawforge.proto.debugging import (TESTS_PER_CANDIDATE, Baseline, BugReject, Environment, Exclusion, Instance,
+                                      LibraryResult)
 from flawforge.proto.sandbox import SandboxLimits, SuiteRunResult
 
 SUITE_LIMITS = SandboxLimits(timeout_s=120, memory_mb=1024, workdir_mb=64, file_size_mb=16, open_files=256,
@@ -212,11 +213,13 @@ def gate_reason(check) -> str:
 def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str, per_library: int,
                          modifiers: list[str], seed: int, concurrency: int = 2, *, environment: Environment,
                          environment_path: str | None = None, excluded: list[Exclusion] = (),
-                         clean_limits: SandboxLimits = SUITE_LIMITS, rewrites=None) -> LibraryResult:
+                         clean_limits: SandboxLimits = SUITE_LIMITS, rewrites=None,
+                         tests_per_candidate: int = TESTS_PER_CANDIDATE) -> LibraryResult:
     """`environment` (at `environment_path`, None for the sandbox's own) is what the tests run against;
     `excluded`: requirements its builder left out; `clean_limits`: the clean runs' limits (candidates get a
     multiple of the clean run's time); `rewrites(modules, executed)`: a model's rewritten functions as candidates
-    and the replies refused (lm_rewrite), asked once the tests' coverage says which functions they run."""
+    and the replies refused (lm_rewrite), asked once the tests' coverage says which functions they run;
+    `tests_per_candidate`: at most this many of the tests that can notice a candidate run it (verdict.spread)."""
     name, version = name_and_version(archive_name)
     files = read_archive(archive)
     layout = layout_of(name, version, list(files))
@@ -244,12 +247,12 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
     in_baseline = set(passing)
     coverage = {test: keys for test, keys in first.coverage.items()
                 if test == IMPORT_TIME or test in in_baseline or test.startswith(FIXTURE)}
-    selected: dict[Candidate, list[str]] = {}
+    noticing: dict[Candidate, list[str]] = {}
 
     def selection(c: Candidate) -> list[str]:
-        if c not in selected:
-            selected[c] = tests_to_run(coverage, passing, c.path, c.qualname)
-        return selected[c]
+        if c not in noticing:
+            noticing[c] = tests_to_run(coverage, passing, c.path, c.qualname)
+        return noticing[c]
 
     if rewrites is not None:
         rewritten, refused = rewrites(modules, lambda path, qualname: covered(coverage, path, qualname))
@@ -264,19 +267,27 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
         return result
     limits = SUITE_LIMITS.model_copy(update={"timeout_s": min(SUITE_LIMITS.timeout_s, max(
         MIN_TIMEOUT_S, TIMEOUT_FACTOR * max(first.usage.wall_s, second.usage.wall_s)))})
-    args = {c: collected.arguments(selected[c]) for c in chosen}
+
+    def settle(c: Candidate) -> tuple[SuiteRunResult, Verdict]:
+        """A candidate's run and verdict: on a sample of the tests that can notice it, and on all of them where the
+        sample passed whole (a change that only a few of them notice) or failed whole (no test left to pass)."""
+        tests = spread(noticing[c], tests_per_candidate)
+        while True:
+            run = space.run(collected.arguments(tests), {c.path: c.buggy_source}, limits=limits)
+            verdict = judge(tests, run, passing, baseline.collection_errors, baseline.standing_refusal, noticing[c])
+            if verdict.reason not in ("survived", "no_pass_to_pass") or len(tests) == len(noticing[c]):
+                return run, verdict
+            tests = noticing[c]
+
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        runs = dict(zip(chosen, pool.map(
-            lambda c: space.run(args[c], {c.path: c.buggy_source}, limits=limits), chosen)))
-    verdicts = [judge(selected[c], runs[c], passing, baseline.collection_errors, baseline.standing_refusal)
-                for c in chosen]
+        settled = dict(zip(chosen, pool.map(settle, chosen)))
     valid = []
-    for candidate, verdict in zip(chosen, verdicts):
+    for candidate, (run, verdict) in settled.items():
         result.tried += 1
         result.tried_by_modifier[candidate.modifier] = result.tried_by_modifier.get(candidate.modifier, 0) + 1
         if verdict.valid:
             instance = instance_of(space, candidate, modules[candidate.path], verdict, collected)
-            valid.append((instance, candidate.buggy_source, proven_run(runs[candidate], instance, collected)))
+            valid.append((instance, candidate.buggy_source, proven_run(run, instance, collected)))
         else:
             result.rejects.append(BugReject(source=name, version=version, modifier=candidate.modifier,
                                             path=candidate.path, qualname=candidate.qualname,

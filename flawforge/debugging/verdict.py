@@ -6,7 +6,8 @@ ended its session normally, every selected baseline test reported, no limit was 
 was forbidden. Only baseline tests that can notice the change are selected: those that executed
 the changed function in the clean run, or use a fixture wider than a test (class, module, package
 or session scope) whose setup executed it (for a change to a class, any of its methods), or every
-baseline test when the function runs at import. Both lists hold tests this run reported, except where every selected test
+baseline test when the function runs at import; of those, at most `tests_per_candidate`, spread evenly
+over them in collection order (spread), and all of them where that sample passes or fails whole. Both lists hold tests this run reported, except where every selected test
 failed: then the failing tests' files' other baseline tests (which did not run the changed code)
 are listed as PASS_TO_PASS. Lists are in the order the clean run collected the tests, and a
 selection goes to pytest as Collected.arguments writes it (a file where every test of it is
@@ -64,6 +65,17 @@ def tests_to_run(coverage: dict[str, list[str]], baseline: list[str], path: str,
     running = {key for key, keys in coverage.items() if any(_covers(k, path, qualname) for k in keys)}
     covering = {test for test, keys in coverage.items() if test in running or running.intersection(keys)}
     return [test for test in baseline if test in covering]
+
+
+def spread(tests: list[str], at_most: int) -> list[str]:
+    """At most `at_most` of `tests`, evenly spaced over them, in their order. A change to a function that hundreds
+    of tests run fails many of them, so a sample spread over the files mostly notices it as all of them would, at a
+    fraction of the cost of each of its runs: the candidate's, the final gate's and the user's. (Where the whole
+    sample passes or fails, the candidate runs them all: generate_for_library.)"""
+    if len(tests) <= at_most:
+        return list(tests)
+    step = len(tests) / at_most
+    return [tests[int(index * step)] for index in range(at_most)]
 
 
 class Collected:
@@ -151,12 +163,13 @@ def untrusted(run: SuiteRunResult, standing: str | None = None) -> str | None:
 
 
 def judge(selected: list[str], run: SuiteRunResult, baseline_passing: list[str], baseline_collection_errors: list[str],
-          standing: str | None = None) -> Verdict:
+          standing: str | None = None, noticing: list[str] | None = None) -> Verdict:
     """The verdict on a candidate's run of the baseline tests `selected` (in collection order), from the outcomes
     the run reported alone: a run that stopped early, broke a limit, was forbidden or left a selected test without a
     result is no verdict at all (the reject names why); FAIL_TO_PASS are the selected tests that reported failed or
     error, PASS_TO_PASS those that reported passed, both in `selected`'s order. `baseline_passing`: every baseline
-    test, in collection order."""
+    test, in collection order; `noticing`: every test that can notice the change, of which `selected` is a sample
+    (default: `selected` itself)."""
     outcomes = {t.name: t for t in run.tests}
     if run.outcome != "ok" and not (standing and run.refused_outside_tests == standing):
         # a limit, a crash or a forbidden operation (but one outside any test the clean runs met too)
@@ -180,7 +193,7 @@ def judge(selected: list[str], run: SuiteRunResult, baseline_passing: list[str],
         return Verdict(False, "survived", f"all {len(selected)} baseline tests run still pass", [], pass_to_pass, "")
     if not pass_to_pass:  # the failing tests' files' other baseline tests, which did not run the changed code:
         # listed, they are proven to pass with the bug by the final gate before anything is written
-        files, ran = {test_file(t) for t in fail_to_pass}, set(selected)
+        files, ran = {test_file(t) for t in fail_to_pass}, set(selected if noticing is None else noticing)
         pass_to_pass = [t for t in baseline_passing if t not in ran and test_file(t) in files][:UNRUN_PASSING]
     if not pass_to_pass:
         return Verdict(False, "no_pass_to_pass", f"all {len(selected)} baseline tests run fail or skip",

@@ -30,7 +30,7 @@ from flawforge.inputs import InputFile, InputFolder, read_input
 from flawforge.jobs.context import JobContext
 from flawforge.jobs.pipeline import Pipeline, register
 from flawforge.proto.base import jsonl
-from flawforge.proto.debugging import LIBRARIES, LibraryResult, LibraryWorkItem
+from flawforge.proto.debugging import LIBRARIES, TESTS_PER_CANDIDATE, LibraryResult, LibraryWorkItem
 from flawforge.sandbox.suites import SUITE_WORKERS, suite_sandbox
 
 # What an agent gets (tasks/<task id>/) and the answers beside it (solutions/<task id>.json): one file each.
@@ -64,6 +64,10 @@ class DebugConversationsParams(BaseModel):
                                                 "LM-rewritten bugs).")
     retries: int = Field(3, ge=0, le=20, description="New seeds for a scenario without a valid bug, then skipped.")
     per_library: int = Field(10, ge=1, le=10_000, description="Candidate bugs validated per library.")
+    tests_per_candidate: int = Field(TESTS_PER_CANDIDATE, ge=1, le=100_000,
+                                     description="At most this many of the tests that can notice a candidate bug "
+                                                 "(those that executed its function) run it, spread evenly over "
+                                                 "them; its instance lists only tests that ran.")
     modifiers: list[str] = Field(default_factory=all_modifiers, min_length=1, description="Bug modifiers to use.")
     seed: int = Field(0, ge=0, lt=1 << 63, description="Seed of the choice of candidates.")
     trajectories: bool = Field(True, description="Write an agent trajectory per instance (two or more suite runs "
@@ -169,7 +173,9 @@ def run_libraries(ctx: JobContext, params: DebugConversationsParams):
         item = f"{attempt}-{number}-{archive.name}.json"
         names.append(item)
         ctx.publish(LIBRARIES, LibraryWorkItem(job_id=ctx.job_id, archive=ref, archive_name=archive.name,
-                                               per_library=params.per_library, modifiers=params.modifiers,
+                                               per_library=params.per_library,
+                                               tests_per_candidate=params.tests_per_candidate,
+                                               modifiers=params.modifiers,
                                                seed=params.seed, item_name=item, model=params.model))
     stored = dict(ctx.results_as_done(LIBRARIES, names, message="validating bugs"))
     results = [stored[name] for name in names]

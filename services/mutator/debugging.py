@@ -68,7 +68,7 @@ def make_library_handler(platform: Platform):
                                               message.per_library, message.modifiers, message.seed,
                                               SUITES_PER_LIBRARY, environment=built.environment,
                                               environment_path=built.path, excluded=built.excluded,
-                                              rewrites=rewrites)
+                                              rewrites=rewrites, tests_per_candidate=message.tests_per_candidate)
         except Unavailable:
             raise  # the platform's trouble (no package index, no sandbox): the bus tries the item again
         except Exception as exc:  # whatever one library does to its handling is its reject, never a lost item

@@ -9,7 +9,7 @@ import pytest
 from flawforge.debugging.generate import SUITE_LIMITS, Workspace, final_gate, generate_for_library
 from flawforge.debugging.layout import ProjectLayout
 from flawforge.debugging.patches import apply_patch
-from flawforge.debugging.verdict import Collected, judge
+from flawforge.debugging.verdict import Collected, judge, spread
 from flawforge.proto.debugging import Environment
 from flawforge.proto.sandbox import ResourceUsage, SuiteRunResult, TestCaseResult
 from tests.debugging.test_suite_unit import archive as tar_of
@@ -215,3 +215,29 @@ def test_the_final_gate_drops_an_instance_that_does_not_reproduce_by_node_id(sui
     assert kept == [together]
     (reject,) = dropped
     assert reject.reason == "gate_fails_clean" and "test_2_needs_setup" in reject.detail
+
+
+def test_a_sample_of_the_tests_is_spread_over_them_in_their_order():
+    tests = [f"t.py::test_{n}" for n in range(10)]
+    assert spread(tests, 4) == ["t.py::test_0", "t.py::test_2", "t.py::test_5", "t.py::test_7"]
+    assert spread(tests, 10) == spread(tests, 50) == tests
+
+
+def test_a_candidate_runs_a_sample_of_its_tests_and_all_of_them_where_the_sample_alone_settles_nothing(
+        suite_sandbox):
+    """Of the four tests that run grade(), two (test_a, test_c) run each candidate; a candidate that the sample
+    does not show failing or shows failing with nothing passing runs all four. The same candidates are instances
+    either way, each listing the tests of its sample or all of them."""
+    project = archive("toy", {"toy.py": MODULE, "tests/test_good.py": GOOD_TESTS})
+    every, sampled = (generate_for_library(suite_sandbox, project, "toy-1.0.tar.gz", 8,
+                                           ["op_invert", "remove_cond", "op_change", "off_by_one"], 0, 2,
+                                           environment=ENVIRONMENT, clean_limits=FAST, tests_per_candidate=count)
+                      for count in (64, 2))
+    assert [i.instance_id for i in sampled.instances] == [i.instance_id for i in every.instances]
+    assert sorted(r.hash8 for r in sampled.rejects) == sorted(r.hash8 for r in every.rejects)
+    sample = {"tests/test_good.py::test_a", "tests/test_good.py::test_c"}
+    listed = {i.instance_id: set(i.FAIL_TO_PASS + i.PASS_TO_PASS) for i in every.instances}
+    kinds = {"sample" if set(i.FAIL_TO_PASS + i.PASS_TO_PASS) == sample else
+             "all" if set(i.FAIL_TO_PASS + i.PASS_TO_PASS) == listed[i.instance_id] else "other"
+             for i in sampled.instances}
+    assert kinds == {"sample", "all"}
