@@ -12,11 +12,6 @@ ARCHITECTURE = REPO / "docs" / "architecture.md"
 SOURCES = {"flawforge": REPO / "flawforge", "flawforge.proto": REPO / "proto", "flawforge.services": REPO / "services"}
 ARROW = "─►"
 
-# Imports against the picture that code under rework still makes, by file and imported module. Each goes when its
-# area is brought to the house rule; any import not listed here that breaks the picture fails the test.
-KNOWN_EXCEPTIONS: set[tuple[str, str]] = set()
-
-
 def fenced_block(marker: str) -> list[str]:
     """The lines of the fenced block that follows the HTML comment `marker` in docs/architecture.md."""
     text = ARCHITECTURE.read_text(encoding="utf-8")
@@ -98,7 +93,7 @@ def test_every_import_follows_the_picture():
     files = list(source_files())
     assert {package_of(module) for _, module in files} == set(layer_of), \
         f"the picture's packages are not the code's: {sorted(set(layer_of) ^ {package_of(m) for _, m in files})}"
-    against, seen_exceptions, unplaced = [], set(), set()
+    against, unplaced = [], set()
     for path, module in files:
         source = package_of(module)
         relative = str(path.relative_to(REPO))
@@ -109,14 +104,9 @@ def test_every_import_follows_the_picture():
             unplaced |= {p for p in (source, target) if p not in layer_of}
             if unplaced or allowed(layer_of, arrows, source, target):
                 continue
-            if (relative, imported) in KNOWN_EXCEPTIONS:
-                seen_exceptions.add((relative, imported))
-            else:
-                against.append(f"{relative}:{line}: {source} imports {imported} ({target})")
+            against.append(f"{relative}:{line}: {source} imports {imported} ({target})")
     assert not unplaced, f"packages in no layer of {ARCHITECTURE.name}: {sorted(unplaced)}"
     assert not against, "imports the picture in docs/architecture.md does not allow:\n" + "\n".join(against)
-    assert seen_exceptions == KNOWN_EXCEPTIONS, (
-        f"no longer made, so no longer exceptions: {sorted(KNOWN_EXCEPTIONS - seen_exceptions)}")
 
 
 def drawn_services() -> tuple[dict[str, tuple[int, set[str]]], set[str]]:
