@@ -10,6 +10,7 @@ real ones: a reply with any is not used (the deterministic writer is, and the re
 from __future__ import annotations
 
 import ast
+import functools
 import io
 import json
 import re
@@ -89,18 +90,24 @@ def _numbered(text: list[str], first: int, last: int) -> str:
     return "\n".join(f"{n:4d} {text[n - 1]}" for n in range(first, last + 1))
 
 
+@functools.lru_cache(maxsize=16)
+def _definitions(module: str) -> tuple[tuple[int, int], ...]:
+    """The lines (decorators included) of every function and class of a module; none where it does not parse. One
+    buggy module is read for its conversation, its trajectory and its task: parsed once."""
+    try:
+        tree = ast.parse(module)
+    except SyntaxError:
+        return ()
+    return tuple((min([node.lineno, *(d.lineno for d in node.decorator_list)]), node.end_lineno)
+                 for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))
+
+
 def _enclosing(buggy: str, first: int, last: int) -> tuple[int, int] | None:
     """The innermost function or class whose lines hold first..last (decorators included)."""
-    try:
-        tree = ast.parse(buggy)
-    except SyntaxError:
-        return None
     best = None
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-            if start <= first and last <= node.end_lineno and (best is None or start >= best[0]):
-                best = (start, node.end_lineno)
+    for start, end in _definitions(buggy):
+        if start <= first and last <= end and (best is None or start >= best[0]):
+            best = (start, end)
     return best
 
 

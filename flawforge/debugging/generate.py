@@ -28,7 +28,7 @@ from flawforge.debugging.realism import worth_trying
 from flawforge.debugging.revalidate import revalidate
 from flawforge.debugging.rewrites import with_rewritten_tests
 from flawforge.debugging.verdict import (FIXTURE, IMPORT_TIME, Collected, Verdict, covered, judge, normalized,
-                                         spread, standing_refusal, tests_to_run, untrusted)
+                                         Noticing, spread, standing_refusal, untrusted)
 from flawforge.proto.debugging import (TESTS_PER_CANDIDATE, Baseline, BugReject, Environment, Exclusion, Instance,
                                       LibraryResult)
 from flawforge.proto.sandbox import SandboxLimits, SuiteRunResult
@@ -247,11 +247,11 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
     in_baseline = set(passing)
     coverage = {test: keys for test, keys in first.coverage.items()
                 if test == IMPORT_TIME or test in in_baseline or test.startswith(FIXTURE)}
-    noticing: dict[Candidate, list[str]] = {}
+    can_notice, noticing = Noticing(coverage, passing), {}
 
     def selection(c: Candidate) -> list[str]:
         if c not in noticing:
-            noticing[c] = tests_to_run(coverage, passing, c.path, c.qualname)
+            noticing[c] = can_notice.tests(c.path, c.qualname)
         return noticing[c]
 
     if rewrites is not None:

@@ -13,6 +13,7 @@ leaks, or states none of the facts, is not used.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import textwrap
 from dataclasses import dataclass, replace
@@ -85,18 +86,28 @@ def _frames(text: str) -> list[tuple[str, int, str, str]]:
     return frames
 
 
+@functools.lru_cache(maxsize=32)
+def _functions(source: str) -> dict[str, list[ast.AST]]:
+    """A test file's functions by name (none where it does not parse): parsed once for all its failing tests, which
+    only read the trees."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return {}
+    functions: dict[str, list[ast.AST]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            functions.setdefault(node.name, []).append(node)
+    return functions
+
+
 def _test_code(source: str | None, function: str, line: int) -> tuple[str, ast.stmt | None, ast.AST | None]:
     """The test function's statements up to the one holding `line` (a `with` or `for` that line opens, whole),
     dedented (at most CODE_LINES lines), that statement and the function; ('', None, None) where the file does not
     parse or has no such function."""
-    try:
-        tree = ast.parse(source or "")
-    except (SyntaxError, ValueError):
-        return "", None, None
     lines = (source or "").splitlines()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function \
-                and node.lineno <= line <= node.end_lineno:
+    for node in _functions(source or "").get(function, ()):
+        if node.lineno <= line <= node.end_lineno:
             body = [s for s in node.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)
                                                  and isinstance(s.value.value, str))]
             holding = [s for s in ast.walk(node) if isinstance(s, ast.stmt) and s is not node

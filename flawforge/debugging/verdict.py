@@ -50,21 +50,32 @@ def covered(coverage: dict[str, list[str]], path: str, qualname: str) -> bool:
     return any(_covers(key, path, qualname) for keys in coverage.values() for key in keys)
 
 
-def runs_at_import(coverage: dict[str, list[str]], path: str, qualname: str) -> bool:
-    """The function (or a method of the class) ran outside any test, e.g. while the library was imported."""
-    return any(_covers(key, path, qualname) for key in coverage.get(IMPORT_TIME, []))
+class Noticing:
+    """Which baseline tests can notice a change to a function, from the clean run's coverage read once for the
+    library: those that executed the function (for a class, any of its methods), and those using a wide fixture
+    whose setup executed it (set up once, for an earlier test, its value reaches them all); every baseline test for a
+    function, or a class with a method, that runs at import."""
 
+    def __init__(self, coverage: dict[str, list[str]], baseline: list[str]):
+        self.baseline = baseline  # in collection order
+        self.executed_by: dict[str, dict[str, set[str]]] = {}  # file -> function -> tests, fixtures, IMPORT_TIME
+        self.users_of: dict[str, set[str]] = {}  # a wide fixture's key -> the tests that use it
+        for entry, keys in coverage.items():
+            for key in keys:
+                if key.startswith(FIXTURE):
+                    self.users_of.setdefault(key, set()).add(entry)
+                else:
+                    file, _, name = key.partition("::")
+                    self.executed_by.setdefault(file, {}).setdefault(name, set()).add(entry)
 
-def tests_to_run(coverage: dict[str, list[str]], baseline: list[str], path: str, qualname: str) -> list[str]:
-    """The baseline tests (`baseline`, in collection order) a candidate runs, in that order: those that executed the
-    changed function (for a class, any of its methods), and those using a wide fixture whose setup executed it (set up
-    once, for an earlier test, its value reaches them all); all of them for a function, or a class with a method,
-    that runs at import."""
-    if runs_at_import(coverage, path, qualname):
-        return list(baseline)
-    running = {key for key, keys in coverage.items() if any(_covers(k, path, qualname) for k in keys)}
-    covering = {test for test, keys in coverage.items() if test in running or running.intersection(keys)}
-    return [test for test in baseline if test in covering]
+    def tests(self, path: str, qualname: str) -> list[str]:
+        """The baseline tests that can notice a change to `qualname` of `path`, in collection order."""
+        running = set().union(*(entries for name, entries in self.executed_by.get(path, {}).items()
+                                if name == qualname or name.startswith(qualname + ".")))
+        if IMPORT_TIME in running:
+            return list(self.baseline)
+        covering = running.union(*(self.users_of.get(entry, ()) for entry in running if entry.startswith(FIXTURE)))
+        return [test for test in self.baseline if test in covering]
 
 
 def spread(tests: list[str], at_most: int) -> list[str]:

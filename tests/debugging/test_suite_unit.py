@@ -130,14 +130,15 @@ FIXTURES = {
 def test_what_a_wide_fixture_runs_reaches_every_test_that_uses_it(sandbox):
     """make() runs once, in the setup of a class-scoped fixture (and of a unittest setUpClass): its coverage is the
     fixture's, the tests of its class name the fixture, and a change to make() selects them, not the other class."""
-    from flawforge.debugging.verdict import tests_to_run
+    from flawforge.debugging.verdict import Noticing
 
     run = sandbox.run_suite(archive(FIXTURES), args=["tests"], coverage_files=["pkg/calc.py"], limits=LIMITS)
     tests = [t.name for t in run.tests]
     assert {t.outcome for t in run.tests} == {"passed"}
     assert run.coverage["<fixture>tests/test_fx.py::TestWithFixture::made"] == ["pkg/calc.py::make"]
     assert "pkg/calc.py::make" not in run.coverage["tests/test_fx.py::TestWithFixture::test_second"]
-    assert tests_to_run(run.coverage, tests, "pkg/calc.py", "make") == [
+    noticing = Noticing(run.coverage, tests)
+    assert noticing.tests("pkg/calc.py", "make") == [
         "tests/test_fx.py::TestWithFixture::test_first", "tests/test_fx.py::TestWithFixture::test_second",
         "tests/test_fx.py::TestUnittest::test_made"]
-    assert "tests/test_fx.py::TestWithout::test_double" in tests_to_run(run.coverage, tests, "pkg/calc.py", "double")
+    assert "tests/test_fx.py::TestWithout::test_double" in noticing.tests("pkg/calc.py", "double")
