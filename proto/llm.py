@@ -64,6 +64,22 @@ def _unset(value) -> bool:
     return value is None
 
 
+def _refuse(problem: str | None) -> None:
+    """A validator's refusal of what `problem` names; none: nothing to refuse."""
+    if problem:
+        raise ValueError(problem)
+
+
+def tool_turn_problem(role: str, tool_calls: list[ToolCall] | None, tool_call_id: str | None) -> str | None:
+    """What is wrong with a turn's tool fields: calls are an assistant's, and a tool turn, only it, names the call it
+    answers. None when nothing is."""
+    if tool_calls is not None and role != "assistant":
+        return "tool_calls belong to an assistant turn"
+    if (role == "tool") != (tool_call_id is not None):
+        return "a tool turn, and only a tool turn, names the call it answers (tool_call_id)"
+    return None
+
+
 class ChatMessage(Model):
     """A turn in OpenAI's chat format: an assistant's turn may carry tool calls, a tool's turn answers one of them.
     The tool fields are left out of the dump where unset, so a message without them has the fingerprint it had
@@ -76,10 +92,7 @@ class ChatMessage(Model):
 
     @model_validator(mode="after")
     def _check_tool_fields(self):
-        if self.tool_calls is not None and self.role != "assistant":
-            raise ValueError("tool_calls belong to an assistant turn")
-        if (self.role == "tool") != (self.tool_call_id is not None):
-            raise ValueError("a tool turn, and only a tool turn, names the call it answers (tool_call_id)")
+        _refuse(tool_turn_problem(self.role, self.tool_calls, self.tool_call_id))
         return self
 
 
@@ -109,9 +122,7 @@ class ChatRequest(Model):
 
     @model_validator(mode="after")
     def _check_tools(self):
-        problem = tool_choice_problem(self.tools, self.tool_choice)
-        if problem:
-            raise ValueError(problem)
+        _refuse(tool_choice_problem(self.tools, self.tool_choice))
         return self
 
     def tool_fields(self) -> dict[str, Any]:
@@ -132,18 +143,32 @@ class ChatRequest(Model):
 
 
 class OpenAIChatMessage(Model):
-    role: Literal["system", "developer", "user", "assistant"]
-    content: str | list[TextPart]
+    """A turn as OpenAI's clients send it: an assistant's turn may carry the calls it made (its content null then),
+    a tool's turn answers one of them."""
+
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[TextPart] | None = None
     name: str | None = Field(None, description="Accepted as OpenAI takes it; not sent on.")
+    tool_calls: list[ToolCall] | None = Field(None, description="The calls an assistant turn made.")
+    tool_call_id: str | None = Field(None, description="The call a tool turn answers.")
+
+    @model_validator(mode="after")
+    def _check_tool_fields(self):
+        _refuse(tool_turn_problem(self.role, self.tool_calls, self.tool_call_id))
+        if self.content is None and not self.tool_calls:
+            raise ValueError("content may be null only in an assistant turn that makes tool calls")
+        return self
 
     @property
     def text(self) -> str:
+        if self.content is None:
+            return ""
         return self.content if isinstance(self.content, str) else "".join(part.text for part in self.content)
 
 
 class OpenAIChatRequest(Model):
     """The body of the gateway's OpenAI-compatible /v1/chat/completions: the fields it serves. Any other field is
-    refused naming it, never dropped unseen; tools, n > 1 and logprobs are not served."""
+    refused naming it, never dropped unseen; n > 1 and logprobs are not served."""
 
     model: str = Field(min_length=1, description="'provider/model', or a model one configured provider serves.")
     messages: list[OpenAIChatMessage] = Field(min_length=1)
@@ -155,14 +180,21 @@ class OpenAIChatRequest(Model):
     seed: int | None = None
     frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0)
     response_format: ResponseFormat | None = None
+    tools: list[Tool] | None = Field(None, max_length=128, description="Functions the model may call.")
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     n: Literal[1] = 1
     stream: bool = False
     stream_options: StreamOptions | None = None
     user: str | None = Field(None, description="Accepted as OpenAI takes it; the caller is the token's owner.")
 
+    @model_validator(mode="after")
+    def _check_tools(self):
+        _refuse(tool_choice_problem(self.tools, self.tool_choice))
+        return self
+
     def chat_request(self) -> ChatRequest:
         """The gateway's own request (its fingerprint is the cache's key): a developer turn is a system turn, a
-        json_object format the schema of any object."""
+        json_object format the schema of any object; tools, tool_choice and the turns' calls as they came."""
         schema = None
         if self.response_format is not None and self.response_format.type == "json_schema":
             schema = self.response_format.json_schema.json_schema
@@ -170,11 +202,13 @@ class OpenAIChatRequest(Model):
             schema = {"type": "object"}
         return ChatRequest(
             model=self.model, max_tokens=self.max_completion_tokens or self.max_tokens or 256,
-            messages=[ChatMessage(role="system" if m.role == "developer" else m.role, content=m.text)
+            messages=[ChatMessage(role="system" if m.role == "developer" else m.role, content=m.text,
+                                  tool_calls=m.tool_calls, tool_call_id=m.tool_call_id)
                       for m in self.messages],
             temperature=self.temperature, top_p=self.top_p, seed=self.seed,
             stop=[self.stop] if isinstance(self.stop, str) else self.stop,
-            frequency_penalty=self.frequency_penalty, response_schema=schema)
+            frequency_penalty=self.frequency_penalty, response_schema=schema, tools=self.tools,
+            tool_choice=self.tool_choice)
 
 
 class ChatResult(Model):

@@ -88,11 +88,14 @@ def _finish(reason: str | None) -> str:
 
 
 def completion_of(result: ChatResult, created: int) -> ChatCompletion:
-    """The gateway's answer as OpenAI's chat completion (its id names the request's fingerprint)."""
+    """The gateway's answer as OpenAI's chat completion (its id names the request's fingerprint); a reply that only
+    calls tools has null content, as OpenAI answers it."""
+    content = None if result.tool_calls and not result.content else result.content
     return ChatCompletion(id=f"chatcmpl-{result.fingerprint[:24]}", created=created, model=result.model,
                           system_fingerprint=f"flawforge-{result.provider}", usage=result.usage,
                           choices=[ChatChoice(index=0, finish_reason=_finish(result.finish_reason),
-                                              message=AssistantMessage(content=result.content))])
+                                              message=AssistantMessage(content=content,
+                                                                       tool_calls=result.tool_calls))])
 
 
 def chunks_of(pieces: Iterator[str | ChatResult], fp: str, model: str, created: int,

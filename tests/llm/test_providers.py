@@ -165,20 +165,8 @@ WEATHER = {"type": "function", "function": {
 CLOCK = {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}}}
 
 
-def tool_call_server():
-    """An OpenAI-compatible endpoint answering every chat completion with one call of get_weather."""
-    def answer(body: dict, _: int) -> tuple[int, dict]:
-        call = {"id": "call_abc", "type": "function",
-                "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
-        return 200, {"id": "c", "object": "chat.completion", "created": 0, "model": body["model"],
-                     "choices": [{"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": [call]},
-                                  "finish_reason": "tool_calls"}],
-                     "usage": {"prompt_tokens": 30, "completion_tokens": 9, "total_tokens": 39}}
-
-    return json_server(answer)
-
-
-def test_tools_and_tool_calls_go_to_the_provider_and_back_logged_and_cached_under_their_own_fingerprint(tmp_path):
+def test_tools_and_tool_calls_go_to_the_provider_and_back_logged_and_cached_under_their_own_fingerprint(
+        tmp_path, tool_call_provider):
     """tools, tool_choice and the conversation's calls and tool results reach the provider as OpenAI takes them; the
     reply's call comes back parsed, is in the call log, and is cached under a fingerprint the tools are part of: a
     replay with another tool set or tool_choice misses, and a request without tools keeps the fingerprint it had."""
@@ -192,16 +180,16 @@ def test_tools_and_tool_calls_go_to_the_provider_and_back_logged_and_cached_unde
                {"role": "tool", "tool_call_id": "call_1", "content": '{"celsius": 21}'}]
     request = ChatRequest(model="remote/m", messages=earlier, tools=[WEATHER], tool_choice="required", max_tokens=20)
     store = LocalBlobStore(tmp_path)
-    with tool_call_server() as (base_url, bodies):
-        providers = {"remote": {"base_url": base_url, "models": ["m"]}}
-        gateway = Gateway(store, parse_providers(json.dumps(providers)))
-        result = gateway.chat(request)
-        again = gateway.chat(request)
-        refusing = Gateway(LocalBlobStore(tmp_path / "refusing"),
-                           parse_providers(json.dumps({"remote": {**providers["remote"], "tools": False}})))
-        with pytest.raises(InvalidRequest, match="provider 'remote' is configured without tool calls"):
-            refusing.chat(request)
-        refusing.chat(ChatRequest(model="remote/m", messages=earlier[:1], max_tokens=20))
+    base_url, bodies = tool_call_provider
+    providers = {"remote": {"base_url": base_url, "models": ["m"]}}
+    gateway = Gateway(store, parse_providers(json.dumps(providers)))
+    result = gateway.chat(request)
+    again = gateway.chat(request)
+    refusing = Gateway(LocalBlobStore(tmp_path / "refusing"),
+                       parse_providers(json.dumps({"remote": {**providers["remote"], "tools": False}})))
+    with pytest.raises(InvalidRequest, match="provider 'remote' is configured without tool calls"):
+        refusing.chat(request)
+    refusing.chat(ChatRequest(model="remote/m", messages=earlier[:1], max_tokens=20))
     assert [(c.id, c.function.name, json.loads(c.function.arguments)) for c in result.tool_calls] == [
         ("call_abc", "get_weather", {"city": "Paris"})]
     assert result.finish_reason == "tool_calls" and result.content == ""
