@@ -151,7 +151,7 @@ class Gateway:
         scope = scope or CallScope()
         scope.check()
         if request.tools:
-            raise InvalidRequest("a streamed reply is text only; ask for tool calls with chat, not chat_stream")
+            raise InvalidRequest("tool calls are not streamed: ask for them without stream")
         fp = fingerprint(request)
         cached = self.cache.get(fp)
         if cached is not None:

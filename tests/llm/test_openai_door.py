@@ -133,7 +133,7 @@ def test_the_openai_sdk_calls_tools_through_the_door_and_sends_their_results_bac
         answer = client.chat.completions.create(**{**ask, "messages": [
             *question, reply.message, {"role": "tool", "tool_call_id": call.id, "content": '{"celsius": 21}'}]})
 
-        with pytest.raises(openai.BadRequestError, match="streamed reply is text only") as streamed:
+        with pytest.raises(openai.BadRequestError, match="tool calls are not streamed") as streamed:
             client.chat.completions.create(**ask, tool_choice=named, stream=True)
         with pytest.raises(openai.BadRequestError, match="provider 'toolless' is configured without tool calls"):
             client.chat.completions.create(**{**ask, "model": "toolless/m"}, tool_choice=named)
