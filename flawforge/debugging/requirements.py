@@ -26,6 +26,8 @@ TEST_WORDS = frozenset({"test", "tests", "testing", "dev", "develop", "developme
 # ... unless they also hold one of these: what they install documents, lints or releases the library.
 OTHER_WORDS = frozenset({"doc", "docs", "lint", "linting", "style", "typing", "mypy", "release", "publish",
                          "deploy", "build", "ci", "bench", "benchmark", "benchmarks"})
+# Folders of tests whose requirement files are the tests' (tests/requirements.txt).
+TEST_FOLDERS = frozenset({"test", "tests", "testing"})
 # Requirement files whose whole stem says they are the library's runtime requirements.
 RUNTIME_STEMS = frozenset({"requirements", "base", "install", "runtime", "main"})
 
@@ -219,7 +221,8 @@ def _called(call: ast.Call) -> str | None:
 class RequirementFileReader:
     """Requirement files: requirements*.txt, *-requirements.txt and *_requirements.txt at the top, and the .txt
     files of requirements/; by name, the runtime's (requirements.txt) or the tests' (requirements-dev.txt,
-    test-requirements.txt, requirements/tests.txt); `-r` followed, `-c`, `-e` and other options dropped."""
+    test-requirements.txt, requirements/tests.txt); in a test folder (tests/requirements.txt), the tests';
+    `-r` followed, `-c`, `-e` and other options dropped."""
 
     def read(self, files: dict[str, bytes], found: Found) -> None:
         for path in sorted(files):
@@ -232,9 +235,12 @@ class RequirementFileReader:
     def kind_of(path: str) -> str | None:
         """'runtime', 'test', or None for a file that is not a requirement file or installs other things."""
         folder, _, base = path.rpartition("/")
+        stem = base[:-len(".txt")].lower()
+        if base.endswith(".txt") and folder in TEST_FOLDERS and "requirements" in _words(stem) \
+                and not _words(stem) & OTHER_WORDS:
+            return "test"
         if not base.endswith(".txt") or folder not in ("", "requirements"):
             return None
-        stem = base[:-len(".txt")].lower()
         if folder == "" and "requirements" not in _words(stem):
             return None
         if is_test_name(stem):

@@ -187,3 +187,12 @@ def test_a_trace_executor_runs_a_suite_in_an_environment_of_the_shared_folder(li
             with pytest.raises(InvalidInput, match="not a folder under the sandbox's read paths"):
                 remote.run_suite(PROBE, args=["tests"], environment=str(tmp_path))
     assert {t.name.rpartition("::")[2]: t.outcome for t in run.tests} == {"test_six": "passed", "test_numpy": "failed"}
+
+
+def test_a_requirement_file_in_the_test_folder_is_the_tests():
+    """parse keeps pytest-cov, which its pytest configuration's addopts needs, in tests/requirements.txt."""
+    files = {"PKG-INFO": b"Metadata-Version: 2.1\nName: lib\nVersion: 1.0\n",
+             "tests/requirements.txt": b"pytest\npytest-cov\n", "tests/requirements-docs.txt": b"sphinx\n",
+             "tests/data/requirements.txt": b"not-for-the-tests\n"}
+    found = declared_requirements(files)
+    assert found.test == ("pytest", "pytest-cov") and found.runtime == ()
