@@ -331,3 +331,19 @@ def test_names_from_data_never_leave_their_folder(tmp_path):
         assert (out / "instances.jsonl").read_text() == "kept\n" and (out / "tasks" / "t" / "m.py").read_text() == \
             "x = 1\n"
         assert not (tmp_path / "escape.json").exists() and not list(out.glob(".tasks-*"))
+
+
+def test_a_tasks_run_tests_caps_the_memory_its_tests_take(tmp_path):
+    """A bug that allocates without bound fails its test with MemoryError under run_tests.py, as in the sandbox,
+    instead of taking the machine's memory (calloc'ed pages are lazy: without the cap, this test would pass)."""
+    import subprocess
+
+    from flawforge.debugging.conversation import RUN_TESTS
+
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_grow.py").write_text("def test_grow():\n    assert len(bytearray(8 << 30)) > 0\n")
+    (tmp_path / "tests.txt").write_text("tests/test_grow.py::test_grow\n")
+    (tmp_path / "run_tests.py").write_text(RUN_TESTS.format(roots=["."], arguments=["tests/test_grow.py"], hash_seed=0))
+    done = subprocess.run([sys.executable, "run_tests.py", "-rA"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 1 and "MemoryError" in done.stdout, done.stdout[-2000:]
