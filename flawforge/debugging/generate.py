@@ -27,7 +27,7 @@ from flawforge.debugging.patches import instance_id, unified_diff
 from flawforge.debugging.realism import worth_trying
 from flawforge.debugging.revalidate import revalidate
 from flawforge.debugging.rewrites import with_rewritten_tests
-from flawforge.debugging.verdict import (FIXTURE, IMPORT_TIME, Collected, Verdict, covered, judge, normalized,
+from flawforge.debugging.verdict import (FIXTURE, IMPORT_TIME, Collected, Verdict, judge, normalized,
                                          Noticing, spread, standing_refusal, untrusted)
 from flawforge.proto.debugging import (TESTS_PER_CANDIDATE, Baseline, BugReject, Environment, Exclusion, Instance,
                                       LibraryResult)
@@ -255,7 +255,7 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
         return noticing[c]
 
     if rewrites is not None:
-        rewritten, refused = rewrites(modules, lambda path, qualname: covered(coverage, path, qualname))
+        rewritten, refused = rewrites(modules, lambda path, qualname: bool(can_notice.running(path, qualname)))
         candidates += rewritten
         result.rejects += refused
         result.candidates_total = len(candidates)

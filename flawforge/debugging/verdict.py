@@ -7,12 +7,12 @@ was forbidden. Only baseline tests that can notice the change are selected: thos
 the changed function in the clean run, or use a fixture wider than a test (class, module, package
 or session scope) whose setup executed it (for a change to a class, any of its methods), or every
 baseline test when the function runs at import; of those, at most `tests_per_candidate`, spread evenly
-over them in collection order (spread), and all of them where that sample passes or fails whole. Both lists hold tests this run reported, except where every selected test
-failed: then the failing tests' files' other baseline tests (which did not run the changed code)
-are listed as PASS_TO_PASS. Lists are in the order the clean run collected the tests, and a
-selection goes to pytest as Collected.arguments writes it (a file where every test of it is
-selected, else node ids), the same in the candidate's run, the final gate (generate.final_gate)
-and the task's run_tests.py.
+over them in collection order (spread), and all of them where that sample passes or fails whole. Both
+lists hold tests this run reported, except where every selected test failed: then the failing
+tests' files' other baseline tests (which did not run the changed code) are listed as PASS_TO_PASS.
+Lists are in the order the clean run collected the tests, and a selection goes to pytest as
+Collected.arguments writes it (a file where every test of it is selected, else node ids), the same in the
+candidate's run, the final gate (generate.final_gate) and the task's run_tests.py.
 """
 from __future__ import annotations
 
@@ -35,19 +35,8 @@ PYTEST_ENDS = {None: "pytest did not finish", 2: "pytest was interrupted (a Keyb
                3: "pytest failed internally", 4: "pytest refused its arguments", 5: "pytest collected no tests"}
 
 
-def _covers(key: str, path: str, qualname: str) -> bool:
-    file, _, name = key.partition("::")
-    return file == path and (name == qualname or name.startswith(qualname + "."))
-
-
 def test_file(test_id: str) -> str:
     return test_id.split("::", 1)[0]
-
-
-def covered(coverage: dict[str, list[str]], path: str, qualname: str) -> bool:
-    """Some test, wide fixture or the import executes the function, or a method of the class, `qualname` of
-    `path`."""
-    return any(_covers(key, path, qualname) for keys in coverage.values() for key in keys)
 
 
 class Noticing:
@@ -68,10 +57,15 @@ class Noticing:
                     file, _, name = key.partition("::")
                     self.executed_by.setdefault(file, {}).setdefault(name, set()).add(entry)
 
+    def running(self, path: str, qualname: str) -> set[str]:
+        """The tests, wide fixtures and IMPORT_TIME that executed the function, or a method of the class, `qualname`
+        of `path` (empty: nothing the baseline runs executes it)."""
+        return set().union(*(entries for name, entries in self.executed_by.get(path, {}).items()
+                             if name == qualname or name.startswith(qualname + ".")))
+
     def tests(self, path: str, qualname: str) -> list[str]:
         """The baseline tests that can notice a change to `qualname` of `path`, in collection order."""
-        running = set().union(*(entries for name, entries in self.executed_by.get(path, {}).items()
-                                if name == qualname or name.startswith(qualname + ".")))
+        running = self.running(path, qualname)
         if IMPORT_TIME in running:
             return list(self.baseline)
         covering = running.union(*(self.users_of.get(entry, ()) for entry in running if entry.startswith(FIXTURE)))
