@@ -86,6 +86,8 @@ class TestCaseResult(Model):
     name: str = Field(description="unittest id, e.g. test_mod.TestX.test_y or test_mod.test_function.")
     outcome: TestOutcome
     message: str = Field("", description="Failure or error traceback, or the skip reason.")
+    seconds: float | None = Field(None, description="Wall-clock seconds of the test's setup, call and teardown, as "
+                                                    "pytest timed them (suite runs only).")
 
 
 class TestRunResult(Model):

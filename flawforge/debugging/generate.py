@@ -28,7 +28,7 @@ from flawforge.debugging.realism import worth_trying
 from flawforge.debugging.revalidate import revalidate
 from flawforge.debugging.rewrites import with_rewritten_tests
 from flawforge.debugging.verdict import (FIXTURE, IMPORT_TIME, Collected, Verdict, judge, normalized,
-                                         Noticing, spread, standing_refusal, untrusted)
+                                         Noticing, quick_sample, standing_refusal, thinned, untrusted)
 from flawforge.proto.debugging import (TESTS_PER_CANDIDATE, Baseline, BugReject, Environment, Exclusion, Instance,
                                       LibraryResult)
 from flawforge.proto.sandbox import SandboxLimits, SuiteRunResult
@@ -219,7 +219,7 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
     `excluded`: requirements its builder left out; `clean_limits`: the clean runs' limits (candidates get a
     multiple of the clean run's time); `rewrites(modules, executed)`: a model's rewritten functions as candidates
     and the replies refused (lm_rewrite), asked once the tests' coverage says which functions they run;
-    `tests_per_candidate`: at most this many of the tests that can notice a candidate run it (verdict.spread)."""
+    `tests_per_candidate`: at most this many of the tests that can notice a candidate run it (verdict.quick_sample)."""
     name, version = name_and_version(archive_name)
     files = read_archive(archive)
     layout = layout_of(name, version, list(files))
@@ -248,6 +248,7 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
     coverage = {test: keys for test, keys in first.coverage.items()
                 if test == IMPORT_TIME or test in in_baseline or test.startswith(FIXTURE)}
     can_notice, noticing = Noticing(coverage, passing), {}
+    seconds = {test.name: test.seconds or 0.0 for test in second.tests}  # timed without coverage
 
     def selection(c: Candidate) -> list[str]:
         if c not in noticing:
@@ -271,7 +272,7 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
     def settle(c: Candidate) -> tuple[SuiteRunResult, Verdict]:
         """A candidate's run and verdict: on a sample of the tests that can notice it, and on all of them where the
         sample passed whole (a change that only a few of them notice) or failed whole (no test left to pass)."""
-        tests = spread(noticing[c], tests_per_candidate)
+        tests = quick_sample(noticing[c], tests_per_candidate, seconds)
         while True:
             run = space.run(collected.arguments(tests), {c.path: c.buggy_source}, limits=limits)
             verdict = judge(tests, run, passing, baseline.collection_errors, baseline.standing_refusal, noticing[c])
@@ -286,7 +287,8 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
         result.tried += 1
         result.tried_by_modifier[candidate.modifier] = result.tried_by_modifier.get(candidate.modifier, 0) + 1
         if verdict.valid:
-            instance = instance_of(space, candidate, modules[candidate.path], verdict, collected)
+            instance = instance_of(space, candidate, modules[candidate.path], thinned(verdict, tests_per_candidate, seconds),
+                                   collected)
             valid.append((instance, candidate.buggy_source, proven_run(run, instance, collected)))
         else:
             result.rejects.append(BugReject(source=name, version=version, modifier=candidate.modifier,

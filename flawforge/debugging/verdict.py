@@ -7,9 +7,12 @@ was forbidden. Only baseline tests that can notice the change are selected: thos
 the changed function in the clean run, or use a fixture wider than a test (class, module, package
 or session scope) whose setup executed it (for a change to a class, any of its methods), or every
 baseline test when the function runs at import; of those, at most `tests_per_candidate`, spread evenly
-over them in collection order (spread), and all of them where that sample passes or fails whole. Both
+over the quick ones in collection order (quick_sample), and all of them where that sample passes or fails whole. Both
 lists hold tests this run reported, except where every selected test failed: then the failing
 tests' files' other baseline tests (which did not run the changed code) are listed as PASS_TO_PASS.
+Where all of them ran, PASS_TO_PASS keeps a sample of the same size (thinned): what shows the bug is
+FAIL_TO_PASS, kept whole, and every later run of the instance (the final gate's two, the task's, a
+user's) runs only what it lists.
 Lists are in the order the clean run collected the tests, and a selection goes to pytest as
 Collected.arguments writes it (a file where every test of it is selected, else node ids), the same in the
 candidate's run, the final gate (generate.final_gate) and the task's run_tests.py.
@@ -17,13 +20,14 @@ candidate's run, the final gate (generate.final_gate) and the task's run_tests.p
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from flawforge.debugging.failures import readable_failure
 from flawforge.proto.debugging import FAILING_OUTPUT_BYTES
 from flawforge.proto.sandbox import SuiteRunResult
 
 IMPORT_TIME = ""  # the coverage entry of what ran outside any test
+SLOW_TEST_S = 0.05  # a test the clean run timed over this is left out of samples where quicker ones can notice
 FIXTURE = "<fixture>"  # the coverage id of a wide fixture's setup, and its key among a test's (runtime.suite)
 ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 # The end of an address that pytest's shortened repr kept ("[(<mod.NoCompare...ffff5e70450>)]").
@@ -70,6 +74,15 @@ class Noticing:
             return list(self.baseline)
         covering = running.union(*(self.users_of.get(entry, ()) for entry in running if entry.startswith(FIXTURE)))
         return [test for test in self.baseline if test in covering]
+
+
+def quick_sample(tests: list[str], at_most: int, seconds: dict[str, float]) -> list[str]:
+    """At most `at_most` of `tests`, spread over the quick ones: those the clean run timed at SLOW_TEST_S or less
+    (`seconds`: test -> its time), or over all of them where none is. A few tests take most of a suite's time (in
+    arrow 1% of them take 60% of it), and a sample mostly notices a change without them; where it does not (it passes
+    whole), the candidate runs every test that can notice it, the slow ones with them."""
+    quick = [test for test in tests if seconds.get(test, 0.0) <= SLOW_TEST_S]
+    return spread(quick or tests, at_most)
 
 
 def spread(tests: list[str], at_most: int) -> list[str]:
@@ -127,6 +140,16 @@ class Verdict:
     fail_to_pass: list[str]
     pass_to_pass: list[str]
     failing_output: str
+
+
+def thinned(verdict: Verdict, at_most: int, seconds: dict[str, float]) -> Verdict:
+    """`verdict` with at most `at_most` of its PASS_TO_PASS, sampled as a candidate's tests are (quick_sample). A
+    run of every test that can notice a change to a function hundreds of tests execute lists them all, and each run
+    of the instance after it (two in the final gate, the task's, a user's) would run them again to learn that they
+    still pass."""
+    if len(verdict.pass_to_pass) <= at_most:
+        return verdict
+    return replace(verdict, pass_to_pass=quick_sample(verdict.pass_to_pass, at_most, seconds))
 
 
 def bounded(text: str, limit: int = FAILING_OUTPUT_BYTES) -> str:

@@ -104,7 +104,8 @@ class Report:
             self.running_test = _text(frame[1])
         elif tag == "tr":
             name = _text(frame[1])
-            self.tests[name] = TestCaseResult(name=name, outcome=frame[2], message=_text(frame[3]))
+            self.tests[name] = TestCaseResult(name=name, outcome=frame[2], message=_text(frame[3]),
+                                              seconds=float(frame[4]) if len(frame) > 4 else None)
             self.running_test = None
         elif tag == "ce":
             self.collection_errors[_text(frame[1])] = _text(frame[2])

@@ -55,6 +55,16 @@ def test_clean_run_reports_each_test_and_its_coverage(sandbox):
     assert not any("unused" in key for keys in run.coverage.values() for key in keys)
 
 
+def test_each_test_reports_how_long_it_took(sandbox):
+    """Setup, call and teardown together: a fixture's sleep counts as its test's time."""
+    timed = {"demo-1.0/tests/test_timed.py": "import time\n\nimport pytest\n\n\n@pytest.fixture\ndef nap():\n"
+                                     "    time.sleep(0.2)\n\n\ndef test_slow(nap):\n    pass\n\n\n"
+                                     "def test_quick():\n    pass\n"}
+    run = sandbox.run_suite(archive(timed), args=["tests/test_timed.py"], limits=LIMITS)
+    seconds = {t.name.rpartition("::")[2]: t.seconds for t in run.tests}
+    assert 0.2 <= seconds["test_slow"] < 5 and 0 <= seconds["test_quick"] < 0.05
+
+
 def test_overlay_changes_one_file_and_selected_files_run(sandbox):
     buggy = PROJECT["demo-1.0/pkg/calc.py"].replace("x / 2", "x / 3")
     run = sandbox.run_suite(archive(), {"pkg/calc.py": buggy}, args=["tests/test_calc.py"], limits=LIMITS)

@@ -9,7 +9,7 @@ import pytest
 from flawforge.debugging.generate import SUITE_LIMITS, Workspace, final_gate, generate_for_library
 from flawforge.debugging.layout import ProjectLayout
 from flawforge.debugging.patches import apply_patch
-from flawforge.debugging.verdict import Collected, judge, spread
+from flawforge.debugging.verdict import SLOW_TEST_S, Collected, Verdict, judge, quick_sample, spread, thinned
 from flawforge.proto.debugging import Environment
 from flawforge.proto.sandbox import ResourceUsage, SuiteRunResult, TestCaseResult
 from tests.debugging.test_suite_unit import archive as tar_of
@@ -223,11 +223,24 @@ def test_a_sample_of_the_tests_is_spread_over_them_in_their_order():
     assert spread(tests, 10) == spread(tests, 50) == tests
 
 
+def test_a_sample_leaves_out_the_slow_tests_where_quick_ones_remain_and_a_thinned_verdict_keeps_every_failure():
+    tests = [f"t.py::test_{n}" for n in range(10)]
+    seconds = {test: 0.001 for test in tests} | {"t.py::test_0": 0.6, "t.py::test_5": SLOW_TEST_S * 2}
+    assert quick_sample(tests, 4, seconds) == ["t.py::test_1", "t.py::test_3", "t.py::test_6", "t.py::test_8"]
+    assert quick_sample(tests[:1], 4, seconds) == tests[:1]  # none quick: the slow one
+    assert quick_sample(tests, 4, {}) == spread(tests, 4)  # untimed: taken as quick
+    verdict = Verdict(True, None, "", tests[:3], tests[3:], "")
+    assert thinned(verdict, 7, seconds) is verdict
+    assert thinned(verdict, 3, seconds) == Verdict(True, None, "", tests[:3],
+                                                    ["t.py::test_3", "t.py::test_6", "t.py::test_8"], "")
+
+
 def test_a_candidate_runs_a_sample_of_its_tests_and_all_of_them_where_the_sample_alone_settles_nothing(
         suite_sandbox):
     """Of the four tests that run grade(), two (test_a, test_c) run each candidate; a candidate that the sample
     does not show failing or shows failing with nothing passing runs all four. The same candidates are instances
-    either way, each listing the tests of its sample or all of them."""
+    either way, each listing the tests of its sample, or every failing test of all four and at most two passing
+    ones (verdict.thinned)."""
     project = archive("toy", {"toy.py": MODULE, "tests/test_good.py": GOOD_TESTS})
     every, sampled = (generate_for_library(suite_sandbox, project, "toy-1.0.tar.gz", 8,
                                            ["op_invert", "remove_cond", "op_change", "off_by_one"], 0, 2,
@@ -236,8 +249,13 @@ def test_a_candidate_runs_a_sample_of_its_tests_and_all_of_them_where_the_sample
     assert [i.instance_id for i in sampled.instances] == [i.instance_id for i in every.instances]
     assert sorted(r.hash8 for r in sampled.rejects) == sorted(r.hash8 for r in every.rejects)
     sample = {"tests/test_good.py::test_a", "tests/test_good.py::test_c"}
-    listed = {i.instance_id: set(i.FAIL_TO_PASS + i.PASS_TO_PASS) for i in every.instances}
-    kinds = {"sample" if set(i.FAIL_TO_PASS + i.PASS_TO_PASS) == sample else
-             "all" if set(i.FAIL_TO_PASS + i.PASS_TO_PASS) == listed[i.instance_id] else "other"
-             for i in sampled.instances}
-    assert kinds == {"sample", "all"}
+    whole = {i.instance_id: i for i in every.instances}
+
+    def kind(instance) -> str:
+        if set(instance.FAIL_TO_PASS + instance.PASS_TO_PASS) == sample:
+            return "sample"
+        every_run = whole[instance.instance_id]
+        thinned = len(instance.PASS_TO_PASS) <= 2 and set(instance.PASS_TO_PASS) <= set(every_run.PASS_TO_PASS)
+        return "all" if instance.FAIL_TO_PASS == every_run.FAIL_TO_PASS and thinned else "other"
+
+    assert {kind(i) for i in sampled.instances} == {"sample", "all"}

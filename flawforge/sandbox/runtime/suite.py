@@ -4,7 +4,7 @@ The project arrives as a tar.gz (its single top folder stripped) plus an overlay
 files; both are written into the unit's work dir, which becomes the project root. pytest is
 imported from `python_path` (a read-only path of the host) with plugin autoloading off, and
 reports through an in-process plugin: ["ts", id] when a test starts, ["tr", id, outcome,
-message] when it ends, ["ce", id, message] for a file that fails to collect, ["px", status] with pytest's
+message, seconds] when it ends (seconds: its setup, call and teardown as pytest timed them), ["ce", id, message] for a file that fails to collect, ["px", status] with pytest's
 exit status at the end. With
 `coverage`, ["cv", id, [keys]] names the project functions each test executed ("path::qualname";
 id "" holds what ran outside any test, e.g. at import), for choosing the tests a change can affect. A
@@ -109,6 +109,7 @@ class Reporter:
     def __init__(self, send, coverage):
         self.send, self.coverage = send, coverage
         self.outcomes = {}
+        self.seconds = {}
 
     def pytest_runtest_logstart(self, nodeid, location):
         self.outcomes[nodeid] = ("passed", "")
@@ -117,6 +118,7 @@ class Reporter:
             self.coverage.start(nodeid)
 
     def pytest_runtest_logreport(self, report):
+        self.seconds[report.nodeid] = self.seconds.get(report.nodeid, 0.0) + report.duration
         outcome, message = self.outcomes.get(report.nodeid, ("passed", ""))
         if report.failed:
             kind = "failed" if report.when == "call" else "error"
@@ -131,7 +133,7 @@ class Reporter:
         if self.coverage is not None:
             self.coverage.stop()
         outcome, message = self.outcomes.get(nodeid, ("error", "the test ended without a result"))
-        self.send(["tr", nodeid, outcome, message], True)
+        self.send(["tr", nodeid, outcome, message, round(self.seconds.pop(nodeid, 0.0), 6)], True)
 
     def pytest_collection_modifyitems(self, session, config, items):
         """With coverage, adds to each test's keys the wide fixtures it uses (module, class, package, session,
