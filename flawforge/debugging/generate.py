@@ -287,8 +287,8 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
         result.tried += 1
         result.tried_by_modifier[candidate.modifier] = result.tried_by_modifier.get(candidate.modifier, 0) + 1
         if verdict.valid:
-            instance = instance_of(space, candidate, modules[candidate.path], thinned(verdict, tests_per_candidate, seconds),
-                                   collected)
+            listed = thinned(verdict, tests_per_candidate, seconds)
+            instance = instance_of(space, candidate, modules[candidate.path], listed, collected)
             valid.append((instance, candidate.buggy_source, proven_run(run, instance, collected)))
         else:
             result.rejects.append(BugReject(source=name, version=version, modifier=candidate.modifier,

@@ -4,7 +4,8 @@ The project arrives as a tar.gz (its single top folder stripped) plus an overlay
 files; both are written into the unit's work dir, which becomes the project root. pytest is
 imported from `python_path` (a read-only path of the host) with plugin autoloading off, and
 reports through an in-process plugin: ["ts", id] when a test starts, ["tr", id, outcome,
-message, seconds] when it ends (seconds: its setup, call and teardown as pytest timed them), ["ce", id, message] for a file that fails to collect, ["px", status] with pytest's
+message, seconds] when it ends (seconds: its setup, call and teardown as pytest timed them),
+["ce", id, message] for a file that fails to collect, ["px", status] with pytest's
 exit status at the end. With
 `coverage`, ["cv", id, [keys]] names the project functions each test executed ("path::qualname";
 id "" holds what ran outside any test, e.g. at import), for choosing the tests a change can affect. A
