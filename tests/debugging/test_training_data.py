@@ -17,8 +17,9 @@ from flawforge.proto.debugging import Conversation, Instance
 from .test_realism import mechanical_by_reading
 
 LIBRARY = "inflection-0.5.1.tar.gz"
-# Every test that can notice a bug runs it (no sample, verdict.spread): a combined bug's failures are then exactly its
-# parts' where the parts do not interact, which a sample can hide (a test that notices part B, run by A's sample only).
+# Every test that can notice a bug runs it (no sample, verdict.quick_sample): a combined bug's failures are then
+# exactly its parts' where the parts do not interact, which a sample can hide (a test that notices part B, run by A's
+# sample only).
 PARAMS = {"per_library": 10, "seed": 0, "tests_per_candidate": 100_000}
 
 pytestmark = pytest.mark.slow

@@ -255,7 +255,7 @@ def test_a_candidate_runs_a_sample_of_its_tests_and_all_of_them_where_the_sample
         if set(instance.FAIL_TO_PASS + instance.PASS_TO_PASS) == sample:
             return "sample"
         every_run = whole[instance.instance_id]
-        thinned = len(instance.PASS_TO_PASS) <= 2 and set(instance.PASS_TO_PASS) <= set(every_run.PASS_TO_PASS)
-        return "all" if instance.FAIL_TO_PASS == every_run.FAIL_TO_PASS and thinned else "other"
+        passing_sampled = len(instance.PASS_TO_PASS) <= 2 and set(instance.PASS_TO_PASS) <= set(every_run.PASS_TO_PASS)
+        return "all" if instance.FAIL_TO_PASS == every_run.FAIL_TO_PASS and passing_sampled else "other"
 
     assert {kind(i) for i in sampled.instances} == {"sample", "all"}
