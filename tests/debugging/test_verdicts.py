@@ -55,7 +55,7 @@ MISBEHAVING = {
     "collection": ("tests/test_bad.py", "import no_such_module_anywhere\n\n\ndef test_x():\n    pass\n",
                    "ModuleNotFoundError: No module named 'no_such_module_anywhere'"),
 }
-FAST = SUITE_LIMITS.model_copy(update={"timeout_s": 10})
+FAST = SUITE_LIMITS.model_copy(update={"timeout_s": 5})
 
 
 @pytest.fixture(scope="module")
