@@ -47,9 +47,12 @@ def _tests(ids: list[str]) -> str:
 
 
 def failing_tests(instance: Instance) -> str:
-    return (f"{len(instance.FAIL_TO_PASS)} test(s) of {instance.source} {instance.version} fail: "
-            f"{_tests(instance.FAIL_TO_PASS)}. The other {len(instance.PASS_TO_PASS)} tests pass. "
-            f"Find the bug and fix it so that every test passes.")
+    failing, passing = len(instance.FAIL_TO_PASS), len(instance.PASS_TO_PASS)
+    fail = "1 test" if failing == 1 else f"{failing} tests"
+    others = {0: "No other test is listed", 1: "The other listed test passes"}.get(
+        passing, f"The other {passing} listed tests pass")
+    return (f"{fail} of {instance.source} {instance.version} {'fails' if failing == 1 else 'fail'}: "
+            f"{_tests(instance.FAIL_TO_PASS)}. {others}. Find the bug and fix it so that every test passes.")
 
 
 def problem_statement(instance: Instance) -> str:
@@ -386,8 +389,11 @@ def task_problem(instance: Instance) -> str:
 
 def environment_file(instance: Instance) -> str:
     """A pip requirements file of the packages the tests ran against."""
-    return (f"# Python {instance.environment.python}; pip install -r {ENVIRONMENT_FILE}\n"
-            "# The listed tests were checked to give the same outcomes run as root and as another user.\n"
+    environment = instance.environment
+    return (f"# Python {environment.python}; pip install -r {ENVIRONMENT_FILE}\n"
+            "# The listed tests were checked to give the same outcomes run as root and as another user, with "
+            f"PYTHONHASHSEED={environment.hash_seed} and address-space randomisation "
+            f"{'on' if environment.address_randomisation else 'off (run_tests.py sets both)'}.\n"
             + "".join(f"{package}\n" for package in instance.environment.packages))
 
 

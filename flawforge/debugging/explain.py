@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 import io
+import re
 import tokenize
 
 from flawforge.debugging.phrasing import pick
@@ -40,17 +41,43 @@ def evidence(failure: Failure | None, key: str, slot: str = "evidence") -> str:
             f"In {test}, {subject} crashes with `{said}`.",
             f"The first failure, {test}, is an exception, not a wrong value: `{said}` from {subject}.",
             f"{subject} raises `{said}` in {test}."])
+    if not failure.message:
+        return pick(key, slot, [f"{test} fails its check on {subject}.",
+                                f"In {test} the assertion on {subject} does not hold."])
     return pick(key, slot, [
         f"{test} fails its check on {subject}: `{failure.message}`.",
         f"In {test} the assertion on {subject} does not hold (`{failure.message}`)."])
 
 
-def _tokens(line: str) -> list[str]:
+def _tokens(line: str) -> list[tuple[int, int]]:
+    """Where each token of the stripped line starts and ends in it (words between spaces where it does not
+    tokenize)."""
+    text = line.strip()
     try:
-        return [t.string for t in tokenize.generate_tokens(io.StringIO(line.strip() + "\n").readline)
-                if t.string.strip()]
+        return [(t.start[1], t.end[1]) for t in tokenize.generate_tokens(io.StringIO(text + "\n").readline)
+                if t.string.strip() and t.start[0] == 1 and t.end[0] == 1]
     except (tokenize.TokenError, IndentationError, SyntaxError):
-        return line.split()
+        return [(m.start(), m.end()) for m in re.finditer(r"\S+", text)]
+
+
+def _differing(old_line: str, new_line: str) -> list[tuple[str, str]]:
+    """The fragments of two lines that differ, token by token, each as the lines write it (`plural[-1]` against
+    `plural[0]`: ('-1', '0'))."""
+    old_text, new_text = old_line.strip(), new_line.strip()
+    old, new = _tokens(old_line), _tokens(new_line)
+    old_strings, new_strings = [old_text[a:b] for a, b in old], [new_text[a:b] for a, b in new]
+
+    def fragment(text: str, spans: list[tuple[int, int]], start: int, stop: int) -> str:
+        return text[spans[start][0]:spans[stop - 1][1]] if stop > start else ""
+
+    return [(fragment(old_text, old, a, b), fragment(new_text, new, c, d))
+            for tag, a, b, c, d in difflib.SequenceMatcher(a=old_strings, b=new_strings, autojunk=False).get_opcodes()
+            if tag != "equal"]
+
+
+def _first_code(lines: list[str]) -> str:
+    """The first line of a run that holds code (a hunk may start with a blank line)."""
+    return next((line for line in lines if line.strip()), lines[0] if lines else "")
 
 
 def _hunks(patch: str) -> list[tuple[list[str], list[str]]]:
@@ -84,9 +111,9 @@ def what_is_wrong(fix_patch: str, key: str) -> str:
     if removed and removed == sorted(line.strip() for _, fixed in hunks for line in fixed) and len(hunks) > 1:
         moved = _short(next(line for _, fixed in hunks for line in fixed))
         return pick(key, "moved", [
-            f"`{moved}` is in the wrong place: every statement is right, but they run in the wrong order.",
-            f"Nothing is missing; `{moved}` simply runs at the wrong point.",
-            f"The order is the problem: `{moved}` has to run elsewhere than where it is."])
+            f"`{moved}` is in the wrong place: every line is right, but not where it belongs.",
+            f"Nothing is missing; `{moved}` simply is in the wrong place.",
+            f"The lines are all there, but `{moved}` belongs elsewhere than where it is."])
     sentences = []
     for number, (buggy, fixed) in enumerate(hunks):
         slot = f"wrong{number}"
@@ -95,11 +122,14 @@ def what_is_wrong(fix_patch: str, key: str) -> str:
                 "The right statements are there, but in the wrong order.",
                 "Nothing is missing; two statements simply run in the wrong order.",
                 "The statements are correct one by one, but their order is not."]))
+        elif len(buggy) == 1 and len(fixed) == 1 and buggy[0].strip() == "pass":
+            sentences.append(pick(key, slot, [
+                f"`pass` stands where the code needs `{_short(fixed[0])}`.",
+                f"The statement `{_short(fixed[0])}` has been replaced by `pass`."]))
         elif len(buggy) == 1 and len(fixed) == 1:
-            old, new = _tokens(buggy[0]), _tokens(fixed[0])
-            parts = [(" ".join(old[a:b]), " ".join(new[c:d]))
-                     for tag, a, b, c, d in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes()
-                     if tag != "equal"]
+            parts = _differing(buggy[0], fixed[0])
+            if len(parts) == 1 and parts[0][0] == buggy[0].strip():
+                parts = []  # the whole line differs: said as a line that should read otherwise, below
             if len(parts) == 1 and parts[0][0] and parts[0][1]:
                 was, should = (_short(p) for p in parts[0])
                 sentences.append(pick(key, slot, [
@@ -120,7 +150,7 @@ def what_is_wrong(fix_patch: str, key: str) -> str:
                     f"`{_short(buggy[0])}` should read `{_short(fixed[0])}`.",
                     f"The line `{_short(buggy[0])}` is wrong; it should be `{_short(fixed[0])}`."]))
         elif not buggy or (len(fixed) > len(buggy) and all(line.strip() in ("pass", "") for line in buggy)):
-            first = _short(fixed[0])
+            first = _short(_first_code(fixed))
             sentences.append(pick(key, slot, [
                 f"A line is missing: `{first}`.", f"The function never runs `{first}`; that line is missing.",
                 f"There is no `{first}` here, and the function needs it.",
@@ -131,12 +161,12 @@ def what_is_wrong(fix_patch: str, key: str) -> str:
                 f"What is wrong is something absent: `{first}` and the {len(fixed) - 1} line(s) under it."]))
         elif not fixed:
             sentences.append(pick(key, slot, [
-                f"`{_short(buggy[0])}` should not be there.",
-                f"The code has {len(buggy)} line(s) too many, starting with `{_short(buggy[0])}`."]))
+                f"`{_short(_first_code(buggy))}` should not be there.",
+                f"The code has {len(buggy)} line(s) too many, starting with `{_short(_first_code(buggy))}`."]))
         else:
             sentences.append(pick(key, slot, [
-                f"The {len(buggy)} line(s) starting with `{_short(buggy[0])}` do not do what they should.",
-                f"This part, starting with `{_short(buggy[0])}`, is written wrongly."]))
+                f"The {len(buggy)} line(s) starting with `{_short(_first_code(buggy))}` do not do what they should.",
+                f"This part, starting with `{_short(_first_code(buggy))}`, is written wrongly."]))
     return " ".join(sentences)
 
 

@@ -17,6 +17,12 @@ FRAME = re.compile(r'^  File "(?P<path>[^"]*)", line (?P<line>\d+), in (?P<name>
 CHAIN = ("During handling of the above exception, another exception occurred:",
          "The above exception was the direct cause of the following exception:")
 RUNNER_PARTS = ("/_pytest/", "/pluggy/", "/site-packages/pytest/", "/flawforge/sandbox/runtime/")
+# unittest's own frames (its runner, its assertion helpers), which unittest's own tracebacks leave out too
+UNITTEST = re.compile(r"(?:/lib/python\d+\.\d+|<stdlib>)/unittest/")
+# The sandbox's modules, compiled under names of their own rather than file paths
+SANDBOX_MODULE = "<flawforge."
+# Control characters a test may print (NUL and the like), which make a text file read as binary; written escaped
+CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 CARETS = re.compile(r"^\s*[\^~]+\s*$")
 WORK_DIR = re.compile(r"/tmp/\d+/")
 SITE_PACKAGES = re.compile(r"(?:/[^\s\"'/:]+)*/lib/python\d+\.\d+/(?:site|dist)-packages/")
@@ -44,7 +50,12 @@ def cut(text: str, limit: int) -> str:
 
 
 def _is_runner(path: str) -> bool:
-    return any(part in path for part in RUNNER_PARTS) or path.endswith(("/pytest/__init__.py", "/py.py"))
+    return (any(part in path for part in RUNNER_PARTS) or path.endswith(("/pytest/__init__.py", "/py.py"))
+            or path.startswith(SANDBOX_MODULE) or UNITTEST.search(path) is not None)
+
+
+def _escaped(text: str) -> str:
+    return CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
 
 
 def _sections(lines: list[str]) -> list[tuple[list[list[str]], list[str]]]:
@@ -78,8 +89,9 @@ def _shown_frames(frames: list[list[str]]) -> list[str]:
 
 def readable_failure(message: str, limit: int = FAILURE_BYTES) -> str:
     """A test's failure message: the exception or assertion lines first, then the test's and the library's frames
-    (pytest's and pluggy's own dropped), chained exceptions after, host paths rewritten, at most about `limit`
-    bytes. A message that is no traceback (a skip reason, an xfail) keeps its text, paths rewritten."""
+    (pytest's, pluggy's, unittest's and the sandbox's own dropped), chained exceptions after, host paths rewritten,
+    control characters escaped, at most about `limit` bytes. A message that is no traceback (a skip reason, an xfail) keeps its text, paths rewritten."""
+    message = _escaped(message)
     sections = _sections(message.splitlines())
     if not any(frames for frames, _ in sections):
         return cut(without_host_paths(message.strip()), limit)

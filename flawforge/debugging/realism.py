@@ -26,13 +26,15 @@ FILTERS: dict[str, "MechanicalForm"] = {}
 
 @dataclass(frozen=True)
 class Changed:
-    """One side of a change: the whole lines it touched (first, last, 1-based), their tokens and the nodes that
-    start on them."""
+    """One side of a change: the whole lines it touched (first, last, 1-based), their tokens, the nodes that
+    start on them and every node of the top-level statements around them (a block whose body the change emptied
+    starts before it)."""
 
     first: int
     last: int
     tokens: tuple[tokenize.TokenInfo, ...]
     nodes: tuple[ast.AST, ...]
+    around: tuple[ast.AST, ...] = ()
 
 
 def _tokens(lines: list[str]) -> tuple[tokenize.TokenInfo, ...]:
@@ -69,9 +71,13 @@ def changed_sides(clean: str, buggy: str) -> tuple[Changed, Changed]:
     except (SyntaxError, ValueError, RecursionError):
         buggy_part = []
     return (Changed(first, clean_last, _tokens(clean_lines[first - 1:clean_last]),
-                    _within(touched, first, clean_last)),
+                    _within(touched, first, clean_last), _every(touched)),
             Changed(first, buggy_last, _tokens(buggy_lines[first - 1:buggy_last]),
-                    _within(buggy_part, first, buggy_last)))
+                    _within(buggy_part, first, buggy_last), _every(buggy_part)))
+
+
+def _every(statements) -> tuple[ast.AST, ...]:
+    return tuple(node for statement in statements for node in ast.walk(statement))
 
 
 class MechanicalForm(ABC):
@@ -234,6 +240,63 @@ class TextArithmetic(CountedForm):
                    and any(isinstance(operand, ast.JoinedStr) or (isinstance(operand, ast.Constant)
                                                                   and isinstance(operand.value, (str, bytes)))
                            for operand in (node.left, node.right)))
+
+
+class LiteralFirst(CountedForm):
+    name = "literal_first"
+    explanation = "A number put before what it works on where code puts it after: `10 % n`, `7 // days` (operands "\
+                  "swapped), `0 > count` (a comparison read backwards; a lower bound such as `0 <= i` is how "\
+                  "people write one)."
+
+    ORDERING = (ast.Gt, ast.GtE)
+
+    def count(self, side: Changed) -> int:
+        found = 0
+        for node in side.nodes:
+            if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mod, ast.FloorDiv)):
+                found += _number(node.left) and not _number(node.right)
+            elif isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], self.ORDERING):
+                found += _number(node.left) and not _number(node.comparators[0])
+        return found
+
+
+def _number(node: ast.expr) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        node = node.operand
+    return isinstance(node, ast.Constant) and type(node.value) in (int, float)
+
+
+class PassForBody(CountedForm):
+    name = "pass_for_body"
+    explanation = "A block whose only statement is `pass` where the code did something: `for x in items: pass`, "\
+                  "`try: pass`, `else: pass`, a function emptied to `pass` (an `except ...: pass` is a person's "\
+                  "idiom, not counted)."
+
+    BLOCKS = (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith, ast.Try, ast.FunctionDef,
+              ast.AsyncFunctionDef)
+
+    def count(self, side: Changed) -> int:
+        return sum(1 for node in side.around if isinstance(node, self.BLOCKS)
+                   for block in (node.body, getattr(node, "orelse", []), getattr(node, "finalbody", []))
+                   if len(block) == 1 and isinstance(block[0], ast.Pass) and side.first <= block[0].lineno <= side.last)
+
+
+class OverloadAfterImplementation(CountedForm):
+    name = "overload_after_implementation"
+    explanation = "An `@overload` stub moved below the function it describes, which then replaces it: a "\
+                  "reordering no one writes by hand."
+
+    def count(self, side: Changed) -> int:
+        implemented, found = set(), 0
+        for node in sorted((n for n in side.nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))),
+                           key=lambda n: n.lineno):
+            stub = any((isinstance(d, ast.Name) and d.id == "overload")
+                       or (isinstance(d, ast.Attribute) and d.attr == "overload") for d in node.decorator_list)
+            if stub:
+                found += node.name in implemented
+            else:
+                implemented.add(node.name)
+        return found
 
 
 def mechanical_form(clean: str, buggy: str) -> MechanicalForm | None:

@@ -26,6 +26,9 @@ from flawforge.proto.llm import ChatMessage, ChatRequest
 SECTION = re.compile(r"^(?P<test>\S+::\S+?): (?P<outcome>failed|error)$", re.MULTILINE)
 EXCEPTION = re.compile(r"^(?P<name>[A-Za-z_][\w.]*(?:Error|Exception|Warning|Exit|Interrupt)|Failed|AssertionError)"
                        r"(?::\s?(?P<message>.*))?$")
+# A readable failure's first line: the exception as Python prints it (`re.error: ...`, `decimal.InvalidOperation`).
+RAISED = re.compile(r"^(?P<name>[A-Za-z_][\w.]*)(?::\s?(?P<message>.*))?$")
+TRACEBACK_HEADER = "Traceback, most recent call last"
 COMPARISONS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
                ast.In: "in", ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not"}
 # The test's code shown: at most this many lines up to the one that failed.
@@ -102,9 +105,8 @@ def _functions(source: str) -> dict[str, list[ast.AST]]:
 
 
 def _test_code(source: str | None, function: str, line: int) -> tuple[str, ast.stmt | None, ast.AST | None]:
-    """The test function's statements up to the one holding `line` (a `with` or `for` that line opens, whole),
-    dedented (at most CODE_LINES lines), that statement and the function; ('', None, None) where the file does not
-    parse or has no such function."""
+    """The test function's code up to the statement holding `line` (see _shown), that statement and the function;
+    ('', None, None) where the file does not parse or has no such function."""
     lines = (source or "").splitlines()
     for node in _functions(source or "").get(function, ()):
         if node.lineno <= line <= node.end_lineno:
@@ -116,12 +118,44 @@ def _test_code(source: str | None, function: str, line: int) -> tuple[str, ast.s
             # see its exception), else the innermost simple statement around it.
             failing = next((s for s in holding if s.lineno == line), None) or next(
                 (s for s in reversed(holding) if not isinstance(s, COMPOUND)), None)
-            if not body:
-                return "", failing, node
-            last = failing.end_lineno if failing is not None else line
-            first = max(body[0].lineno, last - CODE_LINES + 1)
-            return textwrap.dedent("\n".join(lines[first - 1:last])), failing, node
+            return (_shown(lines, body, failing, line) if body else ""), failing, node
     return "", None, None
+
+
+def _shown(lines: list[str], body: list[ast.stmt], failing: ast.stmt | None, line: int) -> str:
+    """Whole statements of the test that a reader can run: the one of its body holding `line` (whole where it fits
+    in CODE_LINES lines, else the failing statement alone) and as many whole statements before it as fit, dedented.
+    Code that would not compile as a function's body (a `continue` cut from its loop) shrinks to the failing
+    statement, then to the line."""
+    def text(first: int, last: int) -> str:
+        return textwrap.dedent("\n".join(lines[first - 1:last]))
+
+    top = next((s for s in body if s.lineno <= line <= s.end_lineno), None)
+    alone = (failing.lineno, failing.end_lineno) if failing is not None else (line, line)
+    if top is not None and top.end_lineno - top.lineno < CODE_LINES:
+        first, last = top.lineno, top.end_lineno
+        for statement in reversed(body[:body.index(top)]):
+            if last - statement.lineno >= CODE_LINES:
+                break
+            first = statement.lineno
+    else:
+        first, last = alone
+    for span in ((first, last), alone, (line, line)):
+        code = text(*span)
+        if _compiles(code):
+            return code
+    return lines[line - 1].strip() if 0 < line <= len(lines) else ""
+
+
+def _compiles(code: str) -> bool:
+    """Whether `code` compiles as the body of a function (a test's `return`, `yield` or `await` included)."""
+    for header in ("def _():\n", "async def _():\n"):
+        try:
+            compile(header + textwrap.indent(code, "    "), "<test>", "exec")
+            return True
+        except (SyntaxError, ValueError):
+            continue
+    return False
 
 
 COMPOUND = (ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.If, ast.While, ast.Try)
@@ -177,20 +211,63 @@ def _is_expected(node: ast.expr) -> bool:
     return bool(re.search(r"expect|want|correct|result_should|^exp$", name, re.IGNORECASE))
 
 
-def _actual_is_left(left: ast.expr, right: ast.expr) -> bool:
-    """Which side of a comparison holds what the library returned: the one that calls something, else the one that
-    does not state an expectation, else the left (pytest's `assert actual == expected`)."""
+def _uses(node: ast.expr, names: frozenset[str]) -> bool:
+    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))
+
+
+def _actual_is_left(left: ast.expr, right: ast.expr, library: frozenset[str]) -> bool | None:
+    """Which side of a comparison holds what the library returned: the one that uses a name the test imported from
+    the library, else the one that calls something, else the one that does not state an expectation, else the left
+    (pytest's `assert actual == expected`) where neither calls anything. None where both sides compute a value
+    alike (`a.capitalize() == lib.f(b)` with both or neither from the library): no side is known to be wrong."""
+    if _uses(left, library) != _uses(right, library):
+        return _uses(left, library)
     if _calls(left) != _calls(right):
         return _calls(left)
     if _is_expected(left) != _is_expected(right):
         return _is_expected(right)
-    return True
+    return None if _calls(left) else True
 
 
-def failure_of(test: str, text: str, test_source: str | None) -> Failure:
-    """A failing test's facts, from its part of the failing output and its test file's text."""
-    first = next((line for line in text.splitlines() if EXCEPTION.match(line.strip())), "")
-    match = EXCEPTION.match(first.strip())
+@functools.lru_cache(maxsize=32)
+def library_names(test_source: str, packages: tuple[str, ...]) -> frozenset[str]:
+    """The names a test file binds by importing the library's packages (`import pkg`, `from pkg.mod import f`)."""
+    try:
+        tree = ast.parse(test_source)
+    except (SyntaxError, ValueError, RecursionError):
+        return frozenset()
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names
+                         if alias.name.split(".")[0] in packages)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] in packages:
+            names.update(alias.asname or alias.name for alias in node.names if alias.name != "*")
+    return frozenset(names)
+
+
+def packages_of(instance: Instance) -> tuple[str, ...]:
+    """The library's top-level package or module the instance's bug is in, as its tests import it."""
+    path = instance.path
+    for root in sorted(instance.source_roots, key=len, reverse=True):
+        if root and path.startswith(root.rstrip("/") + "/"):
+            path = path[len(root.rstrip("/")) + 1:]
+            break
+    top = path.split("/", 1)[0]
+    return (top.removesuffix(".py"),)
+
+
+def failure_of(test: str, text: str, test_source: str | None, packages: tuple[str, ...] = ()) -> Failure:
+    """A failing test's facts, from its part of the failing output and its test file's text (`packages`: the
+    library's top-level packages, which tell what came back from the library in a comparison)."""
+    lines = [line for line in text.splitlines() if line.strip() and not SECTION.match(line)]
+    # A traceback (failures.readable_failure) names its exception first, whatever its name; other texts are searched.
+    match = RAISED.match(lines[0].strip()) if lines and TRACEBACK_HEADER in text else None
+    if match is None:
+        first = next((line for line in lines if EXCEPTION.match(line.strip())), "")
+        match = EXCEPTION.match(first.strip())
+    else:
+        first = lines[0]
     exception, message = (match.group("name"), (match.group("message") or "").strip()) if match else ("", first)
     test_file = test.split("::", 1)[0]
     function = test.split("::")[-1].split("[", 1)[0]
@@ -201,14 +278,20 @@ def failure_of(test: str, text: str, test_source: str | None) -> Failure:
     facts = {"test": test, "parameters": test.split("[", 1)[1][:-1] if "[" in test else None, "code": code or line,
              "line": line, "exception": exception, "message": message.splitlines()[0] if message else ""}
     sides = _compared(statement)
-    if exception == "AssertionError" and sides is not None:
+    library = library_names(test_source or "", packages)
+    left_actual = None if sides is None else _actual_is_left(_origin(sides[0], test_function, statement.lineno),
+                                                             _origin(sides[1], test_function, statement.lineno),
+                                                             library)
+    if exception == "AssertionError" and left_actual is not None:
         left, right, operator = sides
-        left_actual = _actual_is_left(left, right)
-        actual_node, expected_node = (left, right) if left_actual else (right, left)
+        actual_node = left if left_actual else right
         values = _values(facts["message"], operator) or (None, None)
         actual, expected = values if left_actual else values[::-1]
         return Failure(**facts, actual=actual and actual[:VALUE_CHARS], expected=expected and expected[:VALUE_CHARS],
                        subject=ast.unparse(_origin(actual_node, test_function, statement.lineno)))
+    if exception == "AssertionError" and sides is not None:  # neither side known to be what came back: the check
+        checked = statement.test if isinstance(statement, ast.Assert) else statement.value
+        return Failure(**facts, subject=ast.unparse(checked).splitlines()[0])
     if isinstance(statement, (ast.With, ast.AsyncWith)) and statement.body:
         statement = statement.body[0]  # `with pytest.raises(...)`: what ran inside it
     if statement is not None:
@@ -220,7 +303,8 @@ def failure_of(test: str, text: str, test_source: str | None) -> Failure:
 
 def failures_of(instance: Instance, test_sources: dict[str, str]) -> list[Failure]:
     """The facts of each failing test the output shows, in its order (test_sources: test file path -> text)."""
-    return [failure_of(test, text, test_sources.get(test.split("::", 1)[0]))
+    packages = packages_of(instance)
+    return [failure_of(test, text, test_sources.get(test.split("::", 1)[0]), packages)
             for test, text in sections(instance.failing_output).items()]
 
 

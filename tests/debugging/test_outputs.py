@@ -156,6 +156,9 @@ def test_task_folders_hold_the_bug_and_the_tests_but_not_the_answer(run):
         assert (folder / instance.path).read_text() == apply_patch(CORE, instance.patch)
         environment = (folder / "environment.txt").read_text().splitlines()
         assert [line for line in environment if not line.startswith("#")] == instance.environment.packages
+        # how the ids were checked: a plain rerun needs the same hash seed and no address-space randomisation
+        assert (instance.environment.hash_seed, instance.environment.address_randomisation) == (0, False)
+        assert any("PYTHONHASHSEED=0" in line and "randomisation off" in line for line in environment)
         for name, path in files.items():
             text = path.read_text()
             for secret in (instance.fix_patch, instance.patch, instance.description, instance.modifier,
@@ -270,6 +273,32 @@ def test_failing_output_reads_from_the_exception_and_the_librarys_frames():
     deep = readable_failure(messages["test_deep"])
     assert deep.startswith("ZeroDivisionError") and ("frames left out" in deep or "Previous line repeated" in deep)
     assert readable_failure(messages["test_long"]).endswith("bytes of output cut)")
+
+
+def test_failing_output_leaves_out_unittests_and_the_sandboxs_frames_and_escapes_control_characters():
+    """unittest's runner and assertion frames, and the sandbox's import guard, are no frames of the test or the
+    library; a NUL an exception carries is written escaped, so the output stays a text file."""
+    from flawforge.debugging.failures import readable_failure
+    from flawforge.debugging.generate import SUITE_LIMITS
+    from flawforge.sandbox.suites import suite_sandbox
+
+    files = {"demo-1.0/pkg/calc.py": "def double(x):\n    return x * 3\n\n\ndef bad():\n    raise ValueError('a\\x00b')\n",
+             "demo-1.0/tests/test_calc.py": ("import unittest\n\nfrom pkg.calc import bad, double\n\n\n"
+                                             "class DoubleTest(unittest.TestCase):\n    def test_double(self):\n"
+                                             "        self.assertEqual(double(2), 4)\n\n\n"
+                                             "def test_bad():\n    bad()\n\n\ndef test_denied():\n"
+                                             "    import _tkinter\n")}
+    run = suite_sandbox().run_suite(sdist(files), args=["tests"], limits=SUITE_LIMITS)
+    messages = {t.name.rsplit("::", 1)[1]: t.message for t in run.tests}
+    assert "unittest/case.py" in messages["test_double"] and "\x00" in messages["test_bad"]
+    assert "<flawforge.sandbox" in messages["test_denied"]
+    double = readable_failure(messages["test_double"])
+    assert double.startswith("AssertionError: 6 != 4") and "unittest" not in double
+    assert '  File "tests/test_calc.py", line 8, in test_double' in double
+    bad = readable_failure(messages["test_bad"])
+    assert "\x00" not in bad and bad.startswith("ValueError: a\\x00b")
+    denied = readable_failure(messages["test_denied"])
+    assert "<flawforge" not in denied and '  File "tests/test_calc.py", line 16, in test_denied' in denied
 
 
 def test_names_from_data_never_leave_their_folder(tmp_path):

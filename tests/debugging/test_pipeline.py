@@ -99,7 +99,10 @@ def test_instances_fail_with_the_patch_and_pass_without_it(first_run, libraries)
 def test_every_modifier_makes_a_valid_bug_on_a_real_library(shared_data, tmp_path):
     """tinydb's, cachetools' and inflection's classes and functions give every modifier a place (tinydb's one bound
     is in code no test runs, and dropping its one base class that matters changes nothing its tests see); the job's
-    seeded round robin tries each of the 18 three or four times; one valid instance of each is re-run independently."""
+    seeded round robin tries each of the 18 three or four times; one valid instance of each is re-run independently.
+    Reordering a class's methods changes what runs only where a name is defined twice: here, @overload stubs, and a
+    stub moved below its implementation is no one's edit (realism.OverloadAfterImplementation), so that modifier has
+    no valid instance on these three."""
     from flawforge.debugging.modifiers import REGISTRY
 
     folder = tmp_path / "libraries"
@@ -111,7 +114,8 @@ def test_every_modifier_makes_a_valid_bug_on_a_real_library(shared_data, tmp_pat
     first_of = {}
     for instance in instances:
         first_of.setdefault(instance.modifier, instance)
-    assert set(first_of) == {*REGISTRY, "combined"}, {*REGISTRY, "combined"} - set(first_of)
+    expected = {*REGISTRY, "combined"} - {"class_shuffle_methods"}
+    assert set(first_of) == expected, expected - set(first_of)
     assert_instances_hold(list(first_of.values()), folder)
 
 

@@ -76,6 +76,73 @@ def test_an_exception_that_was_not_raised_and_one_that_was():
     assert (failure.actual, failure.expected) == ("4", "3")
 
 
+BOTH_SIDES_CALL = '''import pytest
+
+import calc
+from calc import helpers as h
+
+
+def test_capitalized(word, plural):
+    assert word.capitalize() == calc.singular(plural.capitalize())
+
+
+def test_alike(a, b):
+    assert a.strip() == b.strip()
+
+
+def test_rows(rows):
+    total = 0
+    for row in rows:
+        if row:
+            continue
+        total += h.size(row)
+    try:
+        checked = [h.size(r) for r in rows]
+        assert checked == [
+            1,
+            2,
+        ]
+    except KeyError:
+        pass
+'''
+
+
+def test_the_side_that_uses_the_library_is_what_came_back_when_both_sides_call_something():
+    test = "tests/test_calc.py::test_capitalized[cow-kine]"
+    failure = failure_of(test, output(test, "AssertionError: assert 'Cow' == 'Kine'", 8,
+                                      "assert word.capitalize() == calc.singular(plural.capitalize())"),
+                         BOTH_SIDES_CALL, ("calc",))
+    assert (failure.actual, failure.expected) == ("'Kine'", "'Cow'")
+    assert failure.subject == "calc.singular(plural.capitalize())"
+    # neither side from the library: no side is said to be wrong, the check is named whole
+    test = "tests/test_calc.py::test_alike"
+    failure = failure_of(test, output(test, "AssertionError: assert 'a' == 'b'", 12, "assert a.strip() == b.strip()"),
+                         BOTH_SIDES_CALL, ("calc",))
+    assert (failure.actual, failure.expected, failure.subject) == (None, None, "a.strip() == b.strip()")
+
+
+def test_an_exception_is_named_as_the_traceback_names_it():
+    test = "tests/test_calc.py::test_alike"
+    failure = failure_of(test, output(test, "re.error: unterminated character set at position 1", 12,
+                                      "assert a.strip() == b.strip()"), BOTH_SIDES_CALL, ("calc",))
+    assert (failure.exception, failure.message) == ("re.error", "unterminated character set at position 1")
+    assert failure.raised
+    failure = failure_of(test, output(test, "decimal.InvalidOperation: [<class 'decimal.ConversionSyntax'>]", 12,
+                                      "assert a.strip() == b.strip()"), BOTH_SIDES_CALL, ("calc",))
+    assert failure.exception == "decimal.InvalidOperation" and failure.raised
+
+
+def test_the_code_shown_is_whole_statements_that_compile():
+    """A failing line inside a `try` of a long test: the window never starts inside a statement, never shows a
+    `try` without its handler or a `continue` without its loop."""
+    test = "tests/test_calc.py::test_rows"
+    failure = failure_of(test, output(test, "AssertionError: assert [1, 3] == [1, 2]", 23, "assert checked == ["),
+                         BOTH_SIDES_CALL, ("calc",))
+    compile("def _():\n" + "\n".join("    " + line for line in failure.code.splitlines()), "<shown>", "exec")
+    assert failure.code.startswith("for row in rows:\n") and failure.code.endswith("except KeyError:\n    pass")
+    assert (failure.actual, failure.expected, failure.subject) == ("[1, 3]", "[1, 2]", "[h.size(r) for r in rows]")
+
+
 def instance(failing_output: str, patch: str, **fields) -> Instance:
     return Instance(instance_id="calc.1.0.op_change__0123abcd", source="calc", version="1.0", modifier="op_change",
                     path="pkg/calc.py", qualname="ordinal", description="in ordinal, '-' became '+' on line 12",
