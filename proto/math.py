@@ -82,7 +82,7 @@ class TemplateValidation(Model):
     template_model: str
     valid: bool
     reason: str | None = Field(None, description="Why the template is unusable: invalid_template, not_executable, "
-                                                 "answer_mismatch, inconsistent_steps.")
+                                                 "answer_mismatch, inconsistent_steps, malformed_text.")
     detail: str = ""
     answer_check_status: Literal["pass", "fail_wrong_answer", "fail_not_executable"] | None = Field(
         None, description="The original project's exact answer check; None when the code never ran.")

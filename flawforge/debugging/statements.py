@@ -151,9 +151,9 @@ def _compiles(code: str) -> bool:
     """Whether `code` compiles as the body of a function (a test's `return`, `yield` or `await` included)."""
     for header in ("def _():\n", "async def _():\n"):
         try:
-            compile(header + textwrap.indent(code, "    "), "<test>", "exec")
+            compile(header + textwrap.indent(code, "    "), "<test>", "exec")  # compiled only, never run
             return True
-        except (SyntaxError, ValueError):
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue
     return False
 

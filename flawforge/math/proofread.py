@@ -362,7 +362,10 @@ _PROSE_TOKEN = re.compile(
     r"|(?P<other>[^\s])")
 _PERCENT_MARK = "%"
 _WORD_OPERATOR = {"plus": "+", "minus": "-", "times": "*", "multiplied by": "*", "divided by": "/"}
-_MAX_UNIT_WORDS = 3
+# Words naming what a number counts, read past up to an operator or '=' ("12 tubes of lip gloss * 3 people per
+# tube of lip gloss = 36"): with 3, a substitution's stale operand behind a long name went unread; with 8 every
+# GSM8K solution of the shared corpus still reads true.
+_MAX_UNIT_WORDS = 8
 # "of" after a share is a multiplication ("10% of 150", "2/3 of 30", "half of 24"); after another number it is
 # prose the reader cannot compute ("3 of 12 eggs"), and the side it ends is cut short
 _OF = "of"

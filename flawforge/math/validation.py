@@ -19,6 +19,7 @@ from typing import Any
 from flawforge.math.arithmetic import FUNCTIONS, Evaluator, UnsafeExpression
 from flawforge.math.gsm8k import final_answer_value, solution_lines
 from flawforge.math.program import expression_nodes
+from flawforge.math.reconstruct import malformed_text
 from flawforge.math.tiers import tier_of
 from flawforge.proto.math import TemplateValidation
 from flawforge.proto.values import TypedValue
@@ -286,6 +287,13 @@ class PendingValidation:
         if problems:
             return TemplateValidation(**verdict, valid=False, reason="inconsistent_steps",
                                       detail="; ".join(problems)), run
+        values = {step.name: step.value.to_python() for step in run.trace}
+        malformed = [f"{step.get('line_number')}: {why}" for step in self.logical_steps
+                     if isinstance(step.get("solution_line_template"), str)
+                     and (why := malformed_text(step["solution_line_template"], values))]
+        if malformed:  # its text would print what no solution writes: the next model's template is tried
+            return TemplateValidation(**verdict, valid=False, reason="malformed_text",
+                                      detail="; ".join(malformed)), run
         return TemplateValidation(**verdict, valid=True), run
 
 

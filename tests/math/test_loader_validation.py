@@ -114,6 +114,29 @@ def test_model_fallback(folder, problems, sandbox):
     assert missing.template is None and [r.reason for r in missing.rejects] == ["missing_template"]
 
 
+def test_a_template_whose_text_no_solution_writes_gives_way_to_the_next_model(folder, problems, sandbox):
+    """Problem 388's preferred template writes `=${<<3*400=1200>>1200}` (braces round the annotation and its
+    result), 160's `=${total}>>{total}` (no `<<`): the other model's is used. 929's writes `$.{price}` of a price
+    that prints `0.25`, and its other model's braces: the problem has no template."""
+    for index, tier, detail in [(388, "tier1", "L1: a brace the solution would print"),
+                                (160, "tier3", "L2: an unpaired << or >>"),
+                                (929, "tier4", "'$.' before a value that prints its own decimals")]:
+        verdict = validate(folder, problems, sandbox, tier, index, GEMINI)
+        assert (verdict.valid, verdict.reason) == (False, "malformed_text") and detail in verdict.detail, verdict
+        choice = choose_template(problems[index], tier, folder, [GEMINI, GPT], sandbox)
+        if index == 929:
+            assert choice.template is None
+            assert [(r.template_model, r.reason) for r in choice.rejects] == [(GEMINI, "malformed_text"),
+                                                                               (GPT, "malformed_text")]
+            continue
+        assert choice.template is not None and choice.template.template_model == GPT
+        assert [(r.template_model, r.reason) for r in choice.rejects] == [(GEMINI, "malformed_text")]
+    # `$.{cents}` where the value prints whole is GSM8K's own way of writing 25 cents
+    from flawforge.math.reconstruct import malformed_text
+    assert malformed_text("It costs $.{cents} each", {"cents": 25}) is None
+    assert malformed_text("It costs $.{price} each", {"price": 0.25}) is not None
+
+
 def test_templates_of_many_problems_are_validated_in_shared_batches(folder, problems, sandbox):
     # 116 falls back to its second model; 8 has no template
     chosen = [(problems[i], folder.tiers_of(i)[0]) for i in range(100, 140)]

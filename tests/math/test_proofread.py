@@ -34,6 +34,9 @@ from tests.math.mutation_corpus import corpus_outputs
     "4 x two = 9",
     "2/3 of 30 - 5 = 16",
     "There are 7 adults + Shonda (1) + 2 of her kids + 10 of their friends = 18 people",  # units with "of"
+    # an operand behind a long name, left stale by a substitution (problems 101 and 212)
+    "So she must be applying makeup to 12 tubes of lip gloss * 3 people per tube of lip gloss = <<6*3=18>>18 people.",
+    "There are 52 weeks in a year - 2 weeks of vacation Randy plans to take = <<12-2=10>>10 weeks of practice.",
 ])
 def test_false_calculations_are_caught(line):
     assert line_findings(line), line
@@ -63,6 +66,7 @@ def test_false_calculations_are_caught(line):
     "They brought a total of 30 treats+60 treats+45 pieces of bread + 90 pieces of bread = <<30+60+45+90=225>>225",
     "He ate 3 of 12 eggs = 1/4 of them",                           # a number taken of another: no arithmetic
     "There are 7 adults + Shonda (1) + 12 of her kids + 10 of their friends = 30 people",
+    "So she must be applying makeup to 12 tubes of lip gloss * 3 people per tube of lip gloss = <<12*3=36>>36 people.",
 ])
 def test_true_text_is_not_flagged(line):
     assert not line_findings(line), line_findings(line)

@@ -56,16 +56,19 @@ CASES = [
      "answer 36000 is over 1000 times 10"),
     # half of Natalia's 48 clips written 240
     ("part_above_the_whole", "tier3", 0, "off_by_factor_of_10", "may_clips", {"direction": "added"},
-     "48 / 2 shown as 240, above the whole 48"),
+     "48 / 2 shown as 240, not below the whole 48"),
     # 48 + 24 clips written 27
     ("sum_below_a_term", "tier3", 0, "digit_transposition", "total_clips", {"position": 0},
-     "48 + 24 shown as 27, below the term 48"),
+     "48 + 24 shown as 27, not above the term 48"),
     # Betty's grandparents give twice the parents' $15: written $3
     ("product_below_a_factor", "tier3", 2, "off_by_factor_of_10", "grandparents_gift", {"direction": "dropped"},
-     "15 x 2 shown as 3, below the factor 15"),
+     "15 x 2 shown as 3, not above the factor 15"),
     # 30 trees less 5 written 52
     ("difference_above_the_minuend", "tier3", 12, "digit_transposition", "coconut_trees", {"position": 0},
-     "30 - 5 shown as 52, above 30"),
+     "30 - 5 shown as 52, not below 30"),
+    # Joseph's 5 hours each way, twice: 5 x 2 written 100 hours
+    ("tenfold_small_fact", "tier1", 1614, "off_by_factor_of_10", "route_a_round_trip_time", {"direction": "added"},
+     "5 x 2 shown as 100: a one-digit fact"),
     # 48 + 24 clips multiplied: 1,152 clips where the story's numbers go up to 72
     ("magnitude_outside_the_story", "tier3", 0, "operator_swap", "total_clips", {"old": "+", "new": "*"},
      "answer 1152 against 72, outside the story's numbers 2 to 72"),
@@ -185,13 +188,18 @@ def test_no_kept_slip_goes_the_impossible_way(kept):
         op, a, b = operation
         new = float(c.flawed_value.to_python())
         judged[op] += 1
-        wrong = ((op == "Add" and a > 0 and b > 0 and new < max(a, b) - 1e-9)
-                 or (op == "Sub" and a > 0 and b > 0 and new > a + 1e-9)
-                 or (op == "Mult" and a > 1 and b > 1 and new < max(a, b) - 1e-9)
-                 or (op == "Mult" and 0 < a < 1 and b > 0 and new > b + 1e-9)
-                 or (op == "Mult" and 0 < b < 1 and a > 0 and new > a + 1e-9)
-                 or (op in ("Div", "FloorDiv") and a > 0 and b > 1 and new > a + 1e-9)
-                 or (op in ("Div", "FloorDiv") and a > 0 and 0 < b < 1 and new < a - 1e-9))
+        # an operation on positive numbers goes strictly one way: equal counts as wrong too ('2 - 1/2 = 2')
+        wrong = ((op == "Add" and a > 0 and b > 0 and new <= max(a, b) + 1e-9)
+                 or (op == "Sub" and a > 0 and b > 0 and new >= a - 1e-9)
+                 or (op == "Mult" and a > 0 and b > 1 and new <= a + 1e-9)
+                 or (op == "Mult" and b > 0 and a > 1 and new <= b + 1e-9)
+                 or (op == "Mult" and 0 < a < 1 and b > 0 and new >= b - 1e-9)
+                 or (op == "Mult" and 0 < b < 1 and a > 0 and new >= a - 1e-9)
+                 or (op in ("Div", "FloorDiv") and a > 0 and b > 1 and new >= a - 1e-9)
+                 or (op in ("Div", "FloorDiv") and a > 0 and 0 < b < 1 and new <= a + 1e-9))
+        # a tenfold slip of a one-digit fact ('5 x 2 = 100') is no slip
+        wrong = wrong or (c.error_type in ("off_by_factor_of_10", "decimal_shift")
+                          and all(v.is_integer() and 0 <= v <= 9 for v in (a, b)))
         if wrong:
             impossible.append((c.problem_index, c.error_type, op, a, b, new))
     print(dict(judged))

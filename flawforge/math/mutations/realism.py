@@ -10,10 +10,11 @@ mutant breaks with what it refused, which generation records in rejects.jsonl.
 Three kinds of rule judge the errors of issue 34's audit:
 
 - Direction (computational slips). A slip keeps the line's formula and shows a wrong value; the
-  value must stay on the side of its operands that the operation puts it on: a sum of positive
-  terms is at least each term, a difference of positive quantities at most what it was taken
-  from, a product of factors above one at least each factor, and a part (a quotient by more
-  than one, a product with a factor below one) at most its whole.
+  value must stay strictly on the side of its operands that the operation puts it on: a sum of
+  positive terms is more than each term, a difference of positive quantities less than what it
+  was taken from, a positive number times more than one more than that number, and a part (a
+  quotient by more than one, a product with a factor below one) less than its whole. A tenfold
+  slip of a one-digit fact ('5 x 2 = 100') is refused too.
 - Magnitude (conceptual errors). A wrong step of reasoning may land anywhere the story's own
   numbers go: the flawed answer stays within a factor of ten of the correct one (either way),
   unless it lies within the story's range, from the smallest to the largest magnitude among
@@ -238,57 +239,80 @@ def _below(value: float, bound: float) -> bool:
     return value < bound and not _close(value, bound)
 
 
+def _not_above(value: float, bound: float) -> bool:
+    """`value` at most `bound` (equal within float error included): where an operation must go strictly beyond."""
+    return not _below(bound, value)
+
+
 class SumBelowATerm(DirectionRule):
     name = "sum_below_a_term"
-    explanation = "A sum of positive terms is at least each of them ('40 + 25 = 39')."
+    explanation = "A sum of positive terms is more than each of them ('40 + 25 = 39', '40 + 25 = 40')."
     symbols = frozenset({"+"})
 
     def breaks(self, o: Operands) -> str | None:
         larger = max(o.left, o.right)
-        if o.left > 0 and o.right > 0 and _below(o.new, larger):
-            return f"{show(o.left)} + {show(o.right)} shown as {show(o.new)}, below the term {show(larger)}"
+        if o.left > 0 and o.right > 0 and _not_above(o.new, larger):
+            return f"{show(o.left)} + {show(o.right)} shown as {show(o.new)}, not above the term {show(larger)}"
         return None
 
 
 class DifferenceAboveTheMinuend(DirectionRule):
     name = "difference_above_the_minuend"
-    explanation = "Taking a positive amount away leaves less than there was ('76 - 38 = 83')."
+    explanation = "Taking a positive amount away leaves less than there was ('76 - 38 = 83', '2 - 1/2 = 2')."
     symbols = frozenset({"-"})
 
     def breaks(self, o: Operands) -> str | None:
-        if o.left > 0 and o.right > 0 and _below(o.left, o.new):
-            return f"{show(o.left)} - {show(o.right)} shown as {show(o.new)}, above {show(o.left)}"
+        if o.left > 0 and o.right > 0 and _not_above(o.left, o.new):
+            return f"{show(o.left)} - {show(o.right)} shown as {show(o.new)}, not below {show(o.left)}"
         return None
 
 
 class ProductBelowAFactor(DirectionRule):
     name = "product_below_a_factor"
-    explanation = ("Multiplying by more than one (or dividing by a positive number below one) cannot give less "
-                   "than the number started from ('30 x 20 = 6').")
+    explanation = ("Multiplying a positive number by more than one (or dividing it by a positive number below one) "
+                   "gives more than the number started from ('30 x 20 = 6', '$0.15 x 2 = $0.03').")
     symbols = frozenset({"*", "/"})
 
     def breaks(self, o: Operands) -> str | None:
-        larger = max(o.left, o.right)
-        if o.symbol == "*" and o.left > 1 and o.right > 1 and _below(o.new, larger):
-            return f"{show(o.left)} x {show(o.right)} shown as {show(o.new)}, below the factor {show(larger)}"
-        if o.symbol == "/" and o.left > 0 and 0 < o.right < 1 and _below(o.new, o.left):
-            return f"{show(o.left)} / {show(o.right)} shown as {show(o.new)}, below {show(o.left)}"
+        if o.symbol == "*" and o.left > 0 and o.right > 0:
+            # the larger number first: where both factors are above one, the message names the one the slip fell below
+            for start, factor in sorted(((o.left, o.right), (o.right, o.left)), reverse=True):
+                if factor > 1 and _not_above(o.new, start):
+                    return f"{show(o.left)} x {show(o.right)} shown as {show(o.new)}, not above the factor {show(start)}"
+        if o.symbol == "/" and o.left > 0 and 0 < o.right < 1 and _not_above(o.new, o.left):
+            return f"{show(o.left)} / {show(o.right)} shown as {show(o.new)}, not above {show(o.left)}"
         return None
 
 
 class PartAboveTheWhole(DirectionRule):
     name = "part_above_the_whole"
-    explanation = ("A part is at most its whole: dividing by more than one, or taking a fraction below one of a "
-                   "positive amount, cannot give more than the amount ('30 students / 2 = 150 students').")
+    explanation = ("A part is less than its whole: dividing by more than one, or taking a fraction below one of a "
+                   "positive amount, gives less than the amount ('30 students / 2 = 150 students').")
     symbols = frozenset({"*", "/"})
 
     def breaks(self, o: Operands) -> str | None:
-        if o.symbol == "/" and o.left > 0 and o.right > 1 and _below(o.left, o.new):
-            return f"{show(o.left)} / {show(o.right)} shown as {show(o.new)}, above the whole {show(o.left)}"
+        if o.symbol == "/" and o.left > 0 and o.right > 1 and _not_above(o.left, o.new):
+            return f"{show(o.left)} / {show(o.right)} shown as {show(o.new)}, not below the whole {show(o.left)}"
         if o.symbol == "*":
             for whole, share in ((o.left, o.right), (o.right, o.left)):
-                if whole > 0 and 0 < share < 1 and _below(whole, o.new):
-                    return f"{show(share)} of {show(whole)} shown as {show(o.new)}, above the whole {show(whole)}"
+                if whole > 0 and 0 < share < 1 and _not_above(whole, o.new):
+                    return (f"{show(share)} of {show(whole)} shown as {show(o.new)}, not below the whole "
+                            f"{show(whole)}")
+        return None
+
+
+class TenfoldSmallFact(RealismRule):
+    name = "tenfold_small_fact"
+    explanation = ("A sum, difference, product or quotient of one-digit whole numbers is a fact people know by "
+                   "heart: '5 x 2 = 100 hours' or '8 - 3 = 50' is no slip anyone makes (a tenfold slip of '50 x 2' "
+                   "is).")
+    error_types = frozenset({"off_by_factor_of_10", "decimal_shift"})
+
+    def refused(self, flawed: Flawed) -> str | None:
+        o = _operands(flawed)
+        if o is not None and all(value.is_integer() and 0 <= value <= 9 for value in (o.left, o.right)):
+            symbol = "x" if o.symbol == "*" else o.symbol
+            return f"{show(o.left)} {symbol} {show(o.right)} shown as {show(o.new)}: a one-digit fact"
         return None
 
 
