@@ -257,8 +257,10 @@ def packages_of(instance: Instance) -> tuple[str, ...]:
     return (top.removesuffix(".py"),)
 
 
-def failure_of(test: str, text: str, test_source: str | None, packages: tuple[str, ...] = ()) -> Failure:
-    """A failing test's facts, from its part of the failing output and its test file's text (`packages`: the
+def failure_of(test: str, text: str, test_source: str | None, packages: tuple[str, ...] = (),
+               source_path: str | None = None) -> Failure:
+    """A failing test's facts, from its part of the failing output and the text of the file its function is in
+    (`source_path`, where not the test's own file: a method of a mixin in a shared test module; `packages`: the
     library's top-level packages, which tell what came back from the library in a comparison)."""
     lines = [line for line in text.splitlines() if line.strip() and not SECTION.match(line)]
     # A traceback (failures.readable_failure) names its exception first, whatever its name; other texts are searched.
@@ -269,7 +271,7 @@ def failure_of(test: str, text: str, test_source: str | None, packages: tuple[st
     else:
         first = lines[0]
     exception, message = (match.group("name"), (match.group("message") or "").strip()) if match else ("", first)
-    test_file = test.split("::", 1)[0]
+    test_file = source_path or test.split("::", 1)[0]
     function = test.split("::")[-1].split("[", 1)[0]
     frames = [f for f in _frames(text) if f[0] == test_file or f[0].endswith("/" + test_file)]
     frame = next((f for f in frames if f[2] == function), frames[0] if frames else None)
@@ -304,8 +306,21 @@ def failure_of(test: str, text: str, test_source: str | None, packages: tuple[st
 def failures_of(instance: Instance, test_sources: dict[str, str]) -> list[Failure]:
     """The facts of each failing test the output shows, in its order (test_sources: test file path -> text)."""
     packages = packages_of(instance)
-    return [failure_of(test, text, test_sources.get(test.split("::", 1)[0]), packages)
-            for test, text in sections(instance.failing_output).items()]
+    failures = []
+    for test, text in sections(instance.failing_output).items():
+        path = function_file(test, text)
+        failures.append(failure_of(test, text, test_sources.get(path), packages, path))
+    return failures
+
+
+def function_file(test: str, text: str) -> str:
+    """The file the test's function is in, as its failure's frames show it: the test's own file, or the one of a
+    frame running a function of the test's name (a mixin's method that several test classes inherit)."""
+    own, function = test.split("::", 1)[0], test.split("::")[-1].split("[", 1)[0]
+    frames = _frames(text)
+    if any(path == own and name == function for path, _, name, _ in frames):
+        return own
+    return next((path for path, _, name, _ in frames if name == function), own)
 
 
 def _short(text: str, limit: int = 80) -> str:
@@ -409,7 +424,10 @@ def _statement(instance: Instance, first: Failure) -> str:
         + ", ".join(f"`{t}`" for t in others[:OTHER_TESTS]) + ".",
         f"\n\nAlso failing ({len(others)}): " + ", ".join(f"`{t}`" for t in others[:OTHER_TESTS])
         + (" and more." if len(others) > OTHER_TESTS else ".")])
-    return (f"# {_title(first, instance.source, key)}\n\n{opening}\n\n```python\n{first.code}\n```{parameters}\n\n"
+    # where the test's code was not found, the command that runs it (never an empty block)
+    shown = (f"```python\n{first.code}\n```" if first.code.strip()
+             else f"```\npython -m pytest '{first.test}'\n```")
+    return (f"# {_title(first, instance.source, key)}\n\n{opening}\n\n{shown}{parameters}\n\n"
             f"{_outcome(first, key)}{more}\n")
 
 
@@ -435,7 +453,8 @@ def facts_text(instance: Instance, failures: list[Failure]) -> str:
     """The facts a model may state, as text (no line of the library, no patch)."""
     first = failures[0]
     lines = [f"Library: {instance.source} {instance.version}, Python {instance.environment.python}.",
-             f"The user's code (a test of the library):\n```python\n{first.code}\n```"]
+             f"The user's code (a test of the library):\n```python\n{first.code}\n```" if first.code.strip()
+             else f"The user ran the library's test {first.test}."]
     if first.parameters:
         lines.append(f"Parameters: {first.parameters}")
     if first.actual is not None or first.expected is not None:

@@ -363,12 +363,13 @@ def model_replies(ctx: JobContext, instances: list, projects: dict, model: str) 
 
 def failures_by_instance(results: list[LibraryResult], projects: dict) -> dict:
     """What each instance's failing tests show (statements.failures_of), read with its project's test files."""
-    from flawforge.debugging.statements import failures_of
+    from flawforge.debugging.statements import failures_of, function_file, sections
 
     found = {}
     for instance in (i for r in results for i in r.instances):
         files = projects[instance.source, instance.version]
         paths = {t.split("::", 1)[0] for t in instance.FAIL_TO_PASS}
+        paths |= {function_file(test, text) for test, text in sections(instance.failing_output).items()}
         found[instance.instance_id] = failures_of(instance, {p: files[p].decode("utf-8", "replace") for p in paths
                                                              if p in files})
     return found

@@ -189,3 +189,31 @@ def test_a_message_that_quotes_a_changed_line_is_left_out():
     bug = instance(output(test, said, 8, 'assert "1st" == ordinal(1)'), patch)
     statement = deterministic_statement(bug, failures_of(bug, {"tests/test_calc.py": TESTS}))
     assert leaks(statement, bug) == [] and "NotImplementedError" in statement and "@overload" not in statement
+
+
+MIXIN = '''from pkg.calc import ordinal
+
+
+class OrdinalMixin:
+    def test_first(self):
+        result = ordinal(1)
+        assert result == "1st"
+'''
+
+
+def test_a_test_inherited_from_a_mixin_is_read_from_the_mixins_file_and_no_code_block_is_ever_empty():
+    """tests/test_calc.py::CalcTest::test_first runs OrdinalMixin.test_first of tests/__init__.py (as cachetools'
+    suites do): its code is read there; where no file holds it, the statement gives the command that runs it."""
+    test = "tests/test_calc.py::CalcTest::test_first"
+    failing = "\n".join([f"{test}: failed", "AssertionError: assert '1th' == '1st'",
+                         "Traceback, most recent call last (pytest's own frames left out):",
+                         '  File "tests/__init__.py", line 7, in test_first', '    assert result == "1st"'])
+    bug = instance(failing, PATCH).model_copy(update={"FAIL_TO_PASS": [test]})
+    (failure,) = failures_of(bug, {"tests/__init__.py": MIXIN, "tests/test_calc.py": "from tests import *\n"})
+    assert failure.code == 'result = ordinal(1)\nassert result == "1st"'
+    assert (failure.actual, failure.expected, failure.subject) == ("'1th'", "'1st'", "ordinal(1)")
+    library_only = failing.replace('  File "tests/__init__.py", line 7, in test_first\n    assert result == "1st"',
+                                   '  File "pkg/calc.py", line 12, in ordinal\n    return str(n)')
+    (unread,) = failures_of(bug.model_copy(update={"failing_output": library_only}), {})
+    statement = deterministic_statement(bug, [unread])
+    assert "```python\n\n```" not in statement and f"python -m pytest '{test}'" in statement
