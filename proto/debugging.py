@@ -52,11 +52,10 @@ class Environment(Model):
     python: str = Field(description="The interpreter's version, e.g. 3.11.7.")
     packages: list[str] = Field(description="Every installed distribution as name==version, sorted by name.")
     hash_seed: int = Field(SUITE_HASH_SEED, description="The PYTHONHASHSEED the tests ran with.")
-    address_randomisation: bool = Field(False, description="Whether the tests ran with address-space randomisation. "
-                                                           "They did not: on Python 3.11 hash(None) is an address, so "
-                                                           "test ids built from it (a set of parameters holding None) "
-                                                           "are the recorded ones only without it (Linux: `setarch "
-                                                           "-R`; a task's run_tests.py turns it off itself).")
+    address_randomisation: bool = Field(False, description=(
+        "Whether the tests ran with address-space randomisation. The sandbox runs them without: on Python 3.11 "
+        "hash(None) is an address, so test ids built from it (a set of parameters holding None) are the recorded "
+        "ones only without it (Linux: `setarch -R`; a task's run_tests.py turns it off itself)."))
 
     @property
     def key(self) -> str:

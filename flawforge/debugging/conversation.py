@@ -23,7 +23,7 @@ from flawforge.debugging.phrasing import order, pick
 from flawforge.debugging.statements import Failure
 from flawforge.debugging.patches import apply_patch, changed_lines, fix_site, split_hunks, task_id
 from flawforge.inputs import plain_name
-from flawforge.proto.debugging import SUITE_HASH_SEED, ChatMessage, Conversation, ConversationReply, Instance
+from flawforge.proto.debugging import ChatMessage, Conversation, ConversationReply, Instance
 from flawforge.proto.llm import ChatMessage as RequestMessage, ChatRequest
 
 WRITER = "deterministic"
@@ -411,7 +411,7 @@ def task_files(instance: Instance, project: dict[str, bytes]) -> dict[str, bytes
     files[path] = apply_patch(project[path].decode("utf-8"), instance.patch).encode("utf-8")
     files[TESTS_FILE] = "".join(t + "\n" for t in instance.FAIL_TO_PASS + instance.PASS_TO_PASS).encode()
     files[RUN_TESTS_FILE] = RUN_TESTS.format(roots=[r or "." for r in instance.source_roots],
-                                             arguments=instance.arguments, hash_seed=SUITE_HASH_SEED).encode()
+                                             arguments=instance.arguments, hash_seed=instance.environment.hash_seed).encode()
     files[PROBLEM_FILE] = task_problem(instance).encode()
     files[ENVIRONMENT_FILE] = environment_file(instance).encode()
     return files

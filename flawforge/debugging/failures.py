@@ -17,7 +17,7 @@ FRAME = re.compile(r'^  File "(?P<path>[^"]*)", line (?P<line>\d+), in (?P<name>
 CHAIN = ("During handling of the above exception, another exception occurred:",
          "The above exception was the direct cause of the following exception:")
 RUNNER_PARTS = ("/_pytest/", "/pluggy/", "/site-packages/pytest/", "/flawforge/sandbox/runtime/")
-# unittest's own frames (its runner, its assertion helpers), which unittest's own tracebacks leave out too
+# unittest's own frames (its runner, its assertion helpers, its mocks): none is the test's or the library's
 UNITTEST = re.compile(r"(?:/lib/python\d+\.\d+|<stdlib>)/unittest/")
 # The sandbox's modules, compiled under names of their own rather than file paths
 SANDBOX_MODULE = "<flawforge."

@@ -1,7 +1,8 @@
 """Issue-style problem statements: a bug report as a library's user would write it, from the facts alone.
 
-The facts are the failing test's own code (the user's reproduction: the test function up to the
-line that failed, read from the project's test file), its parameters, and what the run reported
+The facts are the failing test's own code (the user's reproduction: the test function's whole
+statements up to the one holding the line that failed, read from the file the function is in), its
+parameters, and what the run reported
 there: the values an assertion compared, the exception raised, or the exception that was not.
 Nothing of the library's side goes in (no traceback frame of it, no line of the patch, no word
 of the modifier), so a statement never names the buggy line or the fix; `leaks` checks that of
@@ -31,7 +32,7 @@ RAISED = re.compile(r"^(?P<name>[A-Za-z_][\w.]*)(?::\s?(?P<message>.*))?$")
 TRACEBACK_HEADER = "Traceback, most recent call last"
 COMPARISONS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
                ast.In: "in", ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not"}
-# The test's code shown: at most this many lines up to the one that failed.
+# The test's code shown: whole statements, at most this many lines where they fit (statements._shown).
 CODE_LINES = 12
 VALUE_CHARS = 300
 OTHER_TESTS = 3
@@ -45,7 +46,7 @@ class Failure:
 
     test: str                   # the test id
     parameters: str | None      # the id's [...] part
-    code: str                   # the test's lines up to the one that failed, dedented
+    code: str                   # the test's statements up to the one holding the failing line, whole, dedented
     line: str                   # the failing line of the test, stripped
     exception: str              # the exception's name (AssertionError, Failed, TypeError, ...)
     message: str                # its message's first line
@@ -211,21 +212,30 @@ def _is_expected(node: ast.expr) -> bool:
     return bool(re.search(r"expect|want|correct|result_should|^exp$", name, re.IGNORECASE))
 
 
-def _uses(node: ast.expr, names: frozenset[str]) -> bool:
-    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))
+def _calls_library(node: ast.expr, library: frozenset[str]) -> bool:
+    """Whether the expression calls a function of the library (`lib.f(x)`, `f(x)` imported from it); a class of
+    the library called (`Token('a')`, `pd.Series([1])`) builds a value, as an expected one is built."""
+    for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
+        func, root = call.func, call.func
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if isinstance(root, ast.Name) and root.id in library and name[:1].islower():
+            return True
+    return False
 
 
 def _actual_is_left(left: ast.expr, right: ast.expr, library: frozenset[str]) -> bool | None:
-    """Which side of a comparison holds what the library returned: the one that uses a name the test imported from
-    the library, else the one that calls something, else the one that does not state an expectation, else the left
-    (pytest's `assert actual == expected`) where neither calls anything. None where both sides compute a value
-    alike (`a.capitalize() == lib.f(b)` with both or neither from the library): no side is known to be wrong."""
-    if _uses(left, library) != _uses(right, library):
-        return _uses(left, library)
+    """Which side of a comparison holds what the library returned: the one that calls something, else the one that
+    does not state an expectation (a literal, a name like `expected`), else the one that calls a function of the
+    library, else the left (pytest's `assert actual == expected`) where neither calls anything. None where both
+    sides compute a value alike (`a.capitalize() == b.capitalize()`): no side is known to be wrong."""
     if _calls(left) != _calls(right):
         return _calls(left)
     if _is_expected(left) != _is_expected(right):
         return _is_expected(right)
+    if _calls_library(left, library) != _calls_library(right, library):
+        return _calls_library(left, library)
     return None if _calls(left) else True
 
 
@@ -281,9 +291,7 @@ def failure_of(test: str, text: str, test_source: str | None, packages: tuple[st
              "line": line, "exception": exception, "message": message.splitlines()[0] if message else ""}
     sides = _compared(statement)
     library = library_names(test_source or "", packages)
-    left_actual = None if sides is None else _actual_is_left(_origin(sides[0], test_function, statement.lineno),
-                                                             _origin(sides[1], test_function, statement.lineno),
-                                                             library)
+    left_actual = None if sides is None else _actual_is_left(sides[0], sides[1], library)
     if exception == "AssertionError" and left_actual is not None:
         left, right, operator = sides
         actual_node = left if left_actual else right

@@ -416,28 +416,38 @@ def _money_as_original(template: str, original: str | None) -> str:
                                   if original[:at].endswith("$") and not template[:slot.start].endswith("$")])
 
 
-_DOLLAR_POINT_BEFORE_VALUE = re.compile(r"\$\.\{([^{}:!]*)[^{}]*\}")
 _RESULT_BEFORE_ITS_CALCULATION = re.compile(r"(?<!\{)\{[^{}]*\}\$?<<")
 
 
 def malformed_text(template: str, values: Mapping[str, Any] = MappingProxyType({})) -> str | None:
     """What a solution line's template (as repaired) would print that no solution writes, or None: a brace, an
-    unpaired `<<` or `>>`, `$.` before a value that prints its own decimals (`$.0.25`; `$.{cents}` with 25 cents is
-    how GSM8K writes money), a result written before its own calculation (`=$125$<<500*0.25=125>>125`). `values`:
-    the template's variables as its run assigned them."""
+    unpaired `<<` or `>>`, `$.` before anything but a whole number of cents from 10 to 99 (`$.0.25`, `$.5`; `$.{cents}`
+    with 25 is how GSM8K writes money), a result written before its own calculation (`=$125$<<500*0.25=125>>125`).
+    `values`: the template's variables as its run assigned them."""
     template = _repaired(template)
-    if any(brace in _FIELD_OR_ESCAPE.sub("", template) for brace in "{}"):
+    # fields print their values, '{{' and '}}' a brace each: any brace left is one the solution prints
+    printed = _FIELD_OR_ESCAPE.sub(lambda match: "" if match.group(1) is not None else match.group()[0], template)
+    if "{" in printed or "}" in printed:
         return "a brace the solution would print"
     marks = re.findall(r"<<|>>", template)
     if len(marks) % 2 or any(mark != ("<<", ">>")[n % 2] for n, mark in enumerate(marks)):
         return "an unpaired << or >>"
-    for match in _DOLLAR_POINT_BEFORE_VALUE.finditer(template):
-        value = values.get(match.group(1).strip())
-        if value is None or "." in show(value):
+    for field in fields(template):
+        if template[:field.start].endswith("$.") and not _cents(field, values):
             return "'$.' before a value that prints its own decimals"
     if _RESULT_BEFORE_ITS_CALCULATION.search(template):
         return "a result written before its own calculation"
     return None
+
+
+def _cents(field: Field, values: Mapping[str, Any]) -> bool:
+    """The field prints a whole number of cents from 10 to 99 (what GSM8K writes after `$.`: `$.25`)."""
+    try:
+        value = field_value(field.expression, values)
+    except Unrenderable:
+        return False
+    return (not field.spec and isinstance(value, (int, float, Fraction)) and not isinstance(value, bool)
+            and value == int(value) and 10 <= value <= 99)
 
 
 def _repaired(template: str) -> str:

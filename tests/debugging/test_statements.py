@@ -121,6 +121,23 @@ def test_the_side_that_uses_the_library_is_what_came_back_when_both_sides_call_s
     assert (failure.actual, failure.expected, failure.subject) == (None, None, "a.strip() == b.strip()")
 
 
+def test_an_expected_value_built_with_the_librarys_classes_is_not_what_came_back():
+    """`expected = pd.Series(...)` and `[Token('a')]` build the expected value with the library's own classes: the
+    name `expected` and the call to a class do not make that side what came back."""
+    source = ("import pandas as pd\nfrom pkg import Token\n\n\ndef test_sum(df):\n    result = df.sum()\n"
+              "    expected = pd.Series([1, 2])\n    assert result == expected\n\n\ndef test_tokens(tokenizer):\n"
+              "    assert tokenizer.tokenize('a b') == [Token('a'), Token('b')]\n")
+    test = "tests/test_calc.py::test_sum"
+    failure = failure_of(test, output(test, "AssertionError: assert 3 == 4", 8, "assert result == expected"), source,
+                         ("pandas", "pkg"))
+    assert (failure.actual, failure.expected, failure.subject) == ("3", "4", "df.sum()")
+    test = "tests/test_calc.py::test_tokens"
+    failure = failure_of(test, output(test, "AssertionError: assert [Token('a')] == [Token('a'), Token('b')]", 12,
+                                      "assert tokenizer.tokenize('a b') == [Token('a'), Token('b')]"), source,
+                         ("pandas", "pkg"))
+    assert failure.actual != "[Token('a'), Token('b')]"
+
+
 def test_an_exception_is_named_as_the_traceback_names_it():
     test = "tests/test_calc.py::test_alike"
     failure = failure_of(test, output(test, "re.error: unterminated character set at position 1", 12,

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 import csv
+from fractions import Fraction
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -134,7 +135,12 @@ def test_a_template_whose_text_no_solution_writes_gives_way_to_the_next_model(fo
     # `$.{cents}` where the value prints whole is GSM8K's own way of writing 25 cents
     from flawforge.math.reconstruct import malformed_text
     assert malformed_text("It costs $.{cents} each", {"cents": 25}) is None
-    assert malformed_text("It costs $.{price} each", {"price": 0.25}) is not None
+    assert malformed_text("It costs $.{share*100} each", {"share": Fraction(1, 4)}) is None
+    # anything else after `$.` prints what GSM8K never writes: $.0.25, $.1/4, $.25.00, $.5 for five cents
+    for field, value in [("{price}", 0.25), ("{price}", Fraction(1, 4)), ("{price:.2f}", 25), ("{price}", 5)]:
+        assert malformed_text(f"It costs $.{field} each", {"price": value}) is not None, (field, value)
+    # '{{' and '}}' print braces
+    assert malformed_text("{{a}}+{{b}}=<<{{a}}+{{b}}={{c}}>>{{c}}") == "a brace the solution would print"
 
 
 def test_templates_of_many_problems_are_validated_in_shared_batches(folder, problems, sandbox):
