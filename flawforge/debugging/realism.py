@@ -34,7 +34,7 @@ class Changed:
     last: int
     tokens: tuple[tokenize.TokenInfo, ...]
     nodes: tuple[ast.AST, ...]
-    around: tuple[ast.AST, ...] = ()
+    around: tuple[ast.AST, ...]
 
 
 def _tokens(lines: list[str]) -> tuple[tokenize.TokenInfo, ...]:
