@@ -350,7 +350,7 @@ class Sandbox:
     def __init__(self, limits: SandboxLimits | None = None, *, workers: int | None = None,
                  required_layers: tuple[str, ...] | list[str] = (), read_paths: tuple[str, ...] | list[str] = (),
                  audit: bool = True, namespaces: bool = True, hash_seed: int | None = None,
-                 preload: tuple[str, str] | None = None, max_batch_s: float | None = None):
+                 preload: tuple[tuple[str, ...], str] | None = None, max_batch_s: float | None = None):
         unknown = sorted(set(required_layers) - set(LAYERS))
         if unknown:
             raise SandboxUnavailable(f"unknown isolation layer(s) {', '.join(unknown)}; known: {', '.join(LAYERS)}")
@@ -363,8 +363,8 @@ class Sandbox:
         self.unit_uids = range(uid_base, uid_base + self.workers)
         self._config = {"slots": self.workers, "uid_base": uid_base, "audit": audit, "namespaces": namespaces,
                         "read_paths": [os.path.abspath(p) for p in read_paths], "hash_seed": hash_seed,
-                        # (module, folder): a trusted module the zygote imports once, from a folder units may read
-                        "preload": [preload[0]] if preload else [], "preload_path": [preload[1]] if preload else []}
+                        # (modules, folder): trusted modules the zygote imports once, from a folder units may read
+                        "preload": list(preload[0]) if preload else [], "preload_path": [preload[1]] if preload else []}
         self._free_slots = self.workers
         self._slot_freed = threading.Condition()  # guards _free_slots and _waiting
         self._waiting: dict[tuple, list[_Waiting]] = {}  # single programs, by (call, trace, limits)

@@ -35,12 +35,23 @@ def suite_read_paths(settings: Settings) -> list[str]:
             *(path for path in zoneinfo.TZPATH if os.path.isdir(path))]
 
 
+def pytest_modules() -> tuple[str, ...]:
+    """What a suite unit's pytest.main imports that `import pytest` does not: its built-in plugins, and the modules
+    of pytest's own requirements and of the standard library they import only when pytest starts (reading
+    pyproject.toml, checking minversion, its debugger and junitxml plugins). Imported once in the zygote, they cost a
+    unit nothing; a unit importing them itself spent 0.03 CPU s, a fifth of a one-test run."""
+    from _pytest.config import default_plugins
+
+    return ("pytest", *(f"_pytest.{name}" for name in default_plugins), "tomllib", "packaging.version", "difflib",
+            "pdb", "xml.etree.ElementTree")
+
+
 def suite_options(settings: Settings) -> dict:
     """The suite sandbox's arguments to Sandbox.from_settings: it may also read suite_read_paths, its zygote has
-    pytest imported, and it hashes strings with a fixed seed, so that tests parametrized over a set get the same
-    ids in every run (the pipeline's records name them)."""
+    pytest imported (pytest_modules), and it hashes strings with a fixed seed, so that tests parametrized over a set
+    get the same ids in every run (the pipeline's records name them)."""
     return {"read_paths": [*csv_setting(settings.sandbox_read_paths), *suite_read_paths(settings)],
-            "hash_seed": SUITE_HASH_SEED, "preload": ("pytest", pytest_path())}
+            "hash_seed": SUITE_HASH_SEED, "preload": (pytest_modules(), pytest_path())}
 
 
 @lru_cache(maxsize=2)

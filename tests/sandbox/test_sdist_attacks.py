@@ -3,6 +3,7 @@ share: on the host before any content is read (fast, whatever it declares), and 
 it directly, which runs nothing of it and writes nothing outside its work dir."""
 from __future__ import annotations
 
+import gzip
 import time
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 
 from flawforge.debugging.layout import UnusableArchive, layout_of, read_archive
 from flawforge.proto.sandbox import SandboxLimits
-from tests.sandbox.sdists import corpus, tar_gz
+from tests.sandbox.sdists import TOP, corpus, gzipped, member, tar_gz
 
 CORPUS = corpus()
 LIMITS = SandboxLimits(timeout_s=30, memory_mb=512, workdir_mb=16, open_files=256)
@@ -48,3 +49,23 @@ def test_layout_detection_is_linear_in_the_files():
     layout = layout_of("many", "1.0", files)
     assert time.process_time() - started < 1
     assert len(layout.test_paths) == 12000 and len(layout.modules) == 12000
+
+
+def test_the_gzip_stream_is_read_once_within_its_bound_and_whole():
+    """A gzip stream is decompressed in memory once, bounded: one that unpacks past the bound is refused before it
+    is all inflated, one cut short is no archive, and one of several members (with gzip's zero padding after them)
+    reads as the tar they hold together."""
+    from flawforge.sandbox.runtime.archive import ArchiveRefused, project_members
+
+    plain = gzip.decompress(tar_gz([member(f"{TOP}/pkg/data.txt", b"x" * 1000)]))
+    whole = dict(project_members(gzipped(plain)))
+    assert whole["pkg/data.txt"] == b"x" * 1000 and "tests/test_pkg.py" in whole
+    half = len(plain) // 2
+    assert dict(project_members(gzipped(plain[:half]) + b"\0" * 8 + gzipped(plain[half:]))) == whole
+    with pytest.raises(ArchiveRefused, match="not a readable tar archive"):
+        list(project_members(gzipped(plain)[:-12]))
+    bomb = gzipped(bytes(64 << 20))  # 64 MiB of zeros in 64 KiB
+    started = time.process_time()
+    with pytest.raises(ArchiveRefused, match="unpacks to more than"):
+        list(project_members(bomb, max_total_bytes=1 << 20, max_members=16))
+    assert time.process_time() - started < 0.5
