@@ -160,6 +160,11 @@ def _filled(token: "_Token | _Piece", numbers: list[str]) -> _Token:
         return token if isinstance(token, _Token) else _Token(token.kind, token.text)
     if token.value is None:  # a number written as words ("three times 4"): a prose piece holding its value
         return _Token("num", token.text, token.spoken)
+    if getattr(token, "mixed", False):
+        whole, over, under = (numbers[token.value + k] for k in range(3))
+        if not (whole.isdigit() and over.isdigit() and under.isdigit() and 0 < int(over) < int(under)):
+            raise Unreadable(f"{whole} {over}/{under} is no mixed number")
+        return _Token("num", f"{whole} {over}/{under}", int(whole) + Fraction(int(over), int(under)))
     literal = numbers[token.value]  # a shape's number token holds its slot
     value, decimals = _plain(literal)
     if "-" in token.text:
@@ -384,6 +389,7 @@ class _Piece(NamedTuple):
     value: int | None = None  # a number's slot (None for a number written as words)
     word: bool = False        # an operator written as a word
     spoken: Fraction | int | None = None  # the value of a number written as words
+    mixed: bool = False       # a mixed number ("1 1/2", "1 and 1/3"): its slot and the next two
 
 
 def _prose_pieces(shape: str) -> tuple[_Piece, ...]:
@@ -400,7 +406,31 @@ def _prose_pieces(shape: str) -> tuple[_Piece, ...]:
                                  word=op in _WORD_OPERATOR))
         else:
             pieces.append(_Piece(kind, text, match.start(), match.end()))
-    return _read_words(pieces)
+    return _read_words(_mixed_numbers(shape, pieces))
+
+
+def _mixed_numbers(shape: str, pieces: list[_Piece]) -> list[_Piece]:
+    """A whole number, a space (or " and ") and a fraction written tight ("1 1/2", "1 and 1/3") as one number, as a
+    reader takes it (GSM8K's solutions write them so); read apart, "2 + 1 1/2 = 3 1/2" was a false calculation."""
+    merged, index = [], 0
+    while index < len(pieces):
+        piece = pieces[index]
+        rest = pieces[index + 1:index + 5]
+        if rest and rest[0].kind == "word" and rest[0].text == "and" and shape[piece.end:rest[0].start] == " ":
+            gap, rest = " and ", rest[1:]
+        else:
+            gap, rest = " ", rest[:3]
+        if (piece.kind == "num" and piece.value is not None and piece.text == "0" and len(rest) == 3
+                and [p.kind for p in rest] == ["num", "op", "num"] and rest[1].text == "/" and not rest[1].word
+                and rest[0].text == rest[2].text == "0" and shape[piece.end:rest[0].start] == gap
+                and rest[0].end == rest[1].start and rest[1].end == rest[2].start):
+            merged.append(_Piece("num", shape[piece.start:rest[2].end], piece.start, rest[2].end, piece.value,
+                                 mixed=True))
+            index += 5 if gap == " and " else 4
+            continue
+        merged.append(piece)
+        index += 1
+    return merged
 
 
 def _read_words(pieces: list[_Piece]) -> tuple[_Piece, ...]:

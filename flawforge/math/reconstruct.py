@@ -103,10 +103,16 @@ class Styles:
     """How the original solution writes each variable's values, so that a flawed value is written alike: a share
     it writes as a percentage ("50%") in percent, where the template would show the fraction the code computes
     with; a value it writes as a whole number or a decimal with decimals ("20.8 plants", never "104/5 plants").
+    A value it writes as a mixed number ("1 1/2", "1 and 1/3") is written so in prose, never "3/2".
     Only a variable whose value is a fraction the original does not write otherwise keeps fractions ("3/4")."""
 
     def __init__(self, values: Mapping[str, Any] = MappingProxyType({}), original: str = ""):
         written = numbers_in(original) if original else ()
+        mixed_forms = {int(whole) + Fraction(int(over), int(under)): joiner
+                       for whole, joiner, over, under in _MIXED.findall(original) if 0 < int(over) < int(under)}
+        self.mixed: dict[str, str] = {}  # name -> how the original joins a mixed number's parts (" " or " and ")
+        # money with one decimal ("$0.3") only where the original writes it so: 130 of 1,692 such amounts in GSM8K
+        self.cents = not _ONE_DECIMAL_MONEY.search(ANNOTATION.sub("", original))
         percent, decimal = set(), set()
         for name, value in values.items():
             if isinstance(value, bool) or not isinstance(value, (int, float, Fraction)):
@@ -119,6 +125,8 @@ class Styles:
                 percent.add(name)
             if exact == int(exact) or (any(number.decimals for number in forms) and show_answer(value) is not None):
                 decimal.add(name)
+            elif exact in mixed_forms:
+                self.mixed[name] = mixed_forms[exact]
         self.percent = frozenset(percent)
         self.decimal = frozenset(decimal)
 
@@ -135,7 +143,15 @@ class Styles:
                 if text is None:
                     raise Unrenderable(f"{name} = {show(value)} has no decimal a student would write")
                 return text
+            if prose and name in self.mixed and isinstance(value, Fraction) and value > 1 and value.denominator != 1:
+                whole, part = divmod(value, 1)
+                return f"{whole}{self.mixed[name]}{part.numerator}/{part.denominator}"
         return show(value)
+
+
+_ONE_DECIMAL_MONEY = re.compile(r"\$\s?\d+\.\d(?![\d.])")
+# A whole number and a proper fraction after it, apart by a space or " and ": how GSM8K writes 1 1/2.
+_MIXED = re.compile(r"(?<![\w./])(\d+)( | and )(\d+)/(\d+)(?![\w/]|\.\d)")
 
 
 def _states(number: Number, value: Fraction | int) -> bool:
@@ -171,10 +187,12 @@ def render(template: str, values: Mapping[str, Any], styles: Styles = PLAIN) -> 
     """The template with every field filled from `values`, each plain `{name}` written in its style."""
     pieces, tail = _rendering_plan(template)
     rendered = []
-    for literal, field, grouped, prose in pieces:
+    for literal, field, grouped, prose, money in pieces:
         rendered.append(literal)
         value = field_value(field.expression, values)
         text = styles.show(field.variable, value, prose) if not field.spec else None
+        if money and styles.cents and text is not None and _ONE_DECIMAL.fullmatch(text):
+            text += "0"  # "$0.30", as people write money, not "$0.3"
         rendered.append(_format(value, field.spec, grouped, text))
     rendered.append(tail)
     return "".join(rendered)
@@ -184,11 +202,17 @@ def render(template: str, values: Mapping[str, Any], styles: Styles = PLAIN) -> 
 _AFTER_DIVISION = re.compile(r"(?:/|÷|\bdivided by)\s*\$?$")
 
 
+# Money: a "$" right before a field, or before the annotation whose result the field shows ("$<<2*0.15=0.3>>{cost}").
+_MONEY_BEFORE = re.compile(r"\$\s?(?:<<[^<>]*>>)?$")
+_ONE_DECIMAL = re.compile(r"-?\d+\.\d")
+
+
 @lru_cache(maxsize=PROBLEM_CACHE_SIZE)  # every mutant's solution renders its problem's few templates again
-def _rendering_plan(template: str) -> tuple[tuple[tuple[str, Field, bool, bool], ...], str]:
+def _rendering_plan(template: str) -> tuple[tuple[tuple[str, Field, bool, bool, bool], ...], str]:
     """(literal text before it, the field, whether its value must be grouped: it sits in an annotation's
     expression or follows a division sign, whether it is prose: outside annotations and not written before a '%'
-    of the template's own) for each field, and the literal text after the last."""
+    of the template's own, whether it is money in prose: after a "$") for each field, and the literal text after the
+    last."""
     spans = _annotation_expression_spans(template)
     annotations = [(slot.start, slot.end) for slot in _annotation_slots(template)]
     pieces, position = [], 0
@@ -197,7 +221,8 @@ def _rendering_plan(template: str) -> tuple[tuple[tuple[str, Field, bool, bool],
             _AFTER_DIVISION.search(template[max(0, field.start - 16):field.start]))
         prose = not any(start <= field.start < end for start, end in annotations) \
             and not template.startswith("%", field.end)
-        pieces.append((_literal(template[position:field.start]), field, grouped, prose))
+        money = prose and bool(_MONEY_BEFORE.search(template[max(0, field.start - 200):field.start]))
+        pieces.append((_literal(template[position:field.start]), field, grouped, prose, money))
         position = field.end
     return tuple(pieces), _literal(template[position:])
 

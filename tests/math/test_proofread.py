@@ -132,3 +132,14 @@ def test_every_candidate_of_the_corpus_reads_true(shared_data, problems):
         assert check_correct(c.original_solution).ok, c.id
     assert not failures, list(failures.items())[:5]
     assert len(candidates) > 10_000
+
+
+def test_mixed_numbers_read_as_one_number():
+    """GSM8K writes 1 1/2 and 1 and 1/3: a reader takes each for one number, so these are true, and a wrong
+    result after one is still false."""
+    for line in ["The third present needs 2 + 1 1/2 = 3 1/2 square feet", "21 x (1 and 1/3) = 28 pages",
+                 "so 14 * 1 1/2 = <<14*(3/2)=21>>21 birds"]:
+        assert not line_findings(line), (line, line_findings(line))
+    for line in ["The third present needs 2 + 1 1/2 = 4 1/2 square feet", "21 x (1 and 1/3) = 29 pages",
+                 "so 14 * 1 1/2 = 22 birds"]:
+        assert line_findings(line), line

@@ -358,3 +358,42 @@ def test_operator_swaps_of_the_corpus_never_keep_the_old_operator(corpus):
             # where the text wrote the operation, it now writes another one (equal values may repeat elsewhere)
             written, still = len(stale.findall(original)), len(stale.findall(flawed))
             assert still == 0 or still < written, (c.id, flawed)
+
+
+BIRDSEED = """from fractions import Fraction
+
+def solve():
+    # L1
+    bought = 2
+    stolen = Fraction(1, 2)
+    eaten = bought - stolen
+    # L2
+    birds_per_cup = 14
+    birds = birds_per_cup * eaten
+    # FA
+    answer = birds
+    return answer
+"""
+BIRDSEED_LINES = {
+    "L1": "The squirrel steals {stolen} cup of birdseed every week, so the birds eat {bought} - {stolen} = "
+          "<<{bought}-{stolen}={eaten}>>{eaten} cups of birdseed.",
+    "L2": "Each cup feeds {birds_per_cup} birds, so the feeder feeds {birds_per_cup} * {eaten} = "
+          "<<{birds_per_cup}*{eaten}={birds}>>{birds} birds weekly.",
+}
+BIRDSEED_ORIGINAL = """The squirrel steals 1/2 cup of birdseed every week, so the birds eat 2 - 1/2 = 1 1/2 cups of birdseed.
+Each cup feeds 14 birds, so Ivan's bird feeder feeds 14 * 1 1/2 = 21 birds weekly.
+#### 21"""
+
+
+def test_a_value_the_original_writes_as_a_mixed_number_is_written_so(sandbox):
+    """GSM8K problem 802 writes 1 1/2 cups: the text does too, in both solutions (never "3/2 cups"), and a reader
+    takes "14 * 1 1/2 = 21" for a true calculation; an original that writes 1 and 1/3 keeps its " and "."""
+    correct, flawed = written(sandbox, BIRDSEED, BIRDSEED_LINES, "off_by_n", {}, BIRDSEED_ORIGINAL)  # miscounts L2
+    assert "2 - 1/2 = <<2-(1/2)=3/2>>1 1/2 cups" in correct and "14 * 1 1/2 = <<14*(3/2)=21>>21 birds" in correct
+    assert "3/2 cups" not in flawed and not false_statements(correct)
+    anded, _ = written(sandbox, BIRDSEED, BIRDSEED_LINES, "off_by_n", {}, BIRDSEED_ORIGINAL.replace("1 1/2", "1 and 1/2"))
+    assert "<<2-(1/2)=3/2>>1 and 1/2 cups" in anded and "14 * 1 and 1/2 = " in anded
+    # a flawed value that is a fraction is written as a mixed number too
+    _, swapped = written(sandbox, BIRDSEED, BIRDSEED_LINES, "operator_swap", {"new": "+"}, BIRDSEED_ORIGINAL)
+    assert "2 + 1/2 = <<2+(1/2)=5/2>>2 1/2 cups" in swapped and "14 * 2 1/2 = <<14*(5/2)=35>>35 birds" in swapped
+    assert not false_statements(swapped)
