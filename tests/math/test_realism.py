@@ -75,6 +75,9 @@ CASES = [
     # half of 48 clips read as 48 - 2
     ("unit_breaking_swap", "tier3", 0, "operator_swap", "may_clips", {"old": "/", "new": "-"},
      "april_clips - may_divisor for april_clips / may_divisor: not one unit"),
+    # Fern's kids: "Then add the number of kids from each school to find the total: 120 kids + 90 kids - 50 kids"
+    ("swap_against_its_words", "tier4", 140, "operator_swap", "total_initial_kids",
+     {"old": "+", "new": "-", "right": "mountaintop_total_kids"}, "'-' for '+' on a line that says 'add'"),
 ]
 
 

@@ -27,12 +27,15 @@ Three kinds of rule judge the errors of issue 34's audit:
   minutes read as 60 - 15); between a price and a count (or a total and a rate) the swap
   computes nothing. A multiplicative comparison read as an additive one ('three times that
   many' as three more, Jerome = 3 + 17.5 pounds; Lloyd = 90 - 3 cards for a third of Mark's)
-  is the confusion itself, so a swap with a comparison factor is kept.
+  is the confusion itself, so a swap with a comparison factor is kept. Nor does a person write the
+  sign against their own words: a line that says it adds ("add the kids from each school: 120 +
+  90 - 50"), subtracts, multiplies or divides keeps that operation's sign.
 """
 from __future__ import annotations
 
 import ast
 import math
+import re
 from abc import ABC, abstractmethod
 from functools import lru_cache
 from types import MappingProxyType
@@ -354,6 +357,40 @@ class UnitBreakingSwap(RealismRule):
         if same_unit(program, left, right) or comparison_factor(program, left) or comparison_factor(program, right):
             return None
         return f"{left} {params['new']} {right} for {left} {params['old']} {right}: not one unit"
+
+
+class SwapAgainstItsWords(RealismRule):
+    name = "swap_against_its_words"
+    explanation = ("A swapped operation keeps the words of the line it is on: where the line says it adds, "
+                   "subtracts, multiplies or divides ('add the kids from each school', 'the sum is', 'deduct the "
+                   "discount', 'divide by'), the other sign contradicts the sentence around it, which no student "
+                   "writes. (3 of the 70 operator swaps the human review accepted have such words, 503 of 4,027 "
+                   "of the default job's did.)")
+    error_types = frozenset({"operator_swap"})
+    # Words that name an operation outright; 'total', 'left', 'each' and 'per' go with several and are left out.
+    NAMING = {"+": re.compile(r"\b(?:add|adds|adding|added|sum|combined|together|altogether|in all|plus)\b", re.I),
+              "-": re.compile(r"\b(?:subtract\w*|minus|deduct\w*|difference|discount\w*)\b", re.I),
+              "*": re.compile(r"\b(?:times|multipl\w*|product)\b", re.I),
+              "/": re.compile(r"\b(?:divid\w*|split\w*)\b", re.I)}
+
+    def refused(self, flawed: Flawed) -> str | None:
+        naming = self.NAMING.get(flawed.params.get("old"))
+        if naming is None:
+            return None
+        found = naming.search(_line_words(flawed.site.program, flawed.site.program.step_of(flawed.site.target)))
+        if found is None:
+            return None
+        return f"'{flawed.params['new']}' for '{flawed.params['old']}' on a line that says {found.group()!r}"
+
+
+_ANNOTATION_OR_FIELD = re.compile(r"<<.*?>>|\{[^{}]*\}")
+
+
+def _line_words(program, step: str) -> str:
+    """The words a reader sees on a solution line: its template without annotations and fields."""
+    template = next((s.get("solution_line_template") for s in program.logical_steps
+                     if s.get("line_number") == step), None)
+    return _ANNOTATION_OR_FIELD.sub(" ", template) if isinstance(template, str) else ""
 
 
 def unrealistic(flawed: Flawed) -> Refusal | None:
