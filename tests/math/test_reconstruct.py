@@ -78,7 +78,7 @@ PLANT_STEPS = [
      "solution_line_template": "He earned {plant_price} times {plants_sold} dollars, that is <<{plant_price}*"
                                "{plants_sold}={plant_earnings}>>{plant_earnings}, for the plants."},
     {"line_number": "L3", "question_inputs": [], "WK_inputs": [], "output_variable": "total_earnings",
-     "solution_line_template": "In all he earned ${orchid_earnings} + ${plant_earnings} = $<<{orchid_earnings}+"
+     "solution_line_template": "So he earned ${orchid_earnings} + ${plant_earnings} = $<<{orchid_earnings}+"
                                "{plant_earnings}={total_earnings}>>{total_earnings}."},
 ]
 
@@ -108,7 +108,7 @@ def test_the_seed_example_reads_as_what_was_computed(sandbox):
     lines = {c.flawed_solution.splitlines()[2] for c in output.candidates
              if c.error_type == "operator_swap" and c.erroneous_line_number == "L3"}
     # $1000 * $375 is no candidate: its answer is far outside the story's numbers
-    assert lines == {"In all he earned $1000 - $375 = $<<1000-375=625>>625."}
+    assert lines == {"So he earned $1000 - $375 = $<<1000-375=625>>625."}
 
 
 def test_reported_intermediate_ends_the_solution_at_its_step(sandbox):

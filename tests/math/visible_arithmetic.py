@@ -5,7 +5,8 @@ miss is one they miss for different reasons.
 It checks every `<<expression=value>>` annotation, and every calculation a reader sees in the prose once the
 annotations are removed: runs "operand (operator operand)+ = result (= result)*" with "$", thousands separators,
 "%", unit words between an operand and the next operator ("5 hours x $4"), rates ("$4/hour"), "2(6+3)", number
-words beside an operator ("three times 4"), and a share of something ("half of 24", "10% of 150", "2/3 of 30").
+words beside an operator ("three times 4"), a share of something ("half of 24", "10% of 150", "2/3 of 30"), and
+mixed numbers ("1 1/2", "1 and 1/3").
 A result shown with decimals is right when the exact value rounds to it; a percentage result may be points.
 """
 from __future__ import annotations
@@ -81,7 +82,19 @@ def shows(computed: Fraction, result: str) -> bool:
         percent and abs(computed - written) <= tolerance)
 
 
+def _mixed_number(match: re.Match) -> str:
+    """'1 1/2' (or '1 and 1/2') as one number: its decimal where it has one of at most four places, else the
+    improper fraction in parentheses ('(4/3)')."""
+    whole, over, under = (int(group) for group in match.groups())
+    if not 0 < over < under:
+        return match.group()
+    value = whole + Fraction(over, under)
+    scaled = value * 10**4
+    return str(float(value)) if scaled.denominator == 1 else f"({value.numerator}/{value.denominator})"
+
+
 def _read_words(prose: str) -> str:
+    prose = re.sub(r"(?<![\w./])(\d+)(?: and | )(\d+)/(\d+)(?![\w/]|\.\d)", _mixed_number, prose)
     words = "|".join(sorted(_WORDS, key=len, reverse=True))
     prose = re.sub(rf"\b({words})(?=\s+{_OPERATOR_TEXT}\s)", lambda m: str(_WORDS[m.group(1).lower()]), prose,
                    flags=re.I)

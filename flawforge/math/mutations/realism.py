@@ -383,14 +383,20 @@ class SwapAgainstItsWords(RealismRule):
         return f"'{flawed.params['new']}' for '{flawed.params['old']}' on a line that says {found.group()!r}"
 
 
+# An operator written as a word between two fields ("{price} times {count}") is the sign itself, which the swap
+# rewrites ("{price} divided by {count}"): it is not among the words around it.
+_OPERATOR_WORD = re.compile(r"(?<=\})\s*(?:times|plus|minus|multiplied by|divided by)\s*(?=\$?\{)", re.I)
 _ANNOTATION_OR_FIELD = re.compile(r"<<.*?>>|\{[^{}]*\}")
 
 
 def _line_words(program, step: str) -> str:
-    """The words a reader sees on a solution line: its template without annotations and fields."""
+    """The words a reader sees on a solution line around its calculation: its template without annotations, fields
+    and operators written as words."""
     template = next((s.get("solution_line_template") for s in program.logical_steps
                      if s.get("line_number") == step), None)
-    return _ANNOTATION_OR_FIELD.sub(" ", template) if isinstance(template, str) else ""
+    if not isinstance(template, str):
+        return ""
+    return _ANNOTATION_OR_FIELD.sub(" ", _OPERATOR_WORD.sub(" ", template))
 
 
 def unrealistic(flawed: Flawed) -> Refusal | None:
