@@ -136,6 +136,10 @@ class Unreadable(ValueError):
     pass
 
 
+class _NotMixed(Unreadable):
+    """What the shape took for a mixed number ("3 12/4") is not one: the line is read with its numbers apart."""
+
+
 class _Token(NamedTuple):
     kind: str           # num, op, lp, rp, comma, name, eq
     text: str
@@ -163,7 +167,7 @@ def _filled(token: "_Token | _Piece", numbers: list[str]) -> _Token:
     if getattr(token, "mixed", False):
         whole, over, under = (numbers[token.value + k] for k in range(3))
         if not (whole.isdigit() and over.isdigit() and under.isdigit() and 0 < int(over) < int(under)):
-            raise Unreadable(f"{whole} {over}/{under} is no mixed number")
+            raise _NotMixed(f"{whole} {over}/{under} is no mixed number")
         return _Token("num", f"{whole} {over}/{under}", int(whole) + Fraction(int(over), int(under)))
     literal = numbers[token.value]  # a shape's number token holds its slot
     value, decimals = _plain(literal)
@@ -392,7 +396,7 @@ class _Piece(NamedTuple):
     mixed: bool = False       # a mixed number ("1 1/2", "1 and 1/3"): its slot and the next two
 
 
-def _prose_pieces(shape: str) -> tuple[_Piece, ...]:
+def _prose_pieces(shape: str, mixed: bool = True) -> tuple[_Piece, ...]:
     pieces = []
     slot = 0
     for match in _PROSE_TOKEN.finditer(shape):
@@ -406,7 +410,12 @@ def _prose_pieces(shape: str) -> tuple[_Piece, ...]:
                                  word=op in _WORD_OPERATOR))
         else:
             pieces.append(_Piece(kind, text, match.start(), match.end()))
-    return _read_words(_mixed_numbers(shape, pieces))
+    return _read_words(_mixed_numbers(shape, pieces) if mixed else pieces)
+
+
+# A fraction that is a unit's own ("6 1/2-gallon jugs") or a share of something ("30 and 1/3 of them") is no mixed
+# number's part.
+_NOT_MIXED_AFTER = re.compile(r"-[A-Za-z]|\s+of\b")
 
 
 def _mixed_numbers(shape: str, pieces: list[_Piece]) -> list[_Piece]:
@@ -423,7 +432,8 @@ def _mixed_numbers(shape: str, pieces: list[_Piece]) -> list[_Piece]:
         if (piece.kind == "num" and piece.value is not None and piece.text == "0" and len(rest) == 3
                 and [p.kind for p in rest] == ["num", "op", "num"] and rest[1].text == "/" and not rest[1].word
                 and rest[0].text == rest[2].text == "0" and shape[piece.end:rest[0].start] == gap
-                and rest[0].end == rest[1].start and rest[1].end == rest[2].start):
+                and rest[0].end == rest[1].start and rest[1].end == rest[2].start
+                and not _NOT_MIXED_AFTER.match(shape, rest[2].end)):
             merged.append(_Piece("num", shape[piece.start:rest[2].end], piece.start, rest[2].end, piece.value,
                                  mixed=True))
             index += 5 if gap == " and " else 4
@@ -561,9 +571,10 @@ def _side_agree(sides: list[list[_Token]]) -> bool:
 
 
 @lru_cache(maxsize=PROBLEM_CACHE_SIZE)
-def _calculations(shape: str) -> tuple[tuple[tuple[tuple[_Piece, ...], ...], int, int], ...]:
-    """Each calculation in a prose shape: its sides, and where it is in the shape."""
-    pieces = _prose_pieces(shape)
+def _calculations(shape: str, mixed: bool = True) -> tuple[tuple[tuple[tuple[_Piece, ...], ...], int, int], ...]:
+    """Each calculation in a prose shape: its sides, and where it is in the shape (`mixed`: "1 1/2" read as one
+    number)."""
+    pieces = _prose_pieces(shape, mixed)
     found = []
     index = 0
     while index < len(pieces):
@@ -582,12 +593,21 @@ def false_calculations(prose: str) -> tuple[tuple[str, str], ...]:
     if "=" not in prose and "equals" not in prose:
         return ()
     shape, numbers = _shape(prose)
+    try:
+        return _false_calculations(shape, numbers, mixed=True)
+    except _NotMixed:
+        return _false_calculations(shape, numbers, mixed=False)
+
+
+def _false_calculations(shape: str, numbers: list[str], mixed: bool) -> tuple[tuple[str, str], ...]:
     wrong = []
-    for sides, start, end in _calculations(shape):
+    for sides, start, end in _calculations(shape, mixed):
         try:
             if _side_agree([[_filled(piece, numbers) for piece in side] for side in sides]):
                 continue
             kind, reason = "false_calculation", ""
+        except _NotMixed:
+            raise
         except Unreadable as exc:
             kind, reason = "unreadable_calculation", f" ({exc})"
         # the calculation's text, its numbers put back into its shape (only for those that fail: most are true)

@@ -149,9 +149,9 @@ class Styles:
         return show(value)
 
 
-_ONE_DECIMAL_MONEY = re.compile(r"\$\s?\d+\.\d(?![\d.])")
+_ONE_DECIMAL_MONEY = re.compile(r"\$\s?\d+\.\d(?!\d|\.\d)")  # "$7.5." ends a sentence
 # A whole number and a proper fraction after it, apart by a space or " and ": how GSM8K writes 1 1/2.
-_MIXED = re.compile(r"(?<![\w./])(\d+)( | and )(\d+)/(\d+)(?![\w/]|\.\d)")
+_MIXED = re.compile(r"(?<![\w./])(\d+)( | and )(\d+)/(\d+)(?![\w/]|\.\d|-[A-Za-z]|\s+of\b)")
 
 
 def _states(number: Number, value: Fraction | int) -> bool:
@@ -205,6 +205,7 @@ _AFTER_DIVISION = re.compile(r"(?:/|÷|\bdivided by)\s*\$?$")
 # Money: a "$" right before a field, or before the annotation whose result the field shows ("$<<2*0.15=0.3>>{cost}").
 _MONEY_BEFORE = re.compile(r"\$\s?(?:<<[^<>]*>>)?$")
 _ONE_DECIMAL = re.compile(r"-?\d+\.\d")
+_SCALE_AFTER = re.compile(r"\s*(?:thousand|million|billion|trillion|k\b)", re.I)  # "$2.5 million" is no cents
 
 
 @lru_cache(maxsize=PROBLEM_CACHE_SIZE)  # every mutant's solution renders its problem's few templates again
@@ -221,7 +222,8 @@ def _rendering_plan(template: str) -> tuple[tuple[tuple[str, Field, bool, bool, 
             _AFTER_DIVISION.search(template[max(0, field.start - 16):field.start]))
         prose = not any(start <= field.start < end for start, end in annotations) \
             and not template.startswith("%", field.end)
-        money = prose and bool(_MONEY_BEFORE.search(template[max(0, field.start - 200):field.start]))
+        money = prose and bool(_MONEY_BEFORE.search(template[max(0, field.start - 200):field.start])) \
+            and not _SCALE_AFTER.match(template, field.end)
         pieces.append((_literal(template[position:field.start]), field, grouped, prose, money))
         position = field.end
     return tuple(pieces), _literal(template[position:])

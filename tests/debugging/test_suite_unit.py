@@ -152,25 +152,3 @@ def test_what_a_wide_fixture_runs_reaches_every_test_that_uses_it(sandbox):
         "tests/test_fx.py::TestWithFixture::test_first", "tests/test_fx.py::TestWithFixture::test_second",
         "tests/test_fx.py::TestUnittest::test_made"]
     assert "tests/test_fx.py::TestWithout::test_double" in noticing.tests("pkg/calc.py", "double")
-
-
-def test_a_run_of_named_tests_makes_only_those_and_keeps_pytests_order_and_outcomes(sandbox):
-    """pytest_generate_tests runs for each test function pytest makes: with tests named, only theirs; with their file
-    named whole (or with them), all of it, as pytest does."""
-    generated = {**PROJECT, "demo-1.0/tests/conftest.py": "MADE = []\n\n\ndef pytest_generate_tests(metafunc):\n"
-                                                           "    MADE.append(metafunc.function.__name__)\n",
-                 "demo-1.0/tests/test_made.py": (
-                     "import pytest\n\nfrom conftest import MADE\n\n\n@pytest.mark.parametrize('n', range(50))\n"
-                     "def test_many(n):\n    assert n >= 0\n\n\nclass TestKind:\n    def test_made(self):\n"
-                     "        assert 'test_other' not in MADE, MADE\n\n    def test_other(self):\n        pass\n\n\n"
-                     "def test_last():\n    assert 'test_many' not in MADE, MADE\n")}
-    named = sandbox.run_suite(archive(generated), args=["tests/test_made.py::test_last",
-                                                        "tests/test_made.py::TestKind::test_made"], limits=LIMITS)
-    assert [(t.name, t.outcome) for t in named.tests] == [("tests/test_made.py::test_last", "passed"),
-                                                          ("tests/test_made.py::TestKind::test_made", "passed")]
-    one = sandbox.run_suite(archive(generated), args=["tests/test_made.py::test_many[7]",
-                                                      "--deselect", "tests/test_made.py::test_last"], limits=LIMITS)
-    assert outcomes(one) == {"tests/test_made.py::test_many[7]": "passed"}
-    whole = sandbox.run_suite(archive(generated), args=["tests/test_made.py",
-                                                        "tests/test_made.py::TestKind::test_made"], limits=LIMITS)
-    assert len(whole.tests) == 53 and outcomes(whole)["tests/test_made.py::test_last"] == "failed"

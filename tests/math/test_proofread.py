@@ -141,5 +141,9 @@ def test_mixed_numbers_read_as_one_number():
                  "so 14 * 1 1/2 = <<14*(3/2)=21>>21 birds"]:
         assert not line_findings(line), (line, line_findings(line))
     for line in ["The third present needs 2 + 1 1/2 = 4 1/2 square feet", "21 x (1 and 1/3) = 29 pages",
-                 "so 14 * 1 1/2 = 22 birds"]:
+                 "so 14 * 1 1/2 = 22 birds", "Day 3 12/4 * 2 = 7"]:
         assert line_findings(line), line
+    # a unit's fraction, a share, and what only looks like one ("3 12/4") are read apart, as before
+    for line in ["So he needs 12 / 2 = 6 1/2-gallon jugs", "There are 20 + 10 = 30 and 1/3 of them are boys",
+                 "Day 3 12/4 * 2 = 6", "On day 2 10/5 + 1 = 3 laps"]:
+        assert not line_findings(line), (line, line_findings(line))

@@ -94,7 +94,8 @@ def _mixed_number(match: re.Match) -> str:
 
 
 def _read_words(prose: str) -> str:
-    prose = re.sub(r"(?<![\w./])(\d+)(?: and | )(\d+)/(\d+)(?![\w/]|\.\d)", _mixed_number, prose)
+    # not a unit's fraction ("6 1/2-gallon jugs") nor a share ("30 and 1/3 of them")
+    prose = re.sub(r"(?<![\w./])(\d+)(?: and | )(\d+)/(\d+)(?![\w/]|\.\d|-[A-Za-z]|\s+of\b)", _mixed_number, prose)
     words = "|".join(sorted(_WORDS, key=len, reverse=True))
     prose = re.sub(rf"\b({words})(?=\s+{_OPERATOR_TEXT}\s)", lambda m: str(_WORDS[m.group(1).lower()]), prose,
                    flags=re.I)

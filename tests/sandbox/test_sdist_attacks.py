@@ -69,3 +69,8 @@ def test_the_gzip_stream_is_read_once_within_its_bound_and_whole():
     with pytest.raises(ArchiveRefused, match="unpacks to more than"):
         list(project_members(bomb, max_total_bytes=1 << 20, max_members=16))
     assert time.process_time() - started < 0.5
+    many = gzipped(plain) + gzipped(b"") * 100_000  # a member's rest of the stream is copied: bounded, not quadratic
+    started = time.process_time()
+    with pytest.raises(ArchiveRefused, match="more than 64 gzip members"):
+        list(project_members(many))
+    assert time.process_time() - started < 0.5

@@ -364,13 +364,16 @@ class SwapAgainstItsWords(RealismRule):
     explanation = ("A swapped operation keeps the words of the line it is on: where the line says it adds, "
                    "subtracts, multiplies or divides ('add the kids from each school', 'the sum is', 'deduct the "
                    "discount', 'divide by'), the other sign contradicts the sentence around it, which no student "
-                   "writes. (3 of the 70 operator swaps the human review accepted have such words, 503 of 4,027 "
+                   "writes. (3 of the 70 operator swaps the human review accepted have such words, 454 of 4,027 "
                    "of the default job's did.)")
     error_types = frozenset({"operator_swap"})
-    # Words that name an operation outright; 'total', 'left', 'each' and 'per' go with several and are left out.
+    # Words that name an operation outright; 'total', 'left', 'each' and 'per' go with several and are left out, and
+    # so is a comparison ('three times as many', 'twice'): reading it as three more is the confusion itself
+    # (UnitBreakingSwap keeps it).
     NAMING = {"+": re.compile(r"\b(?:add|adds|adding|added|sum|combined|together|altogether|in all|plus)\b", re.I),
               "-": re.compile(r"\b(?:subtract\w*|minus|deduct\w*|difference|discount\w*)\b", re.I),
-              "*": re.compile(r"\b(?:times|multipl\w*|product)\b", re.I),
+              "*": re.compile(r"\b(?:times(?!\s+(?:as|more|less|fewer|bigger|larger|smaller|longer|older|"
+                              r"faster|higher|that|the))|multipl\w*|product)\b", re.I),
               "/": re.compile(r"\b(?:divid\w*|split\w*)\b", re.I)}
 
     def refused(self, flawed: Flawed) -> str | None:
@@ -383,9 +386,10 @@ class SwapAgainstItsWords(RealismRule):
         return f"'{flawed.params['new']}' for '{flawed.params['old']}' on a line that says {found.group()!r}"
 
 
-# An operator written as a word between two fields ("{price} times {count}") is the sign itself, which the swap
-# rewrites ("{price} divided by {count}"): it is not among the words around it.
-_OPERATOR_WORD = re.compile(r"(?<=\})\s*(?:times|plus|minus|multiplied by|divided by)\s*(?=\$?\{)", re.I)
+# An operator written as a word between two operands ("{price} times {count}", "{x} gallons divided by {y}",
+# "(...) divided by {c}") is the sign itself, which the swap rewrites: it is not among the words around it.
+_OPERATOR_WORD = re.compile(r"(?<=[})])(?:\s+[A-Za-z]+){0,3}?\s*(?:times|plus|minus|multiplied by|divided by)\s*"
+                            r"(?=\$?[{(])", re.I)
 _ANNOTATION_OR_FIELD = re.compile(r"<<.*?>>|\{[^{}]*\}")
 
 

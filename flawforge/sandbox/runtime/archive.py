@@ -18,6 +18,7 @@ MAX_MEMBER_BYTES = 16 << 20  # the suites' file size limit
 MAX_TOTAL_BYTES = 64 << 20  # the suites' work dir
 HEADER_BYTES = 4096  # what a member's headers (ustar, PAX record, long name) and padding may add to the stream
 GZIP_MAGIC = b"\x1f\x8b"
+MAX_GZIP_MEMBERS = 64  # an sdist's gzip stream has one
 
 
 class ArchiveRefused(ValueError):
@@ -119,9 +120,11 @@ def _checked_files(tar: tarfile.TarFile, max_members: int, max_member_bytes: int
 def _gunzipped(data: bytes, cap: int) -> bytes:
     """The gzip stream (of one member or several) decompressed in memory, refused past `cap` bytes. Reading the
     headers first and the contents after would otherwise decompress a gzip file twice (a backward seek starts it over):
-    half of a suite unit's unpacking time."""
+    half of a suite unit's unpacking time. Members are bounded too: each one's rest of the stream is a copy."""
     parts, size = [], 0
     while data:
+        if len(parts) == MAX_GZIP_MEMBERS:
+            raise ArchiveRefused(f"the archive has more than {MAX_GZIP_MEMBERS} gzip members")
         inflater = zlib.decompressobj(wbits=31)
         part = inflater.decompress(data, cap - size + 1)
         size += len(part)

@@ -185,48 +185,6 @@ def fixture_coverage(coverage: Coverage):
     return FixtureCoverage()
 
 
-# Options a unit's own arguments may hold besides the tests, each with its value.
-VALUE_OPTIONS = ("--deselect", "--basetemp")
-
-
-class Selection:
-    """The pytest plugin that collects only the tests a run names: pytest makes every test function of a file it
-    imports (parametrizing each, resolving its fixtures) before it keeps those asked for, which was two fifths of a
-    one-test run of a parametrized file. Under a module or class the arguments name tests of, a name none of them
-    names makes no item; a file or folder named whole, or an option it does not know, leaves collection as pytest
-    does it. The tests it keeps, their order and their outcomes are pytest's own."""
-
-    def __init__(self, wanted: dict, whole: list):
-        self.wanted, self.whole = wanted, whole
-
-    @classmethod
-    def of(cls, args: list):
-        """The plugin for a run's arguments, or None where it would change nothing."""
-        wanted, whole, taken = {}, [], iter(args)
-        for arg in taken:
-            if arg in VALUE_OPTIONS:
-                next(taken, None)
-                continue
-            if arg.startswith("-"):
-                return None
-            parts = arg.split("::")
-            if len(parts) == 1:
-                whole.append(arg.rstrip("/"))
-            for depth in range(1, len(parts)):
-                wanted.setdefault("::".join(parts[:depth]), set()).add(parts[depth].partition("[")[0])
-        return cls(wanted, whole) if wanted else None
-
-    def _within_whole(self, node_id: str) -> bool:
-        path = node_id.partition("::")[0]
-        return any(path == folder or path.startswith(folder + "/") for folder in self.whole)
-
-    def pytest_pycollect_makeitem(self, collector, name, obj):
-        wanted = self.wanted.get(collector.nodeid)
-        if wanted is None or name in wanted or self._within_whole(collector.nodeid):
-            return None  # pytest's own collection
-        return []
-
-
 def fixture_key(scope_node: str, name: str) -> str:
     """The coverage id of a wide fixture's instance: its scope's node (a class or module; "" for package and
     session scope, taken as one) and its name."""
@@ -320,11 +278,9 @@ def run_suite(request: dict, send) -> None:
         OtherUser().enter()
         # pytest's default temporary folder must be owned by the user it sees: a folder of the run's own instead
         args = ["--basetemp", os.path.join(root, ".pytest-other-user"), *args]
-    selection = Selection.of(args)
-    plugins = [reporter, *([selection] if selection is not None else []),
-               *([fixture_coverage(coverage)] if coverage is not None else [])]
     try:
-        status = pytest.main(BASE_ARGS + ["--rootdir", root] + args, plugins=plugins)
+        status = pytest.main(BASE_ARGS + ["--rootdir", root] + args,
+                             plugins=[reporter] + ([fixture_coverage(coverage)] if coverage is not None else []))
     finally:
         if coverage is not None:
             coverage.finish()
