@@ -415,7 +415,7 @@ def _prose_pieces(shape: str, mixed: bool = True) -> tuple[_Piece, ...]:
 
 # A fraction that is a unit's own ("6 1/2-gallon jugs") or a share of something ("30 and 1/3 of them") is no mixed
 # number's part.
-_NOT_MIXED_AFTER = re.compile(r"-[A-Za-z]|\s+of\b")
+NOT_MIXED_AFTER = re.compile(r"-[A-Za-z]|\s+of\b")
 
 
 def _mixed_numbers(shape: str, pieces: list[_Piece]) -> list[_Piece]:
@@ -433,7 +433,7 @@ def _mixed_numbers(shape: str, pieces: list[_Piece]) -> list[_Piece]:
                 and [p.kind for p in rest] == ["num", "op", "num"] and rest[1].text == "/" and not rest[1].word
                 and rest[0].text == rest[2].text == "0" and shape[piece.end:rest[0].start] == gap
                 and rest[0].end == rest[1].start and rest[1].end == rest[2].start
-                and not _NOT_MIXED_AFTER.match(shape, rest[2].end)):
+                and not NOT_MIXED_AFTER.match(shape, rest[2].end)):
             merged.append(_Piece("num", shape[piece.start:rest[2].end], piece.start, rest[2].end, piece.value,
                                  mixed=True))
             index += 5 if gap == " and " else 4

@@ -29,7 +29,7 @@ from typing import Any, Callable, Collection, Mapping
 from flawforge.math import PROBLEM_CACHE_SIZE
 from flawforge.math.arithmetic import UnsafeExpression, evaluate
 from flawforge.math.display import show, show_answer, show_percent
-from flawforge.math.proofread import ANNOTATION, Number, as_written, check_annotation, numbers_in
+from flawforge.math.proofread import ANNOTATION, NOT_MIXED_AFTER, Number, as_written, check_annotation, numbers_in
 from flawforge.math.program import Program, Site, clone
 from flawforge.proto.values import identical
 
@@ -151,7 +151,7 @@ class Styles:
 
 _ONE_DECIMAL_MONEY = re.compile(r"\$\s?\d+\.\d(?!\d|\.\d)")  # "$7.5." ends a sentence
 # A whole number and a proper fraction after it, apart by a space or " and ": how GSM8K writes 1 1/2.
-_MIXED = re.compile(r"(?<![\w./])(\d+)( | and )(\d+)/(\d+)(?![\w/]|\.\d|-[A-Za-z]|\s+of\b)")
+_MIXED = re.compile(rf"(?<![\w./])(\d+)( | and )(\d+)/(\d+)(?![\w/]|\.\d|{NOT_MIXED_AFTER.pattern})")
 
 
 def _states(number: Number, value: Fraction | int) -> bool:

@@ -398,8 +398,11 @@ def _line_words(program, step: str) -> str:
     and operators written as words."""
     template = next((s.get("solution_line_template") for s in program.logical_steps
                      if s.get("line_number") == step), None)
-    if not isinstance(template, str):
-        return ""
+    return _words_of(template) if isinstance(template, str) else ""
+
+
+@lru_cache(maxsize=PROBLEM_CACHE_SIZE)  # every swap of a line reads the same words
+def _words_of(template: str) -> str:
     return _ANNOTATION_OR_FIELD.sub(" ", _OPERATOR_WORD.sub(" ", template))
 
 
