@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable, Iterable
 
-from flawforge.debugging.modifiers import REGISTRY, apply_edits, offset_of, sites_of
+from flawforge.debugging.modifiers import REGISTRY, apply_edits, sites_of
 from flawforge.debugging.patches import unified_diff
 
 
@@ -68,30 +68,46 @@ def candidates_of(modules: dict[str, str], modifiers: Iterable[str]) -> list[Can
 
 def changes_code(candidate: Candidate, clean: str) -> bool:
     """The buggy module parses and differs from the clean one beyond formatting. The text around the change is
-    the same in both, so only the top-level statements the changed text touches are compared."""
-    clean_tree, buggy_tree = parsed(clean), parsed(candidate.buggy_source)
-    if clean_tree is None or buggy_tree is None:
-        return buggy_tree is not None
-    prefix, suffix = unchanged_ends(clean, candidate.buggy_source)
-    clean_part = _touched(clean, clean_tree.body, prefix, len(clean) - suffix)
-    buggy_part = _touched(candidate.buggy_source, buggy_tree.body, prefix, len(candidate.buggy_source) - suffix)
-    if (clean_part.start, len(clean_tree.body) - clean_part.stop) != (buggy_part.start,
-                                                                       len(buggy_tree.body) - buggy_part.stop):
-        return True
-    if len(clean_part) != len(buggy_part):
-        return True
-    return any(ast.dump(clean_tree.body[i]) != ast.dump(buggy_tree.body[j]) for i, j in zip(clean_part, buggy_part))
+    the same in both, so only the top-level statements the changed lines touch are parsed and compared."""
+    if parsed(clean) is None:
+        return parsed(candidate.buggy_source) is not None
+    change = touched(clean, candidate.buggy_source)
+    if change.buggy is None:
+        return False
+    return len(change.clean) != len(change.buggy) or any(
+        ast.dump(before) != ast.dump(after) for before, after in zip(change.clean, change.buggy))
 
 
-def _touched(source: str, body: list[ast.stmt], start: int, end: int) -> range:
-    """The statements of `body` whose text (lines included) meets the characters [start, end]."""
-    spans = [(offset_of(source, node.lineno, 0), offset_of(source, node.end_lineno, node.end_col_offset))
-             for node in body]
-    touched = [i for i, (first, last) in enumerate(spans) if first <= end and start <= last]
-    if not touched:  # the change is between statements: an empty range where it is
-        before = sum(1 for first, _ in spans if first <= start)
-        return range(before, before)
-    return range(touched[0], touched[-1] + 1)
+@dataclass(frozen=True)
+class Touched:
+    """The whole lines a change touched (1-based; the first is the same on both sides) and, on each side, the
+    top-level statements they meet (a block whose body the change emptied starts before it)."""
+
+    first: int
+    clean_last: int
+    buggy_last: int
+    clean: list[ast.stmt]
+    buggy: list[ast.stmt] | None  # None: the buggy side's statements do not parse
+
+
+def touched(clean: str, buggy: str) -> Touched:
+    """Of the buggy module only the stretch of lines that holds the clean statements the change touched is parsed
+    (the clean module's tree serves all its changes): the lines before and after it are the clean module's, and
+    split it from them where a top-level statement ends, so the stretch parses exactly when the whole module does."""
+    prefix, suffix = unchanged_ends(clean, buggy)
+    first = clean.count("\n", 0, prefix) + 1
+    clean_last = clean.count("\n", 0, max(prefix, len(clean) - suffix)) + 1
+    buggy_last = buggy.count("\n", 0, max(prefix, len(buggy) - suffix)) + 1
+    clean_lines, buggy_lines = clean.splitlines(keepends=True), buggy.splitlines(keepends=True)
+    tree = parsed(clean)
+    statements = [s for s in tree.body if s.lineno <= clean_last and first <= s.end_lineno] if tree else []
+    start = min([first, *(n.lineno for s in statements for n in [s, *getattr(s, "decorator_list", [])])])
+    end = max([clean_last, *(s.end_lineno for s in statements)]) + len(buggy_lines) - len(clean_lines)
+    try:
+        buggy_part = ast.parse("\n" * (start - 1) + "".join(buggy_lines[start - 1:end])).body
+    except (SyntaxError, ValueError, RecursionError):
+        buggy_part = None
+    return Touched(first, clean_last, buggy_last, statements, buggy_part)
 
 
 @lru_cache(maxsize=64)

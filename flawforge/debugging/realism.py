@@ -18,7 +18,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import ClassVar
 
-from flawforge.debugging.candidates import Candidate, changes_code, parsed, unchanged_ends
+from flawforge.debugging.candidates import Candidate, changes_code, touched
 from flawforge.debugging.modifiers.procedural import IDENTITY
 
 FILTERS: dict[str, "MechanicalForm"] = {}
@@ -55,23 +55,13 @@ def _within(statements, first: int, last: int) -> tuple[ast.AST, ...]:
 
 
 def changed_sides(clean: str, buggy: str) -> tuple[Changed, Changed]:
-    """The lines the change touched in the clean module and in the buggy one. Of the buggy module only the
-    top-level statements the change touched are parsed (the clean module's tree serves all its changes)."""
-    prefix, suffix = unchanged_ends(clean, buggy)
-    first = clean.count("\n", 0, prefix) + 1
-    clean_last = clean.count("\n", 0, max(prefix, len(clean) - suffix)) + 1
-    buggy_last = buggy.count("\n", 0, max(prefix, len(buggy) - suffix)) + 1
+    """The lines the change touched in the clean module and in the buggy one (candidates.touched)."""
+    change = touched(clean, buggy)
+    first, clean_last, buggy_last = change.first, change.clean_last, change.buggy_last
+    buggy_part = change.buggy or []
     clean_lines, buggy_lines = clean.splitlines(keepends=True), buggy.splitlines(keepends=True)
-    tree = parsed(clean)
-    touched = [s for s in tree.body if s.lineno <= clean_last and first <= s.end_lineno] if tree else []
-    start = min([first, *(n.lineno for s in touched for n in [s, *getattr(s, "decorator_list", [])])])
-    end = max([clean_last, *(s.end_lineno for s in touched)]) + len(buggy_lines) - len(clean_lines)
-    try:
-        buggy_part = ast.parse("\n" * (start - 1) + "".join(buggy_lines[start - 1:end])).body
-    except (SyntaxError, ValueError, RecursionError):
-        buggy_part = []
     return (Changed(first, clean_last, _tokens(clean_lines[first - 1:clean_last]),
-                    _within(touched, first, clean_last), _every(touched)),
+                    _within(change.clean, first, clean_last), _every(change.clean)),
             Changed(first, buggy_last, _tokens(buggy_lines[first - 1:buggy_last]),
                     _within(buggy_part, first, buggy_last), _every(buggy_part)))
 

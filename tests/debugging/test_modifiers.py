@@ -3,11 +3,12 @@ is undone by its fix; choice and deduplication are deterministic."""
 from __future__ import annotations
 
 import ast
+import random
 from pathlib import Path
 
 import pytest
 
-from flawforge.debugging.candidates import candidates_of, changes_code, choose
+from flawforge.debugging.candidates import Candidate, candidates_of, changes_code, choose
 from flawforge.debugging.layout import layout_of, name_and_version, read_archive
 from flawforge.debugging.modifiers import REGISTRY, apply_edits, sites_of
 from flawforge.debugging.modifiers.base import complexity
@@ -43,13 +44,31 @@ def test_chosen_candidates_parse_differ_and_round_trip(cachetools, shared_data):
     assert {c.modifier for c in candidates + others} == set(REGISTRY)
     assert len({c.digest for c in candidates}) == len(candidates)  # deduplicated by content
     trees = {path: ast.dump(ast.parse(source)) for path, source in cachetools.items()}
-    chosen = choose(candidates, 120, 0, "cachetools-8.0.1", lambda c: changes_code(c, trees[c.path]))
+    chosen = choose(candidates, 120, 0, "cachetools-8.0.1", lambda c: changes_code(c, cachetools[c.path]))
     assert len(chosen) == 120 and {c.modifier for c in chosen} == {c.modifier for c in candidates}
     for c in chosen:
         clean = cachetools[c.path]
         assert ast.dump(ast.parse(c.buggy_source)) != trees[c.path], c
         assert apply_patch(clean, c.patch(clean)) == c.buggy_source
         assert apply_patch(c.buggy_source, unified_diff(c.path, c.buggy_source, clean)) == clean
+
+
+def test_a_change_is_judged_on_its_statements_as_on_the_whole_module(cachetools):
+    """changes_code parses only the top-level statements a change touches; on a seeded sample of a library's
+    candidates it says what parsing and comparing the whole modules says."""
+    candidates = candidates_of(cachetools, REGISTRY)
+    for c in random.Random(0).sample(candidates, 300):
+        clean = cachetools[c.path]
+        try:
+            whole = ast.dump(ast.parse(c.buggy_source)) != ast.dump(ast.parse(clean))
+        except SyntaxError:
+            whole = False
+        assert changes_code(c, clean) == whole, c
+    clean = "import os\n\n\n@wraps\ndef f(x):\n    return x\n\n\ndef g(y):\n    return y\n"
+    for buggy, changed in [("return (x", False), ("return  x", False), ("return x + 1", True)]:
+        assert changes_code(Candidate("m", "m.py", "f", "", clean.replace("return x", buggy), ""), clean) is changed
+    assert not changes_code(Candidate("m", "m.py", "g", "", clean.replace("    return y\n", ""), ""), clean)
+    assert changes_code(Candidate("m", "m.py", "f", "", clean.replace("@wraps\n", ""), ""), clean)
 
 
 def test_applicability_follows_complexity_bounds(cachetools):
