@@ -28,7 +28,7 @@ from flawforge.debugging.realism import worth_trying
 from flawforge.debugging.revalidate import revalidate
 from flawforge.debugging.rewrites import with_rewritten_tests
 from flawforge.debugging.verdict import (FIXTURE, IMPORT_TIME, Collected, Verdict, judge, normalized,
-                                         Noticing, quick_sample, standing_refusal, thinned, untrusted)
+                                         Noticing, quick_sample, rest_of, standing_refusal, thinned, untrusted)
 from flawforge.proto.debugging import (TESTS_PER_CANDIDATE, Baseline, BugReject, Environment, Exclusion, Instance,
                                       LibraryResult)
 from flawforge.proto.sandbox import SandboxLimits, SuiteRunResult
@@ -270,15 +270,29 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
         MIN_TIMEOUT_S, TIMEOUT_FACTOR * max(first.usage.wall_s, second.usage.wall_s)))})
 
     def settle(c: Candidate) -> tuple[SuiteRunResult, Verdict]:
-        """A candidate's run and verdict: on a sample of the tests that can notice it, and on all of them where the
-        sample passed whole (a change that only a few of them notice) or failed whole (no test left to pass)."""
-        tests = quick_sample(noticing[c], tests_per_candidate, seconds)
-        while True:
+        """A candidate's run and verdict: on a sample of the tests that can notice it; where the sample passed whole
+        (a change that only a few of them notice), on the rest of them (rest_of); where a run failed whole (no test
+        left to pass), on all of them."""
+        def tried(tests: list[str]) -> tuple[SuiteRunResult, Verdict]:
             run = space.run(collected.arguments(tests), {c.path: c.buggy_source}, limits=limits)
-            verdict = judge(tests, run, passing, baseline.collection_errors, baseline.standing_refusal, noticing[c])
-            if verdict.reason not in ("survived", "no_pass_to_pass") or len(tests) == len(noticing[c]):
+            return run, judge(tests, run, passing, baseline.collection_errors, baseline.standing_refusal,
+                              noticing[c])
+
+        sample = quick_sample(noticing[c], tests_per_candidate, seconds)
+        run, verdict = tried(sample)
+        if verdict.reason not in ("survived", "no_pass_to_pass") or len(sample) == len(noticing[c]):
+            return run, verdict
+        if verdict.reason == "survived":
+            for stage in rest_of(noticing[c], sample, seconds):
+                run, verdict = tried(stage)
+                if verdict.reason != "survived":
+                    break
+            else:
+                return run, replace(verdict, detail=f"all {len(noticing[c])} baseline tests that can notice it "
+                                                    f"still pass")
+            if verdict.reason != "no_pass_to_pass":
                 return run, verdict
-            tests = noticing[c]
+        return tried(noticing[c])
 
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         settled = dict(zip(chosen, pool.map(settle, chosen)))

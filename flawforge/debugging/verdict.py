@@ -7,7 +7,8 @@ was forbidden. Only baseline tests that can notice the change are selected: thos
 the changed function in the clean run, or use a fixture wider than a test (class, module, package
 or session scope) whose setup executed it (for a change to a class, any of its methods), or every
 baseline test when the function runs at import; of those, at most `tests_per_candidate`, spread evenly
-over the quick ones in collection order (quick_sample), and all of them where that sample passes or fails whole. Both
+over the quick ones in collection order (quick_sample); where that sample passes whole, the others (the quick ones,
+then the slow ones where those pass too: rest_of), and where it fails whole, all of them. Both
 lists hold tests this run reported, except where every selected test failed: then the failing
 tests' files' other baseline tests (which did not run the changed code) are listed as PASS_TO_PASS.
 Where all of them ran, PASS_TO_PASS keeps a sample of the same size (thinned): what shows the bug is
@@ -83,6 +84,18 @@ def quick_sample(tests: list[str], at_most: int, seconds: dict[str, float]) -> l
     whole), the candidate runs every test that can notice it, the slow ones with them."""
     quick = [test for test in tests if seconds.get(test, 0.0) <= SLOW_TEST_S]
     return spread(quick or tests, at_most)
+
+
+def rest_of(noticing: list[str], sample: list[str], seconds: dict[str, float]) -> list[list[str]]:
+    """What a candidate whose sample passed whole runs next, one run after another while everything before passed:
+    the tests that can notice it that the sample left out, the quick ones, then the slow ones. A change the sample
+    missed is mostly noticed by quick tests too (on the shared libraries, every one in a run), and the slow ones cost
+    a third of running them all."""
+    taken = set(sample)
+    rest = [test for test in noticing if test not in taken]
+    quick = [test for test in rest if seconds.get(test, 0.0) <= SLOW_TEST_S]
+    slow = [test for test in rest if seconds.get(test, 0.0) > SLOW_TEST_S]
+    return [stage for stage in (quick, slow) if stage]
 
 
 def spread(tests: list[str], at_most: int) -> list[str]:

@@ -9,7 +9,8 @@ import pytest
 from flawforge.debugging.generate import SUITE_LIMITS, Workspace, final_gate, generate_for_library
 from flawforge.debugging.layout import ProjectLayout
 from flawforge.debugging.patches import apply_patch
-from flawforge.debugging.verdict import SLOW_TEST_S, Collected, Verdict, judge, quick_sample, spread, thinned
+from flawforge.debugging.verdict import (SLOW_TEST_S, Collected, Verdict, judge, quick_sample, rest_of, spread,
+                                         thinned)
 from flawforge.proto.debugging import Environment
 from flawforge.proto.sandbox import ResourceUsage, SuiteRunResult, TestCaseResult
 from tests.debugging.test_suite_unit import archive as tar_of
@@ -235,10 +236,22 @@ def test_a_sample_leaves_out_the_slow_tests_where_quick_ones_remain_and_a_thinne
                                                     ["t.py::test_3", "t.py::test_6", "t.py::test_8"], "")
 
 
-def test_a_candidate_runs_a_sample_of_its_tests_and_all_of_them_where_the_sample_alone_settles_nothing(
+def test_after_a_sample_that_passed_whole_come_the_quick_tests_it_left_then_the_slow_ones():
+    tests = [f"t.py::test_{n}" for n in range(8)]
+    seconds = {test: 0.001 for test in tests} | {"t.py::test_1": SLOW_TEST_S * 2, "t.py::test_6": 0.6}
+    sample = quick_sample(tests, 2, seconds)
+    assert rest_of(tests, sample, seconds) == [[t for t in tests if t not in sample and seconds[t] <= SLOW_TEST_S],
+                                               ["t.py::test_1", "t.py::test_6"]]
+    assert rest_of(tests, [t for t in tests if seconds[t] <= SLOW_TEST_S], seconds) == [["t.py::test_1",
+                                                                                          "t.py::test_6"]]
+    assert rest_of(tests[2:6], tests[2:4], seconds) == [tests[4:6]]  # no slow test left: one run
+
+
+def test_a_candidate_runs_a_sample_of_its_tests_and_the_rest_where_the_sample_alone_settles_nothing(
         suite_sandbox):
     """Of the four tests that run grade(), two (test_a, test_c) run each candidate; a candidate that the sample
-    does not show failing or shows failing with nothing passing runs all four. The same candidates are instances
+    does not show failing runs the other two (verdict.rest_of), one it shows failing with nothing passing all four.
+    The same candidates are instances
     either way, each listing the tests of its sample, or every failing test of all four and at most two passing
     ones (verdict.thinned)."""
     project = archive("toy", {"toy.py": MODULE, "tests/test_good.py": GOOD_TESTS})
