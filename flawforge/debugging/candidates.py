@@ -68,12 +68,15 @@ def candidates_of(modules: dict[str, str], modifiers: Iterable[str]) -> list[Can
 
 def changes_code(candidate: Candidate, clean: str) -> bool:
     """The buggy module parses and differs from the clean one beyond formatting. The text around the change is
-    the same in both, so only the top-level statements the changed lines touch are parsed and compared."""
-    if parsed(clean) is None:
+    the same in both, so only the top-level statements the changed lines meet are parsed and compared (touched)."""
+    clean_tree = parsed(clean)
+    if clean_tree is None:
         return parsed(candidate.buggy_source) is not None
     change = touched(clean, candidate.buggy_source)
     if change.buggy is None:
         return False
+    if change.whole:
+        return ast.dump(parsed(candidate.buggy_source)) != ast.dump(clean_tree)
     return len(change.clean) != len(change.buggy) or any(
         ast.dump(before) != ast.dump(after) for before, after in zip(change.clean, change.buggy))
 
@@ -81,33 +84,55 @@ def changes_code(candidate: Candidate, clean: str) -> bool:
 @dataclass(frozen=True)
 class Touched:
     """The whole lines a change touched (1-based; the first is the same on both sides) and, on each side, the
-    top-level statements they meet (a block whose body the change emptied starts before it)."""
+    top-level statements that meet the stretch of lines around them (a block whose body the change emptied starts
+    before it; a decorated definition starts at its first decorator)."""
 
     first: int
     clean_last: int
     buggy_last: int
     clean: list[ast.stmt]
-    buggy: list[ast.stmt] | None  # None: the buggy side's statements do not parse
+    buggy: list[ast.stmt] | None  # None: the buggy module does not parse
+    whole: bool  # the buggy side's statements are the whole module's (the stretch alone did not parse)
 
 
 def touched(clean: str, buggy: str) -> Touched:
-    """Of the buggy module only the stretch of lines that holds the clean statements the change touched is parsed
-    (the clean module's tree serves all its changes): the lines before and after it are the clean module's, and
-    split it from them where a top-level statement ends, so the stretch parses exactly when the whole module does."""
+    """Of the buggy module only the stretch of lines that holds every clean top-level statement the changed lines
+    meet is parsed (the clean module's tree serves all its changes). The lines before and after it are the clean
+    module's and meet it where top-level statements end, so a stretch that parses is what the whole module holds
+    there. One that does not parse alone may still parse within the module (a line indented into the block above,
+    a continuation or a string the change opens and a later line closes): then the whole buggy module is parsed."""
     prefix, suffix = unchanged_ends(clean, buggy)
     first = clean.count("\n", 0, prefix) + 1
     clean_last = clean.count("\n", 0, max(prefix, len(clean) - suffix)) + 1
     buggy_last = buggy.count("\n", 0, max(prefix, len(buggy) - suffix)) + 1
-    clean_lines, buggy_lines = clean.splitlines(keepends=True), buggy.splitlines(keepends=True)
     tree = parsed(clean)
-    statements = [s for s in tree.body if s.lineno <= clean_last and first <= s.end_lineno] if tree else []
-    start = min([first, *(n.lineno for s in statements for n in [s, *getattr(s, "decorator_list", [])])])
-    end = max([clean_last, *(s.end_lineno for s in statements)]) + len(buggy_lines) - len(clean_lines)
+    low, high, statements = first, clean_last, []
+    while tree is not None:  # statements sharing a line (`a = 1; b = (`) widen the stretch: to a fixed point
+        statements = [s for s in tree.body if _first_line(s) <= high and low <= s.end_lineno]
+        wider = (min([low, *map(_first_line, statements)]), max([high, *(s.end_lineno for s in statements)]))
+        if wider == (low, high):
+            break
+        low, high = wider
+    buggy_lines = source_lines(buggy)
+    end = high + len(buggy_lines) - len(source_lines(clean))
     try:
-        buggy_part = ast.parse("\n" * (start - 1) + "".join(buggy_lines[start - 1:end])).body
+        return Touched(first, clean_last, buggy_last, statements,
+                       ast.parse("\n" * (low - 1) + "".join(buggy_lines[low - 1:end])).body, False)
     except (SyntaxError, ValueError, RecursionError):
-        buggy_part = None
-    return Touched(first, clean_last, buggy_last, statements, buggy_part)
+        whole = parsed(buggy)
+    meeting = None if whole is None else [s for s in whole.body if _first_line(s) <= end and low <= s.end_lineno]
+    return Touched(first, clean_last, buggy_last, statements, meeting, True)
+
+
+def _first_line(statement: ast.stmt) -> int:
+    return min([statement.lineno, *(d.lineno for d in getattr(statement, "decorator_list", []))])
+
+
+def source_lines(text: str) -> list[str]:
+    """The text's lines as the parser numbers them: ended by a newline only (splitlines also ends one at a form
+    feed, a vertical tab or a Unicode line separator, which then shifts every later line)."""
+    lines = text.split("\n")
+    return [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
 
 
 @lru_cache(maxsize=64)

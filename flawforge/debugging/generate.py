@@ -271,27 +271,26 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
 
     def settle(c: Candidate) -> tuple[SuiteRunResult, Verdict]:
         """A candidate's run and verdict: on a sample of the tests that can notice it; where the sample passed whole
-        (a change that only a few of them notice), on the rest of them (rest_of); where a run failed whole (no test
-        left to pass), on all of them."""
-        def tried(tests: list[str]) -> tuple[SuiteRunResult, Verdict]:
+        (a change that only a few of them notice), on the rest of them (rest_of), no test twice; where the sample
+        failed whole (no test left to pass), on all of them."""
+        def tried(tests: list[str], passed: list[str] = ()) -> tuple[SuiteRunResult, Verdict]:
             run = space.run(collected.arguments(tests), {c.path: c.buggy_source}, limits=limits)
             return run, judge(tests, run, passing, baseline.collection_errors, baseline.standing_refusal,
-                              noticing[c])
+                              noticing[c], passed)
 
         sample = quick_sample(noticing[c], tests_per_candidate, seconds)
         run, verdict = tried(sample)
         if verdict.reason not in ("survived", "no_pass_to_pass") or len(sample) == len(noticing[c]):
             return run, verdict
-        if verdict.reason == "survived":
+        if verdict.reason == "survived" and verdict.pass_to_pass:
+            passed = verdict.pass_to_pass
             for stage in rest_of(noticing[c], sample, seconds):
-                run, verdict = tried(stage)
+                run, verdict = tried(stage, passed)
                 if verdict.reason != "survived":
-                    break
-            else:
-                return run, replace(verdict, detail=f"all {len(noticing[c])} baseline tests that can notice it "
-                                                    f"still pass")
-            if verdict.reason != "no_pass_to_pass":
-                return run, verdict
+                    return run, verdict
+                passed = passed + verdict.pass_to_pass
+            return run, replace(verdict, detail=f"all {len(noticing[c])} baseline tests that can notice it still "
+                                                f"pass")
         return tried(noticing[c])
 
     with ThreadPoolExecutor(max_workers=concurrency) as pool:

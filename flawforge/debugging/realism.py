@@ -18,7 +18,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import ClassVar
 
-from flawforge.debugging.candidates import Candidate, changes_code, touched
+from flawforge.debugging.candidates import Candidate, changes_code, source_lines, touched
 from flawforge.debugging.modifiers.procedural import IDENTITY
 
 FILTERS: dict[str, "MechanicalForm"] = {}
@@ -59,7 +59,7 @@ def changed_sides(clean: str, buggy: str) -> tuple[Changed, Changed]:
     change = touched(clean, buggy)
     first, clean_last, buggy_last = change.first, change.clean_last, change.buggy_last
     buggy_part = change.buggy or []
-    clean_lines, buggy_lines = clean.splitlines(keepends=True), buggy.splitlines(keepends=True)
+    clean_lines, buggy_lines = source_lines(clean), source_lines(buggy)
     return (Changed(first, clean_last, _tokens(clean_lines[first - 1:clean_last]),
                     _within(change.clean, first, clean_last), _every(change.clean)),
             Changed(first, buggy_last, _tokens(buggy_lines[first - 1:buggy_last]),

@@ -8,7 +8,8 @@ the changed function in the clean run, or use a fixture wider than a test (class
 or session scope) whose setup executed it (for a change to a class, any of its methods), or every
 baseline test when the function runs at import; of those, at most `tests_per_candidate`, spread evenly
 over the quick ones in collection order (quick_sample); where that sample passes whole, the others (the quick ones,
-then the slow ones where those pass too: rest_of), and where it fails whole, all of them. Both
+then the slow ones where those pass too: rest_of; PASS_TO_PASS is then the earlier runs' passing tests where a
+later run fails whole), and where it fails whole, all of them. Both
 lists hold tests this run reported, except where every selected test failed: then the failing
 tests' files' other baseline tests (which did not run the changed code) are listed as PASS_TO_PASS.
 Where all of them ran, PASS_TO_PASS keeps a sample of the same size (thinned): what shows the bug is
@@ -81,7 +82,7 @@ def quick_sample(tests: list[str], at_most: int, seconds: dict[str, float]) -> l
     """At most `at_most` of `tests`, spread over the quick ones: those the clean run timed at SLOW_TEST_S or less
     (`seconds`: test -> its time), or over all of them where none is. A few tests take most of a suite's time (in
     arrow 1% of them take 60% of it), and a sample mostly notices a change without them; where it does not (it passes
-    whole), the candidate runs every test that can notice it, the slow ones with them."""
+    whole), the candidate runs the rest of the tests that can notice it, the slow ones last (rest_of)."""
     quick = [test for test in tests if seconds.get(test, 0.0) <= SLOW_TEST_S]
     return spread(quick or tests, at_most)
 
@@ -102,7 +103,7 @@ def spread(tests: list[str], at_most: int) -> list[str]:
     """At most `at_most` of `tests`, evenly spaced over them, in their order. A change to a function that hundreds
     of tests run fails many of them, so a sample spread over the files mostly notices it as all of them would, at a
     fraction of the cost of each of its runs: the candidate's, the final gate's and the user's. (Where the whole
-    sample passes or fails, the candidate runs them all: generate_for_library.)"""
+    sample passes, the candidate runs the rest of them, and where it fails, all of them: generate_for_library.)"""
     if len(tests) <= at_most:
         return list(tests)
     step = len(tests) / at_most
@@ -204,13 +205,14 @@ def untrusted(run: SuiteRunResult, standing: str | None = None) -> str | None:
 
 
 def judge(selected: list[str], run: SuiteRunResult, baseline_passing: list[str], baseline_collection_errors: list[str],
-          standing: str | None = None, noticing: list[str] | None = None) -> Verdict:
+          standing: str | None = None, noticing: list[str] | None = None, passed: list[str] = ()) -> Verdict:
     """The verdict on a candidate's run of the baseline tests `selected` (in collection order), from the outcomes
     the run reported alone: a run that stopped early, broke a limit, was forbidden or left a selected test without a
     result is no verdict at all (the reject names why); FAIL_TO_PASS are the selected tests that reported failed or
     error, PASS_TO_PASS those that reported passed, both in `selected`'s order. `baseline_passing`: every baseline
     test, in collection order; `noticing`: every test that can notice the change, of which `selected` is a sample
-    (default: `selected` itself)."""
+    (default: `selected` itself); `passed`: tests that passed with the change in this candidate's earlier runs
+    (PASS_TO_PASS where every selected test fails)."""
     outcomes = {t.name: t for t in run.tests}
     if run.outcome != "ok" and not (standing and run.refused_outside_tests == standing):
         # a limit, a crash or a forbidden operation (but one outside any test the clean runs met too)
@@ -232,10 +234,12 @@ def judge(selected: list[str], run: SuiteRunResult, baseline_passing: list[str],
     output = failures_shown(fail_to_pass, outcomes)
     if not fail_to_pass:
         return Verdict(False, "survived", f"all {len(selected)} baseline tests run still pass", [], pass_to_pass, "")
-    if not pass_to_pass:  # the failing tests' files' other baseline tests, which did not run the changed code:
-        # listed, they are proven to pass with the bug by the final gate before anything is written
+    if not pass_to_pass:  # those that passed in an earlier run, else the failing tests' files' other baseline
+        # tests, which did not run the changed code: listed, the final gate proves them before anything is written
         files, ran = {test_file(t) for t in fail_to_pass}, set(selected if noticing is None else noticing)
-        pass_to_pass = [t for t in baseline_passing if t not in ran and test_file(t) in files][:UNRUN_PASSING]
+        earlier = set(passed)
+        pass_to_pass = [t for t in baseline_passing if t in earlier] or [
+            t for t in baseline_passing if t not in ran and test_file(t) in files][:UNRUN_PASSING]
     if not pass_to_pass:
         return Verdict(False, "no_pass_to_pass", f"all {len(selected)} baseline tests run fail or skip",
                        fail_to_pass, [], bounded(output))

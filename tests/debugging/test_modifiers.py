@@ -69,6 +69,17 @@ def test_a_change_is_judged_on_its_statements_as_on_the_whole_module(cachetools)
         assert changes_code(Candidate("m", "m.py", "f", "", clean.replace("return x", buggy), ""), clean) is changed
     assert not changes_code(Candidate("m", "m.py", "g", "", clean.replace("    return y\n", ""), ""), clean)
     assert changes_code(Candidate("m", "m.py", "f", "", clean.replace("@wraps\n", ""), ""), clean)
+    # Where the stretch of lines alone says otherwise than the whole module: a decorator's own lines, a line indented
+    # into the block above, a continuation the next line ends, statements sharing a line, a form feed before.
+    for before, after, changed in [
+            ("@cache(maxsize=128)\ndef f(x):\n    return x\n", "@cache(maxsize=129)\ndef f(x):\n    return x\n", True),
+            ("@p(\n    'a', [1]\n)\ndef t(a):\n    pass\n", "@p(\n    'a', [1]\nx\ndef t(a):\n    pass\n", False),
+            ("def f():\n    return 1\n\nx = 2\n", "def f():\n    return 1\n\n    x = 2\n", True),
+            ("a = 1\n2\n", "a = 1 + \\\n2\n", True),
+            ("x = 1; y = (\n    2)\n", "x = 1; y = (\n    2 )\n", False),
+            ("\x0c\ndef g():\n    x = 1\n    return x\n", "\x0c\ndef g():\n    x = 1\n    return  x\n", False),
+            ("\x0c\ndef g():\n    return x\n", "\x0c\ndef g():\n    return -x\n", True)]:
+        assert changes_code(Candidate("m", "m.py", "f", "", after, ""), before) is changed, after
 
 
 def test_applicability_follows_complexity_bounds(cachetools):

@@ -154,6 +154,18 @@ def test_a_test_that_did_not_report_is_never_fail_to_pass():
     assert verdict.valid and verdict.fail_to_pass == ["t.py::a"] and verdict.pass_to_pass == ["t.py::b"]
 
 
+def test_a_later_run_that_fails_whole_lists_the_earlier_runs_passing_tests_in_collection_order():
+    """A candidate's sample passed whole and the rest of its tests fail: PASS_TO_PASS is what passed before (for the
+    final gate to prove with the failing ones), not the failing files' tests that cannot notice the change."""
+    baseline = ["t.py::a", "t.py::b", "t.py::c", "t.py::d", "u.py::e"]
+    rest = _run(tests=[("t.py::b", "failed"), ("t.py::d", "failed")])
+    verdict = judge(["t.py::b", "t.py::d"], rest, baseline, [], noticing=baseline[:4], passed=["t.py::c", "t.py::a"])
+    assert verdict.valid and verdict.fail_to_pass == ["t.py::b", "t.py::d"]
+    assert verdict.pass_to_pass == ["t.py::a", "t.py::c"]
+    alone = judge(["t.py::b", "t.py::d"], rest, baseline, [], noticing=baseline[:4])
+    assert not alone.valid and alone.reason == "no_pass_to_pass"  # nothing else in t.py cannot notice it
+
+
 @pytest.mark.parametrize("failing", [1, 3, 400])
 def test_the_failing_output_reads_only_as_many_failures_as_it_keeps(failing):
     """The same text as every failure written out and then cut at FAILING_OUTPUT_BYTES, at and around the cut."""
