@@ -95,12 +95,14 @@ class Touched:
     whole: bool  # the buggy side's statements are the whole module's (the stretch alone did not parse)
 
 
+@lru_cache(maxsize=8)  # worth_trying asks it twice of each candidate: changes_code, then the realism filters
 def touched(clean: str, buggy: str) -> Touched:
     """Of the buggy module only the stretch of lines that holds every clean top-level statement the changed lines
     meet is parsed (the clean module's tree serves all its changes). The lines before and after it are the clean
     module's and meet it where top-level statements end, so a stretch that parses is what the whole module holds
     there. One that does not parse alone may still parse within the module (a line indented into the block above,
-    a continuation or a string the change opens and a later line closes): then the whole buggy module is parsed."""
+    a continuation or a string the change opens and a later line closes): then the whole buggy module is parsed.
+    Callers must not change what it returns."""
     prefix, suffix = unchanged_ends(clean, buggy)
     first = clean.count("\n", 0, prefix) + 1
     clean_last = clean.count("\n", 0, max(prefix, len(clean) - suffix)) + 1
