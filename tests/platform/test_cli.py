@@ -81,6 +81,26 @@ def test_without_a_terminal_a_long_job_logs_a_progress_line_now_and_then(tmp_pat
         assert {total for _, total in points} <= {summary["problems"], summary["problems_with_template"]}, stage
 
 
+def test_a_job_whose_work_is_done_is_asked_ten_times_as_often_so_the_command_ends_with_it(monkeypatch):
+    """The last step, writing the artifacts, is short: polled at the usual pace the command would end up to a
+    whole poll after the job did."""
+    from datetime import datetime, timezone
+
+    from flawforge.cli import jobs_client
+    from flawforge.proto.jobs import JobState, JobStatus, Progress
+
+    now = datetime.now(timezone.utc)
+    statuses = iter(JobStatus(job_id="j", pipeline="smoke", params={}, state=state, created_at=now, updated_at=now,
+                              progress=Progress(done=done, total=total))
+                    for state, done, total in [(JobState.queued, 0, None), (JobState.running, 3, 10),
+                                               (JobState.running, 10, 10), (JobState.running, 10, 10),
+                                               (JobState.succeeded, 10, 10)])
+    slept = []
+    monkeypatch.setattr(jobs_client.time, "sleep", slept.append)
+    assert jobs_client._follow(lambda: next(statuses), 0.5, "smoke").state == JobState.succeeded
+    assert slept == [0.5, 0.5, 0.05, 0.05]
+
+
 # Providers that serve the model asked for but are never reached: these cases fail before any model call.
 UNREACHED_PROVIDER = {"FLAWFORGE_LLM_PROVIDERS": '{"down": {"base_url": "http://127.0.0.1:9/v1", "models": ["m"]}}'}
 
