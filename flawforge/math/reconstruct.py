@@ -103,14 +103,16 @@ class Styles:
     """How the original solution writes each variable's values, so that a flawed value is written alike: a share
     it writes as a percentage ("50%") in percent, where the template would show the fraction the code computes
     with; a value it writes as a whole number or a decimal with decimals ("20.8 plants", never "104/5 plants").
-    A value it writes as a mixed number ("1 1/2", "1 and 1/3") is written so in prose, never "3/2".
-    Only a variable whose value is a fraction the original does not write otherwise keeps fractions ("3/4")."""
+    A value it writes as a mixed number ("1 1/2", "1 and 1/3") is written so in prose, never "3/2", and a fraction it
+    writes in other terms ("6/100") in those terms, never reduced ("3/50"). Only a variable whose value is a
+    fraction the original does not write otherwise keeps fractions in lowest terms ("3/4")."""
 
     def __init__(self, values: Mapping[str, Any] = MappingProxyType({}), original: str = ""):
         written = numbers_in(original) if original else ()
         mixed_forms = {int(whole) + Fraction(int(over), int(under)): joiner
                        for whole, joiner, over, under in _MIXED.findall(original) if 0 < int(over) < int(under)}
         self.mixed: dict[str, str] = {}  # name -> how the original joins a mixed number's parts (" " or " and ")
+        self.terms: dict[str, int] = {}  # name -> the denominator the original writes its fraction over
         # money with one decimal ("$0.3") only where the original writes it so: 130 of 1,692 such amounts in GSM8K
         self.cents = not _ONE_DECIMAL_MONEY.search(ANNOTATION.sub("", original))
         percent, decimal = set(), set()
@@ -127,6 +129,10 @@ class Styles:
                 decimal.add(name)
             elif exact in mixed_forms:
                 self.mixed[name] = mixed_forms[exact]
+            else:
+                over = next((int(number.text.partition("/")[2]) for number in forms if "/" in number.text), None)
+                if over is not None and over != Fraction(exact).denominator:
+                    self.terms[name] = over
         self.percent = frozenset(percent)
         self.decimal = frozenset(decimal)
 
@@ -146,6 +152,10 @@ class Styles:
             if prose and name in self.mixed and isinstance(value, Fraction) and value > 1 and value.denominator != 1:
                 whole, part = divmod(value, 1)
                 return f"{whole}{self.mixed[name]}{part.numerator}/{part.denominator}"
+            if name in self.terms and isinstance(value, Fraction) and 0 < value < 1:
+                over = value * self.terms[name]
+                if over.denominator == 1:
+                    return f"{over.numerator}/{self.terms[name]}"
         return show(value)
 
 

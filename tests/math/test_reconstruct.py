@@ -12,7 +12,7 @@ from flawforge.math.gsm8k import numbered_lines
 from flawforge.math.mutations import REGISTRY
 from flawforge.math.program import BoundProgram, Program
 from flawforge.math.proofread import check_correct, false_statements
-from flawforge.math.reconstruct import SIGNS, WORDS, SolutionWriter, Unrenderable, final_answer_line, render
+from flawforge.math.reconstruct import SIGNS, WORDS, SolutionWriter, Styles, Unrenderable, final_answer_line, render
 from flawforge.math.selection import NO_CAPS
 from flawforge.proto.math import ProblemTemplate
 
@@ -238,10 +238,12 @@ SEEDS_ORIGINAL = ("At a germination rate of 80%, 30 seeds will yield 80/100*30=<
 def test_values_are_written_as_the_original_writes_them(sandbox):
     correct, flawed = written(sandbox, SEEDS, SEEDS_LINES, "operator_swap", {"left": "rate", "new": "+"},
                               SEEDS_ORIGINAL)
-    # the original writes the rate as a percentage, and decimals, never an improper fraction
-    assert correct.splitlines()[0] == "At a germination rate of 80%, 30 seeds yield 80%*30=<<(4/5)*30=24>>24 plants."
+    # the original writes the rate as a percentage in prose and over 100 in its calculation, and decimals, never an
+    # improper fraction
+    assert correct.splitlines()[0] == ("At a germination rate of 80%, 30 seeds yield 80%*30=<<(80/100)*30=24>>24 "
+                                       "plants.")
     assert flawed.splitlines()[0] == ("At a germination rate of 80%, 30 seeds yield 80%+30="
-                                      "<<(4/5)+30=30.8>>30.8 plants.")
+                                      "<<(80/100)+30=30.8>>30.8 plants.")
     assert flawed.splitlines()[1] == "Each of the 4 pots gets 30.8/4=<<30.8/4=7.7>>7.7 plants."
     assert not improper_fraction_results(flawed) and not false_statements(flawed)
     # a value with no decimal a student would write (30.8 / 3) makes the candidate unrenderable, not a fraction
@@ -253,6 +255,39 @@ def test_values_are_written_as_the_original_writes_them(sandbox):
     correct, _ = written(sandbox, SEEDS, SEEDS_LINES, "operator_swap", {"left": "rate", "new": "+"},
                          SEEDS_ORIGINAL.replace("80%", "4/5"))
     assert correct.splitlines()[0].startswith("At a germination rate of 4/5, 30 seeds yield 4/5*30=")
+
+
+RAISE = """from fractions import Fraction
+
+def solve():
+    # L1
+    salary = 500
+    rate = Fraction(6, 100)
+    pay_raise = salary * rate
+    # L2
+    new_salary = salary + pay_raise
+    # FA
+    answer = new_salary
+    return answer
+"""
+RAISE_LINES = {"L1": "Ruiz has ${salary} x {rate} = $<<{salary}*{rate}={pay_raise}>>{pay_raise} salary raise.",
+               "L2": "Thus, his new salary is ${salary} + ${pay_raise} = $<<{salary}+{pay_raise}={new_salary}>>"
+                     "{new_salary}."}
+RAISE_ORIGINAL = ("Ruiz has $500 x 6/100 = $<<500*6/100=30>>30 salary raise.\n"
+                  "Thus, his new salary is $500 + $30 = $<<500+30=530>>530.\n#### 530")
+
+
+def test_a_fraction_the_original_writes_in_other_terms_is_written_in_them(sandbox):
+    """GSM8K writes a rate of 6% as 6/100: the solution too, never 3/50, and a changed rate over 100 where it can be."""
+    correct, flawed = written(sandbox, RAISE, RAISE_LINES, "operator_swap", {"new": "-"}, RAISE_ORIGINAL)
+    assert correct.splitlines()[0] == flawed.splitlines()[0] == ("Ruiz has $500 x 6/100 = $<<500*(6/100)=30>>30 "
+                                                                 "salary raise.")
+    assert flawed.splitlines()[1] == "Thus, his new salary is $500 - $30 = $<<500-30=470>>470."
+    assert not false_statements(correct) and not false_statements(flawed)
+    styles = Styles({"rate": Fraction(3, 50)}, RAISE_ORIGINAL)
+    assert [styles.show("rate", value, prose) for value, prose in
+            [(Fraction(3, 50), True), (Fraction(3, 50), False), (Fraction(7, 100), True), (Fraction(1, 3), True)]] == [
+        "6/100", "6/100", "7/100", "1/3"]  # a value with no such terms keeps its own
 
 
 PRICE = """def solve():
