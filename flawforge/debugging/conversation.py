@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from flawforge.debugging.explain import evidence, fix_outcome, what_is_wrong
 from flawforge.debugging.failures import cut
-from flawforge.debugging.phrasing import order, pick
+from flawforge.debugging.phrasing import counted, order, pick
 from flawforge.debugging.statements import Failure
 from flawforge.debugging.patches import apply_patch, changed_lines, fix_site, split_hunks, task_id
 from flawforge.inputs import plain_name
@@ -164,13 +164,13 @@ def _diagnosis(instance: Instance, sites: list[tuple[Site, str]], failures: list
     """The assistant's reading of the failure: what the test shows, where the code goes wrong and what is wrong
     there (each place, for a combined bug); the parts in an order chosen for the instance."""
     shows = evidence(failures[0] if failures else None, key)
+    failing, passing = len(instance.FAIL_TO_PASS), len(instance.PASS_TO_PASS)
     scope = pick(key, "scope", [
-        f"{len(instance.FAIL_TO_PASS)} test(s) fail ({_tests(instance.FAIL_TO_PASS)}); {len(instance.PASS_TO_PASS)} "
-        f"others pass, so the rest of `{instance.path}` works.",
+        f"{counted(failing, 'test', 'fail')} ({_tests(instance.FAIL_TO_PASS)}); {counted(passing, 'other', 'pass')}, "
+        f"so the rest of `{instance.path}` works.",
         f"The failures ({_tests(instance.FAIL_TO_PASS)}) all go through `{instance.qualname}`, while "
-        f"{len(instance.PASS_TO_PASS)} tests that pass show the rest is fine.",
-        f"{len(instance.FAIL_TO_PASS)} test(s) fail, among them {_tests(instance.FAIL_TO_PASS)}; the other "
-        f"{len(instance.PASS_TO_PASS)} pass."])
+        f"{counted(passing, 'passing test', 'show')} the rest is fine.",
+        f"{counted(failing, 'test', 'fail')}: {_tests(instance.FAIL_TO_PASS)}; {counted(passing, 'other', 'pass')}."])
     if len(sites) > 1:
         functions = ", ".join(f"`{name}`" for name in instance.qualname.split(", "))
         scope += " " + pick(key, "several", [
@@ -179,14 +179,28 @@ def _diagnosis(instance: Instance, sites: list[tuple[Site, str]], failures: list
             f"{len(sites)} separate spots are wrong, not one; they are in {functions}."])
     located = []
     for number, (site, hunk) in enumerate(sites):
-        location = pick(key, f"location{number}", [
-            f"The problem is in `{instance.qualname}`, {site.where}:",
-            f"It comes from `{instance.qualname}` in `{instance.path}`, {site.where}:",
-            f"Following the failure into `{instance.qualname}` leads to {site.where}:",
-            f"The place to look is `{instance.qualname}`, {site.where} of `{instance.path}`:"] if len(sites) == 1 else [
-            f"{site.where.capitalize()}:", f"At {site.where}:", f"Then {site.where}:", f"Also, {site.where}:"])
+        single = [f"The problem is in `{instance.qualname}`, {site.where}:",
+                  f"It comes from `{instance.qualname}` in `{instance.path}`, {site.where}:",
+                  f"The place to look is `{instance.qualname}`, {site.where} of `{instance.path}`:"]
+        if _traced_into(instance):  # said only where the failing output shows a frame of the function
+            single.append(f"Following the failure into `{instance.qualname}` leads to {site.where}:")
+        location = pick(key, f"location{number}", single if len(sites) == 1 else [
+            f"{site.where.capitalize()}:", f"{_at(site.where).capitalize()}:", f"Then {_at(site.where)}:",
+            f"Also, {_at(site.where)}:"])
         located.append(f"{location}\n```python\n{site.near}\n```\n{what_is_wrong(hunk, f'{key}:{number}')}")
     return "\n\n".join(part for part in [*order(key, "diagnosis", [shows, scope]), *located] if part)
+
+
+def _at(where: str) -> str:
+    """'at line 5', 'between lines 3 and 4' (a place that starts with its own preposition keeps it)."""
+    return where if where.startswith(("between ", "before ", "after ")) else f"at {where}"
+
+
+def _traced_into(instance: Instance) -> bool:
+    """Whether a traceback in the failing output passes through the buggy function (a frame of its module in it)."""
+    function = re.escape(instance.qualname.rsplit(".", 1)[-1])
+    return re.search(rf'File "{re.escape(instance.path)}", line \d+, in {function}$', instance.failing_output,
+                     re.MULTILINE) is not None
 
 
 def _fix(instance: Instance, key: str) -> str:

@@ -9,7 +9,7 @@ import io
 import re
 import tokenize
 
-from flawforge.debugging.phrasing import pick
+from flawforge.debugging.phrasing import counted, pick
 from flawforge.debugging.statements import Failure
 
 TOKEN_CHARS = 120
@@ -156,16 +156,17 @@ def what_is_wrong(fix_patch: str, key: str) -> str:
                 f"There is no `{first}` here, and the function needs it.",
                 f"What is wrong is something absent: `{first}`."] if len(fixed) == 1 else [
                 f"A piece of the logic is missing: the {len(fixed)} lines that start with `{first}`.",
-                f"The function never does what `{first}` and the {len(fixed) - 1} line(s) after it do.",
+                f"The function never does what `{first}` and the {counted(len(fixed) - 1, 'line')} after it do.",
                 f"There is no `{first}` block here, and the function needs it.",
-                f"What is wrong is something absent: `{first}` and the {len(fixed) - 1} line(s) under it."]))
+                f"What is wrong is something absent: `{first}` and the {counted(len(fixed) - 1, 'line')} under it."]))
         elif not fixed:
             sentences.append(pick(key, slot, [
                 f"`{_short(_first_code(buggy))}` should not be there.",
-                f"The code has {len(buggy)} line(s) too many, starting with `{_short(_first_code(buggy))}`."]))
+                f"The code has {counted(len(buggy), 'line')} too many, starting with `{_short(_first_code(buggy))}`."]))
         else:
             sentences.append(pick(key, slot, [
-                f"The {len(buggy)} line(s) starting with `{_short(_first_code(buggy))}` do not do what they should.",
+                f"The {counted(len(buggy), 'line')} starting with `{_short(_first_code(buggy))}` "
+                f"{'does' if len(buggy) == 1 else 'do'} not do what {'it' if len(buggy) == 1 else 'they'} should.",
                 f"This part, starting with `{_short(_first_code(buggy))}`, is written wrongly."]))
     return " ".join(sentences)
 
@@ -173,8 +174,10 @@ def what_is_wrong(fix_patch: str, key: str) -> str:
 def fix_outcome(fail_to_pass: int, pass_to_pass: int, key: str) -> str:
     """What running the tests with the fix shows (the final gate ran exactly these, clean: all passed)."""
     return pick(key, "outcome", [
-        f"With this change the {fail_to_pass} failing test(s) pass, and the other {pass_to_pass} still pass.",
+        f"With this change {counted(fail_to_pass, 'failing test', 'pass')} again, and "
+        f"{counted(pass_to_pass, 'other', 'still pass')}.",
         f"After the fix, all {fail_to_pass + pass_to_pass} listed tests pass: the {fail_to_pass} that failed and "
         f"the {pass_to_pass} that already passed.",
-        f"The {fail_to_pass} test(s) that failed pass with it; none of the {pass_to_pass} passing tests breaks.",
+        f"With it, {counted(fail_to_pass, 'failing test', 'pass')}; {counted(pass_to_pass, 'passing test', 'stay')} "
+        f"green.",
         f"Running the tests again with the change: {fail_to_pass} fixed, {pass_to_pass} still green."])

@@ -20,6 +20,14 @@ def pick(key: str, slot: str, options: Sequence[T]) -> T:
     return options[int.from_bytes(digest[:8], "big") % len(options)]
 
 
+def counted(count: int, noun: str, verb: str | None = None) -> str:
+    """'1 test', '3 tests'; with `verb` (its plural form), agreeing: '1 test fails', '3 tests fail'."""
+    text = f"{count} {noun if count == 1 else noun + 's'}"
+    if verb is None:
+        return text
+    return f"{text} {verb + ('es' if verb.endswith('ss') else 's') if count == 1 else verb}"
+
+
 def order(key: str, slot: str, items: Sequence[T]) -> list[T]:
     """`items` in an order seeded by the key and slot."""
     return sorted(items, key=lambda item: hashlib.sha256(f"{key}\x00{slot}\x00{items.index(item)}".encode()).digest())

@@ -20,7 +20,7 @@ import textwrap
 from dataclasses import dataclass, replace
 
 from flawforge.debugging.failures import FRAME
-from flawforge.debugging.phrasing import pick
+from flawforge.debugging.phrasing import counted, pick
 from flawforge.proto.debugging import Instance, StatementReply
 from flawforge.proto.llm import ChatMessage, ChatRequest
 
@@ -204,6 +204,19 @@ def _origin(name: ast.expr, function: ast.AST | None, line: int) -> ast.expr:
     return max(assigned, key=lambda value: value.lineno) if assigned else name
 
 
+def _traced(side: ast.expr, function: ast.AST | None, line: int) -> ast.expr:
+    """A compared side as what its value came from: a name, or an attribute or item of one (`result._datetime`),
+    assigned from a call earlier in the test is that call (`result = a - b` is not one, and stays the name); a name
+    that says it is the expectation (`expected`) stays what it says."""
+    if _is_expected(side):
+        return side
+    root = side
+    while isinstance(root, (ast.Attribute, ast.Subscript)):
+        root = root.value
+    origin = _origin(root, function, line)
+    return origin if origin is not root else side
+
+
 def _is_expected(node: ast.expr) -> bool:
     """A side of a comparison that states what is expected: a literal, or a name that says so."""
     if isinstance(node, (ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set)) and not _calls(node):
@@ -291,8 +304,10 @@ def failure_of(test: str, text: str, test_source: str | None, packages: tuple[st
              "line": line, "exception": exception, "message": message.splitlines()[0] if message else ""}
     sides = _compared(statement)
     library = library_names(test_source or "", packages)
-    left_actual = None if sides is None else _actual_is_left(sides[0], sides[1], library)
-    if exception == "AssertionError" and left_actual is not None:
+    left_actual = None if sides is None else _actual_is_left(
+        *(_traced(side, test_function, statement.lineno) for side in sides[:2]), library)
+    # What came back and what was expected: an equality's two sides only (`a != b`, `a < b` compare no expectation)
+    if exception == "AssertionError" and left_actual is not None and sides[2] in ("==", "is"):
         left, right, operator = sides
         actual_node = left if left_actual else right
         values = _values(facts["message"], operator) or (None, None)
@@ -426,9 +441,9 @@ def _statement(instance: Instance, first: Failure) -> str:
         f"\n\nParameters of this case: `{first.parameters}`."])
     others = [t for t in instance.FAIL_TO_PASS if t != first.test]
     more = "" if not others else pick(key, "others", [
-        f"\n\n{len(others)} other test(s) fail too, for example "
+        f"\n\n{counted(len(others), 'other test', 'fail')} too, for example "
         + ", ".join(f"`{t}`" for t in others[:OTHER_TESTS]) + ".",
-        f"\n\nThis is not the only case: {len(others)} more failing test(s), including "
+        f"\n\nThis is not the only case: {counted(len(others), 'more failing test')}, including "
         + ", ".join(f"`{t}`" for t in others[:OTHER_TESTS]) + ".",
         f"\n\nAlso failing ({len(others)}): " + ", ".join(f"`{t}`" for t in others[:OTHER_TESTS])
         + (" and more." if len(others) > OTHER_TESTS else ".")])

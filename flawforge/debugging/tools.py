@@ -15,6 +15,7 @@ from collections import Counter
 
 from flawforge.debugging.conversation import RUN_TESTS_FILE, deterministic_tar
 from flawforge.debugging.failures import readable_failure
+from flawforge.debugging.phrasing import counted
 from flawforge.debugging.verdict import normalized
 from flawforge.inputs import UnsafeName, plain_name
 from flawforge.proto.debugging import Instance
@@ -154,7 +155,8 @@ class TaskTools:
         if count != 1:
             return f"Error: old_str occurs {count} times in {name}; it must occur exactly once."
         self.files[name] = text.replace(old_str, new_str, 1).encode("utf-8")
-        return f"Edited {name}: {len(old_str.splitlines())} line(s) replaced by {len(new_str.splitlines())} line(s)."
+        return (f"Edited {name}: {counted(len(old_str.splitlines()), 'line')} replaced by "
+                f"{counted(len(new_str.splitlines()), 'line')}.")
 
 
 # What each JSON type of the tools' parameters is in Python (a bool is not an integer here).

@@ -15,7 +15,7 @@ from flawforge.debugging.conversation import SYSTEM, TESTS_FILE, excerpts, probl
 from flawforge.debugging.difficulty import failing_frame
 from flawforge.debugging.explain import evidence, what_is_wrong
 from flawforge.debugging.patches import apply_patch, split_hunks, task_id
-from flawforge.debugging.phrasing import pick
+from flawforge.debugging.phrasing import counted, pick
 from flawforge.debugging.statements import Failure
 from flawforge.debugging.tools import ALL_PASS, READ_LINES, TOOLS, TaskTools
 from flawforge.proto.debugging import FunctionCall, Instance, ToolCall, Trajectory, TrajectoryMessage
@@ -128,7 +128,7 @@ def write_trajectory(instance: Instance, clean: str, failures: list[Failure], to
     session.say("assistant", pick(key, "done", [
         f"Fixed: the change to `{instance.path}` makes all {len(instance.FAIL_TO_PASS) + len(instance.PASS_TO_PASS)} "
         f"listed tests pass.",
-        f"Done. The {len(instance.FAIL_TO_PASS)} failing test(s) pass now, and the others still do.",
+        f"Done. {counted(len(instance.FAIL_TO_PASS), 'failing test', 'pass')} now, and the others still do.",
         f"The bug was in `{instance.qualname}`; with the edit every listed test passes."]) if resolved else
         "The tests still fail after the edit.")
     return Trajectory(instance_id=instance.instance_id, task_id=task_id(instance.instance_id), tools=TOOLS,

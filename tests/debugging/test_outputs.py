@@ -213,6 +213,48 @@ def test_conversations_point_at_where_the_fix_goes(run):
 
 
 @pytest.mark.slow
+def test_counts_agree_with_their_words_in_every_text(run):
+    """'1 test fails', '3 tests fail', never '1 test(s)' or '1 others'; 'between lines 3 and 4', never 'at between'."""
+    from flawforge.debugging.conversation import write_conversation
+    from flawforge.debugging.explain import fix_outcome
+
+    texts = [line for line in (run / "conversations.jsonl").read_text().splitlines()]
+    texts += [i.problem_statement for i in instances_of(run)]
+    for instance in instances_of(run):  # one failing test and one other, in every phrasing the writer picks from
+        for variant in range(12):
+            copy = instance.model_copy(update={"FAIL_TO_PASS": instance.FAIL_TO_PASS[:1],
+                                               "PASS_TO_PASS": instance.PASS_TO_PASS[:1],
+                                               "instance_id": f"{instance.instance_id}-{variant}"})
+            texts += [m.content for m in write_conversation(copy, CORE).messages]
+    texts += [fix_outcome(count, count, str(key)) for count in (1, 2) for key in range(12)]
+    wrong = re.compile(r"\(s\)|\b1 (?:tests|others|failing tests|passing tests)\b|\b[Aa]t (?:between|before|after) ")
+    assert not [match.group() for text in texts for match in [wrong.search(text)] if match]
+
+
+@pytest.mark.slow
+def test_a_conversation_follows_the_failure_into_the_function_only_where_a_traceback_does(run):
+    """'Following the failure into f' is said only where the failing output has a frame of f; an assertion on its
+    return value alone (no frame of it) is described otherwise."""
+    from flawforge.debugging.conversation import write_conversation
+
+    said = {}
+    for instance in instances_of(run):
+        if ", " in instance.qualname:  # a combined bug's places are named otherwise
+            continue
+        frame = f'  File "{instance.path}", line 3, in {instance.qualname.rsplit(".", 1)[-1]}\n    return x\n'
+        for traced in (False, True):
+            output = ("tests/test_core.py::test_x: failed\nAssertionError: assert 1 == 2\nTraceback, most recent call "
+                      'last:\n  File "tests/test_core.py", line 9, in test_x\n    assert f() == 2\n'
+                      + (frame if traced else ""))
+            for variant in range(8):  # other ids: the writer picks its words by the instance's id
+                copy = instance.model_copy(update={"failing_output": output,
+                                                   "instance_id": f"{instance.instance_id}-{variant}"})
+                text = "\n".join(m.content for m in write_conversation(copy, CORE).messages)
+                said[traced] = said.get(traced, 0) + ("Following the failure into" in text)
+    assert said[False] == 0 and said[True] > 0, said
+
+
+@pytest.mark.slow
 def test_swe_bench_and_hugging_face_exports(run, tmp_path):
     from flawforge.cli.debugging import export_debug
 

@@ -52,6 +52,31 @@ def test_the_side_that_calls_the_library_is_what_came_back():
     assert failure.code == 'assert "1st" == ordinal(1)'  # the docstring left out
 
 
+def test_an_inequality_names_the_check_that_failed_not_a_result_and_an_expectation():
+    """`assert x != y` (or `<`, `in`) failing says the check does not hold: neither side is what was expected."""
+    test = "tests/test_calc.py::test_ordinal_literal_first"
+    failure = failure_of(test, output(test, "AssertionError: assert '1st' != '1st'", 8, 'assert "1st" != ordinal(1)'),
+                         TESTS.replace('assert "1st" == ordinal(1)', 'assert "1st" != ordinal(1)'))
+    assert (failure.actual, failure.expected, failure.subject) == (None, None, "'1st' != ordinal(1)")
+
+
+def test_a_value_built_to_compare_with_is_never_said_to_have_come_back():
+    """`result = a.__sub__(b)` then `assert result == timedelta(days=11)` (or `result.days == ...`): the name holds what
+    came back, so the constructor call on the other side is not the wrong result."""
+    source = ("from datetime import timedelta\n\nimport pkg\n\n\ndef test_sub():\n"
+              "    result = pkg.Stamp(1).__sub__(pkg.Stamp(12))\n    assert result == timedelta(days=11)\n\n\n"
+              "def test_days():\n    result = pkg.Stamp(1).__sub__(pkg.Stamp(12))\n"
+              "    assert result.days == timedelta(days=11).days\n")
+    for test, line, code, message in [
+            ("tests/test_calc.py::test_sub", 8, "assert result == timedelta(days=11)",
+             "AssertionError: assert datetime.timedelta(days=-11) == datetime.timedelta(days=11)"),
+            ("tests/test_calc.py::test_days", 13, "assert result.days == timedelta(days=11).days",
+             "AssertionError: assert -11 == 11")]:
+        failure = failure_of(test, output(test, message, line, code, library=False), source, ("pkg",))
+        assert not (failure.subject or "").startswith("timedelta"), failure
+        assert failure.actual not in ("datetime.timedelta(days=11)", "11"), failure
+
+
 def test_a_compared_name_is_traced_to_the_call_that_gave_it():
     test = "tests/test_calc.py::test_parse[1,2-expected0]"
     failure = failure_of(test, output(test, "AssertionError: assert [2, 1] == [1, 2]", 15, "assert result == expected"),

@@ -36,7 +36,7 @@ def test_the_file_tools_work_on_the_folder_and_say_what_went_wrong():
     assert session.call("edit_file", json.dumps({"path": "pkg/m.py", "old_str": "return", "new_str": "y"})) \
         == "Error: old_str occurs 3 times in pkg/m.py; it must occur exactly once."
     assert session.call("edit_file", json.dumps({"path": "pkg/m.py", "old_str": "x - 1", "new_str": "x + 1"})) \
-        == "Edited pkg/m.py: 1 line(s) replaced by 1 line(s)."
+        == "Edited pkg/m.py: 1 line replaced by 1 line."
     assert session.files["pkg/m.py"].decode() == CLEAN
     assert session.call("nope", "{}") == "Error: no tool named 'nope'"
     assert session.call("read_file", "{not json").startswith("Error: the arguments are not JSON")
