@@ -73,6 +73,20 @@ def test_overlay_changes_one_file_and_selected_files_run(sandbox):
     assert not any(name.startswith("tests/test_optional.py") for name in outcomes(run))
 
 
+def test_a_test_marked_as_an_expected_failure_counts_as_neither_passing_nor_failing(sandbox):
+    """XPASS (an xfail test that passed) and XFAIL alike are skipped: the mark says the test may fail in any run; a
+    strict xfail that passes fails, as pytest says."""
+    marked = {**PROJECT, "demo-1.0/tests/test_marked.py": (
+        "import pytest\n\nfrom pkg.calc import add\n\n\n@pytest.mark.xfail(reason='known issue')\n"
+        "def test_xpass():\n    assert add(1, 1) == 2\n\n\n@pytest.mark.xfail(reason='known issue')\n"
+        "def test_xfail():\n    assert add(1, 1) == 3\n\n\n@pytest.mark.xfail(reason='known issue', strict=True)\n"
+        "def test_strict_xpass():\n    assert add(1, 1) == 2\n")}
+    run = sandbox.run_suite(archive(marked), args=["tests/test_marked.py"], limits=LIMITS)
+    assert outcomes(run) == {"tests/test_marked.py::test_xpass": "skipped", "tests/test_marked.py::test_xfail": "skipped",
+                             "tests/test_marked.py::test_strict_xpass": "failed"}
+    assert "XPASS known issue" in next(t.message for t in run.tests if t.name.endswith("::test_xpass"))
+
+
 def test_collection_errors_and_timeouts_are_reported(sandbox):
     broken = sandbox.run_suite(archive(), {"pkg/calc.py": "def add(a, b)\n"}, args=["tests"], limits=LIMITS)
     assert list(broken.collection_errors) == ["tests/test_calc.py"]

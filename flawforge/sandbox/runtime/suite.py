@@ -128,6 +128,10 @@ class Reporter:
         elif report.skipped and outcome == "passed":
             outcome = "skipped"
             message = str(getattr(report, "wasxfail", "") or report.longreprtext)[-MESSAGE_CHARS:]
+        elif hasattr(report, "wasxfail") and outcome == "passed":
+            # A test marked as an expected failure that passed (XPASS) says nothing either way: its mark says it
+            # may fail in any run, so it is neither a passing test to keep passing nor a failure a bug made.
+            outcome, message = "skipped", f"XPASS {report.wasxfail}"[-MESSAGE_CHARS:]
         self.outcomes[report.nodeid] = (outcome, message)
 
     def pytest_runtest_logfinish(self, nodeid, location):
