@@ -18,7 +18,7 @@ import tarfile
 from dataclasses import dataclass
 
 from flawforge.debugging.explain import evidence, fix_outcome, what_is_wrong
-from flawforge.debugging.failures import cut
+from flawforge.debugging.failures import FRAME, cut
 from flawforge.debugging.phrasing import counted, order, pick
 from flawforge.debugging.statements import Failure
 from flawforge.debugging.patches import apply_patch, changed_lines, fix_site, split_hunks, task_id
@@ -198,9 +198,10 @@ def _at(where: str) -> str:
 
 def _traced_into(instance: Instance) -> bool:
     """Whether a traceback in the failing output passes through the buggy function (a frame of its module in it)."""
-    function = re.escape(instance.qualname.rsplit(".", 1)[-1])
-    return re.search(rf'File "{re.escape(instance.path)}", line \d+, in {function}$', instance.failing_output,
-                     re.MULTILINE) is not None
+    function = instance.qualname.rsplit(".", 1)[-1]
+    return any(frame and frame.group("name") == function and (frame.group("path") == instance.path or
+                                                              frame.group("path").endswith("/" + instance.path))
+               for frame in map(FRAME.match, instance.failing_output.splitlines()))
 
 
 def _fix(instance: Instance, key: str) -> str:
