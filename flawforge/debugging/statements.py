@@ -34,6 +34,9 @@ COMPARISONS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt
                ast.In: "in", ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not"}
 # The test's code shown: whole statements, at most this many lines where they fit (statements._shown).
 CODE_LINES = 12
+# Where those leave a name of the test undefined, the statements the failing one needs, at most this many lines
+# (statements._needed).
+NEEDED_LINES = 24
 VALUE_CHARS = 300
 OTHER_TESTS = 3
 # A changed line of the fix shorter than this ('else:', 'pass') is no evidence of a leak.
@@ -119,7 +122,11 @@ def _test_code(source: str | None, function: str, line: int) -> tuple[str, ast.s
             # see its exception), else the innermost simple statement around it.
             failing = next((s for s in holding if s.lineno == line), None) or next(
                 (s for s in reversed(holding) if not isinstance(s, COMPOUND)), None)
-            return (_shown(lines, body, failing, line) if body else ""), failing, node
+            code = _shown(lines, body, failing, line) if body else ""
+            if code and failing is not None and _undefined(code, node):
+                needed = _needed(lines, node, failing)
+                code = needed if needed is not None and not _undefined(needed, node) else code
+            return code, failing, node
     return "", None, None
 
 
@@ -146,6 +153,131 @@ def _shown(lines: list[str], body: list[ast.stmt], failing: ast.stmt | None, lin
         if _compiles(code):
             return code
     return lines[line - 1].strip() if 0 < line <= len(lines) else ""
+
+
+def _bound(node: ast.AST) -> set[str]:
+    """The names a statement binds (assigned, deleted, imported, defined, caught), nested blocks included."""
+    names = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            names.add(n.id)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(n.name)
+        elif isinstance(n, ast.alias):
+            names.add((n.asname or n.name).partition(".")[0])
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            names.add(n.name)
+    return names
+
+
+def _read(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _base(expr: ast.expr) -> str | None:
+    """The name an expression reaches through (`x` of `x.a[1].b()`, `x` of `*x`)."""
+    while isinstance(expr, (ast.Attribute, ast.Subscript, ast.Call, ast.Starred)):
+        expr = expr.func if isinstance(expr, ast.Call) else expr.value
+    return expr.id if isinstance(expr, ast.Name) else None
+
+
+def _changes(statement: ast.stmt, names: set[str], local: set[str]) -> bool:
+    """Whether the statement may change what one of `names` holds (a method called on it, it passed to a call, an
+    attribute or item of it assigned) or decide whether later statements run (continue, break, return, raise). A
+    name the test does not bind (`local`) is mostly a module: a function called from it (`pkg.parse(...)`) changes
+    nothing, a method of something it holds (`pkg.REGISTRY.add(...)`) may."""
+    for n in ast.walk(statement):
+        if isinstance(n, (ast.Continue, ast.Break, ast.Return, ast.Raise)):
+            return True
+        method = isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and _base(n.func) in names and (
+            _base(n.func) in local or isinstance(n.func.value, (ast.Attribute, ast.Subscript, ast.Call)))
+        if method or isinstance(n, ast.Call) and any(
+                _base(argument) in names for argument in [*n.args, *(k.value for k in n.keywords)]
+                if not isinstance(argument, ast.Call)):  # a call's result passed on is its own (walked) call
+            return True
+        if isinstance(n, (ast.Attribute, ast.Subscript)) and isinstance(n.ctx, (ast.Store, ast.Del)) \
+                and _base(n) in names:
+            return True
+    return False
+
+
+def _undefined(code: str, function: ast.AST) -> set[str]:
+    """The names `code` reads that the test function's statements bind and `code` does not (its parameters, the
+    fixtures, are not the code's to define)."""
+    try:
+        tree = ast.parse("def _():\n" + textwrap.indent(code, "    "))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return set()
+    local = set().union(*(_bound(statement) for statement in function.body))
+    return (_read(tree) & local) - _bound(tree.body[0])
+
+
+BLOCKS = (ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.If, ast.Try)
+
+
+def _needed(lines: list[str], function: ast.AST, failing: ast.stmt) -> str | None:
+    """The failing statement with the statements of the test before it that it needs: those that bind a name it
+    reads, change what one holds or decide whether it runs, and what those need in turn, with the headers of the
+    blocks it is in (`for k, v in ...:`), dedented; None where that is over NEEDED_LINES lines, or the failing
+    statement is in a block's `else`, handler or `finally`."""
+    path, block = [], function.body
+    while True:
+        holding = next((s for s in block if s.lineno <= failing.lineno and failing.end_lineno <= s.end_lineno), None)
+        if holding is None:
+            return None
+        path.append((block, block.index(holding)))
+        if holding is failing:
+            break
+        inner = holding.body if isinstance(holding, BLOCKS) else []
+        if not inner or not (inner[0].lineno <= failing.lineno <= inner[-1].end_lineno) \
+                or inner[0].lineno == holding.lineno:
+            return None
+        block = inner
+    spans, names = [(failing.lineno, failing.end_lineno)], _read(failing)
+    local = set().union(*(_bound(statement) for statement in function.body))
+    for depth in range(len(path) - 1, -1, -1):
+        block, index = path[depth]
+        if depth < len(path) - 1:  # the header of the block the statements so far are in
+            header = block[index]
+            spans.append((header.lineno, header.body[0].lineno - 1))
+            header_nodes = [getattr(header, field) for field in ("target", "iter", "test") if hasattr(header, field)]
+            header_nodes += [item for item in getattr(header, "items", [])]
+            if isinstance(header, ast.Try):  # its handlers, else and finally with it: a `try` alone does not compile
+                spans.append((header.body[-1].end_lineno + 1, header.end_lineno))
+                header_nodes += [*header.handlers, *header.orelse, *header.finalbody]
+            names = (names - set().union(set(), *map(_bound, header_nodes))) | set().union(set(), *map(_read,
+                                                                                                       header_nodes))
+        chosen, names = _needed_before(block[:index], names, local)
+        spans += [(min([s.lineno, *(d.lineno for d in getattr(s, "decorator_list", []))]), s.end_lineno)
+                  for s in chosen]
+    shown = sorted(spans)
+    if sum(last - first + 1 for first, last in shown) > NEEDED_LINES:
+        return None
+    code = textwrap.dedent("\n".join(line for first, last in shown for line in lines[first - 1:last]))
+    return code if _compiles(code) else None
+
+
+SIMPLE = (ast.Assign, ast.AnnAssign, ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _needed_before(before: list[ast.stmt], names: set[str], local: set[str]) -> tuple[list[ast.stmt], set[str]]:
+    """Of the statements `before` a statement reading `names`, the ones it needs (see _needed), and the names those
+    read in turn that none of them binds. A name a chosen statement binds may hold part of what is needed
+    (`p = SubElement(el, 'p')`), so what changes it after that statement is needed too: chosen again until nothing
+    is added."""
+    chosen: set[int] = set()
+    while True:
+        wanted, added = set(names), False
+        for index in range(len(before) - 1, -1, -1):
+            statement = before[index]
+            parts = set().union(set(), *(_bound(before[i]) for i in chosen if i < index))
+            if index in chosen or _bound(statement) & wanted or _changes(statement, wanted | parts, local):
+                added |= index not in chosen
+                chosen.add(index)
+                simple = isinstance(statement, SIMPLE)
+                wanted = ((wanted - _bound(statement)) if simple else wanted) | _read(statement)
+        if not added:
+            return [before[i] for i in sorted(chosen)], wanted
 
 
 def _compiles(code: str) -> bool:

@@ -259,3 +259,52 @@ def test_a_test_inherited_from_a_mixin_is_read_from_the_mixins_file_and_no_code_
     (unread,) = failures_of(bug.model_copy(update={"failing_output": library_only}), {})
     statement = deterministic_statement(bug, [unread])
     assert "```python\n\n```" not in statement and f"python -m pytest '{test}'" in statement
+
+
+NEEDS_EARLIER_LINES = '''import pkg
+
+
+def test_tree():
+    root = pkg.Element("div")
+    root.set("id", "x")
+    child = pkg.SubElement(root, "p")
+    child.text = "body"
+    unrelated = pkg.Element("span")
+    unrelated.text = "never compared"
+    assert unrelated.text
+    assert pkg.count(unrelated) == 1
+    assert pkg.count(pkg.Element("b")) == 1
+    assert pkg.count(pkg.Element("i")) == 1
+    assert pkg.count(pkg.Element("u")) == 1
+    assert pkg.count(pkg.Element("s")) == 1
+    assert pkg.count(pkg.Element("q")) == 1
+    root.tail = "end"
+    assert pkg.render(root) == '<div id="x"><p>body</p></div>end'
+
+
+def test_loop():
+    words = {"a": 1, "b": 2}
+    for key, value in words.items():
+        if value > 1:
+            continue
+        assert pkg.size(key) == value
+'''
+
+
+def test_the_code_shown_defines_every_name_of_the_test_it_uses():
+    """Where the window of statements before the failing one would start after a name it reads is bound, the code
+    shown is the statements it needs instead: what binds its names, what changes them, including through a part
+    bound from one (`child.text` changes `root`), and the headers of the loop it is in with what decides whether it
+    runs; statements that touch none of them are left out. Every shown name of the test is then defined."""
+    test = "tests/test_calc.py::test_tree"
+    failure = failure_of(test, output(test, "AssertionError: assert '<div/>' == '<div id=\"x\"><p>body</p></div>end'",
+                                      19, "assert pkg.render(root) == ..."), NEEDS_EARLIER_LINES, ("pkg",))
+    assert failure.code.splitlines() == [
+        'root = pkg.Element("div")', 'root.set("id", "x")', 'child = pkg.SubElement(root, "p")',
+        'child.text = "body"', 'root.tail = "end"', """assert pkg.render(root) == '<div id="x"><p>body</p></div>end'"""]
+    test = "tests/test_calc.py::test_loop"
+    failure = failure_of(test, output(test, "AssertionError: assert 2 == 1", 27, "assert pkg.size(key) == value"),
+                         NEEDS_EARLIER_LINES, ("pkg",))
+    assert failure.code.splitlines() == [
+        'words = {"a": 1, "b": 2}', "for key, value in words.items():", "    if value > 1:", "        continue",
+        "    assert pkg.size(key) == value"]
