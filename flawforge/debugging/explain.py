@@ -103,9 +103,40 @@ def _short(text: str) -> str:
     return text if len(text) <= TOKEN_CHARS else text[:TOKEN_CHARS - 3] + "..."
 
 
+def _swapped_branches(patch: str) -> str | None:
+    """The `if` (or `elif`) line whose two branches the fix exchanges, or None: the fix only moves lines (blank and
+    comment lines aside), an `else:` among them, and the buggy code's nearest line above that `else:` at its
+    indentation is the `if`."""
+    changed = [(line[0], line[1:].strip()) for line in patch.splitlines()
+               if line[:1] in "+-" and not line.startswith(("---", "+++"))]
+    removed, added = (sorted(text for sign, text in changed if sign == side and text and not text.startswith("#"))
+                      for side in "-+")
+    if "else:" not in removed or removed != added:
+        return None
+    buggy = [line[1:] for line in patch.splitlines() if line[:1] in " -" and not line.startswith("---")]
+    at = next(index for index, line in enumerate(buggy) if line.strip() == "else:")
+    indent = len(buggy[at]) - len(buggy[at].lstrip())
+    for line in reversed(buggy[:at]):
+        depth = len(line) - len(line.lstrip())
+        if line.strip() and depth < indent:
+            return None
+        if depth == indent and line.lstrip().startswith(("if ", "elif ")):
+            return line.strip()
+    return None
+
+
 def what_is_wrong(fix_patch: str, key: str) -> str:
-    """What the code does wrong, read off the fix's diff (from the buggy code to the clean): a fragment of a line
-    that should be another, lines that are missing, lines in the wrong order, lines that should not be there."""
+    """What the code does wrong, read off the fix's diff (from the buggy code to the clean): the branches of an `if`
+    swapped, a fragment of a line that should be another, lines that are missing, lines in the wrong order, lines
+    that should not be there."""
+    condition = _swapped_branches(fix_patch)
+    if condition is not None:
+        condition = _short(condition)
+        return pick(key, "swapped", [
+            f"The two branches of `{condition}` are the wrong way round: what should run when the condition holds "
+            f"runs when it does not, and the other way round.",
+            f"`{condition}` leads to the wrong branch: the code under it and the code under its `else:` are swapped.",
+            f"The bodies of `{condition}` and of its `else:` have been exchanged."])
     hunks = _hunks(fix_patch)
     removed = sorted(line.strip() for buggy, _ in hunks for line in buggy)
     if removed and removed == sorted(line.strip() for _, fixed in hunks for line in fixed) and len(hunks) > 1:

@@ -50,3 +50,30 @@ def test_a_check_without_a_message_is_named_without_an_empty_quote(key):
                       exception="AssertionError", message="", subject="f()")
     said = evidence(failure, key)
     assert "``" not in said and "`f()`" in said and "`tests/test_x.py::test_x`" in said
+
+
+BRANCHES = '''def humanize(value, frames):
+    if abs(value) != 1:
+        frames.append("plural")
+        frames.append(value)
+    else:
+        frames.append("single")
+    return frames
+'''
+
+
+@pytest.mark.parametrize("key", [f"k{n}" for n in range(6)])
+def test_swapped_branches_are_said_to_be_swapped_not_lines_in_the_wrong_place(key):
+    """The fix of an `if` whose bodies were exchanged only moves lines, `else:` among them: said as the branches of
+    that `if`, never as a line (or the `else:`) in the wrong place."""
+    buggy = BRANCHES.replace('        frames.append("plural")\n        frames.append(value)\n    else:\n'
+                             '        frames.append("single")\n',
+                             '        frames.append("single")\n    else:\n        frames.append("plural")\n'
+                             '        frames.append(value)\n')
+    said = what_is_wrong(unified_diff("pkg/mod.py", buggy, BRANCHES), key)
+    assert "`if abs(value) != 1:`" in said and "wrong place" not in said
+    assert "belongs elsewhere" not in said and "wrong order" not in said
+    # A move without an `else:` is still a move.
+    moved = BRANCHES.replace('        frames.append("plural")\n        frames.append(value)\n',
+                             '        frames.append(value)\n        frames.append("plural")\n')
+    assert "`if abs(value)" not in what_is_wrong(unified_diff("pkg/mod.py", moved, BRANCHES), key)
