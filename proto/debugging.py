@@ -151,7 +151,8 @@ class BugReject(Model):
     qualname: str | None = None
     hash8: str | None = None
     reason: str = Field(description="survived, timeout, collection_error, no_pass_to_pass, crashed, no_baseline, "
-                                    "no_candidates, ...")
+                                    "no_candidates, answer_elsewhere (refused untried: another file of the "
+                                    "project holds the clean code the bug changes), ...")
     detail: str = ""
 
 

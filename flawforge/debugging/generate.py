@@ -22,6 +22,7 @@ from typing import Protocol
 
 from flawforge.debugging.candidates import Candidate, candidates_of, choose
 from flawforge.debugging.combined import MODIFIER as COMBINED, combine_bugs
+from flawforge.debugging.copies import ProjectCopies
 from flawforge.debugging.layout import ProjectLayout, layout_of, name_and_version, read_archive
 from flawforge.debugging.patches import instance_id, unified_diff
 from flawforge.debugging.realism import worth_trying
@@ -260,8 +261,20 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
         candidates += rewritten
         result.rejects += refused
         result.candidates_total = len(candidates)
-    chosen = choose(candidates, per_library, seed, f"{name}-{version}",
-                    lambda c: bool(selection(c)) and worth_trying(c, modules[c.path]))
+    copies, copied = ProjectCopies(files), []
+
+    def eligible(c: Candidate) -> bool:
+        if not (selection(c) and worth_trying(c, modules[c.path])):
+            return False
+        elsewhere = copies.holding(c, modules[c.path])
+        if elsewhere is not None:  # refused untried: the task folder would hold the fix (copies)
+            copied.append(BugReject(source=name, version=version, modifier=c.modifier, path=c.path,
+                                    qualname=c.qualname, hash8=c.hash8, reason="answer_elsewhere",
+                                    detail=f"{elsewhere} holds the clean code of {c.qualname}"))
+        return elsewhere is None
+
+    chosen = choose(candidates, per_library, seed, f"{name}-{version}", eligible)
+    result.rejects += copied
     if not chosen:
         result.rejects.append(BugReject(source=name, version=version, reason="no_candidates",
                                         detail=f"{len(candidates)} candidates, none in code the tests execute"))

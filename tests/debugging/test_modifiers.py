@@ -153,3 +153,22 @@ def test_shuffling_methods_applies_only_where_the_winning_definition_changes():
         namespace["Table"]().get(2)
     assert "def size" in buggy and buggy.index("def size") < buggy.index("def name")
     assert buggy.index("@key.setter") > buggy.index("@property")
+
+
+def test_a_removed_method_leaves_one_blank_line_between_the_methods_around_it():
+    """Removing a method takes the blank lines before it too: the methods around it keep one blank line between them
+    (two would show where something was taken out), and a class's last method leaves the two before the next
+    top-level definition."""
+    source = ("class Table:\n    \"\"\"A table.\"\"\"\n\n    def size(self):\n        if self and self.rows > 1:\n"
+              "            return 1\n        return 0\n\n    def name(self):\n        if self or self.x and self.y:\n"
+              "            return 't'\n        return 'u' if self else 'v'\n\n    def key(self):\n"
+              "        return self._key if self._key and self._key > 0 else None\n\n\ndef other():\n    return 1\n")
+    site = next(s for s in sites_of("m.py", source) if s.is_class)
+    buggies = [apply_edits(source, bug.edits) for bug in REGISTRY["class_rm_funcs"].bugs(site)]
+    assert len(buggies) == 3
+    for buggy in buggies:
+        compile(buggy, "m.py", "exec")
+        assert "\n\n\n    " not in buggy and "\n\n\ndef other" in buggy, buggy
+    assert "\"\"\"A table.\"\"\"\n\n    def name" in buggies[0]
+    assert "return 0\n\n    def key" in buggies[1]
+    assert buggies[2].endswith("return 'u' if self else 'v'\n\n\ndef other():\n    return 1\n")

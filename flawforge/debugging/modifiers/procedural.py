@@ -6,6 +6,7 @@ and expressions. Where a removal would leave a block empty, `pass` takes its pla
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 from typing import Iterable
 
 from flawforge.debugging.modifiers.base import (SYMBOLS, Bug, BugModifier, Site, TextEdit, block_text, replace_node,
@@ -80,8 +81,19 @@ class ClassRemoveFunctions(BugModifier):
         body = site.node.body
         for index, method in enumerate(body):
             if isinstance(method, METHODS) and _own_line(site, method):
-                yield Bug((_remove_statement(site, body, index),), f"method {site.qualname}.{method.name} removed",
-                          f"{site.qualname}.{method.name}")
+                yield Bug((_without_gap(site, _remove_statement(site, body, index)),),
+                          f"method {site.qualname}.{method.name} removed", f"{site.qualname}.{method.name}")
+
+
+def _without_gap(site: Site, removal: TextEdit) -> TextEdit:
+    """A removed definition's blank lines before it go with it, so the methods around keep one blank line between
+    them rather than two: a gap no one leaves, and one that points at where something was taken out."""
+    if removal.text:
+        return removal
+    start = removal.start_line
+    while start > 1 and not site.lines[start - 2].strip():
+        start -= 1
+    return replace(removal, start_line=start)
 
 
 class ClassShuffleMethods(BugModifier):
