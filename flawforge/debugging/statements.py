@@ -240,13 +240,12 @@ def _needed(lines: list[str], function: ast.AST, failing: ast.stmt) -> str | Non
         if depth < len(path) - 1:  # the header of the block the statements so far are in
             header = block[index]
             spans.append((header.lineno, header.body[0].lineno - 1))
-            header_nodes = [getattr(header, field) for field in ("target", "iter", "test") if hasattr(header, field)]
-            header_nodes += [item for item in getattr(header, "items", [])]
+            parts = [getattr(header, field) for field in ("target", "iter", "test") if hasattr(header, field)]
+            parts += getattr(header, "items", [])
             if isinstance(header, ast.Try):  # its handlers, else and finally with it: a `try` alone does not compile
                 spans.append((header.body[-1].end_lineno + 1, header.end_lineno))
-                header_nodes += [*header.handlers, *header.orelse, *header.finalbody]
-            names = (names - set().union(set(), *map(_bound, header_nodes))) | set().union(set(), *map(_read,
-                                                                                                       header_nodes))
+                parts += [*header.handlers, *header.orelse, *header.finalbody]
+            names = (names - set().union(*map(_bound, parts))) | set().union(*map(_read, parts))
         chosen, names = _needed_before(block[:index], names, local)
         spans += [(min([s.lineno, *(d.lineno for d in getattr(s, "decorator_list", []))]), s.end_lineno)
                   for s in chosen]
