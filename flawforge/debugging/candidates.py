@@ -16,6 +16,7 @@ from functools import lru_cache
 from typing import Callable, Iterable
 
 from flawforge.debugging.modifiers import REGISTRY, apply_edits, sites_of
+from flawforge.debugging.modifiers.base import first_line
 from flawforge.debugging.patches import unified_diff
 
 
@@ -110,8 +111,8 @@ def touched(clean: str, buggy: str) -> Touched:
     tree = parsed(clean)
     low, high, statements = first, clean_last, []
     while tree is not None:  # statements sharing a line (`a = 1; b = (`) widen the stretch: to a fixed point
-        statements = [s for s in tree.body if _first_line(s) <= high and low <= s.end_lineno]
-        wider = (min([low, *map(_first_line, statements)]), max([high, *(s.end_lineno for s in statements)]))
+        statements = [s for s in tree.body if first_line(s) <= high and low <= s.end_lineno]
+        wider = (min([low, *map(first_line, statements)]), max([high, *(s.end_lineno for s in statements)]))
         if wider == (low, high):
             break
         low, high = wider
@@ -122,12 +123,8 @@ def touched(clean: str, buggy: str) -> Touched:
                        ast.parse("\n" * (low - 1) + "".join(buggy_lines[low - 1:end])).body, False)
     except (SyntaxError, ValueError, RecursionError):
         whole = parsed(buggy)
-    meeting = None if whole is None else [s for s in whole.body if _first_line(s) <= end and low <= s.end_lineno]
+    meeting = None if whole is None else [s for s in whole.body if first_line(s) <= end and low <= s.end_lineno]
     return Touched(first, clean_last, buggy_last, statements, meeting, True)
-
-
-def _first_line(statement: ast.stmt) -> int:
-    return min([statement.lineno, *(d.lineno for d in getattr(statement, "decorator_list", []))])
 
 
 def source_lines(text: str) -> list[str]:

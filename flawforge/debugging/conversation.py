@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from flawforge.debugging.explain import evidence, fix_outcome, what_is_wrong
 from flawforge.debugging.failures import FRAME, cut
+from flawforge.debugging.modifiers.base import first_line
 from flawforge.debugging.phrasing import counted, order, pick
 from flawforge.debugging.statements import Failure
 from flawforge.debugging.patches import apply_patch, changed_lines, fix_site, split_hunks, task_id
@@ -101,7 +102,7 @@ def _definitions(module: str) -> tuple[tuple[int, int], ...]:
         tree = ast.parse(module)
     except SyntaxError:
         return ()
-    return tuple((min([node.lineno, *(d.lineno for d in node.decorator_list)]), node.end_lineno)
+    return tuple((first_line(node), node.end_lineno)
                  for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))
 
 

@@ -14,7 +14,7 @@ import functools
 from collections import Counter
 
 from flawforge.debugging.candidates import Candidate, touched
-from flawforge.debugging.modifiers.base import definitions
+from flawforge.debugging.modifiers.base import definitions, first_line
 
 MIN_CHARS = 6  # a shorter line ('else:', 'pass', 'return') says nothing about where it was copied from
 MIN_LINES = 4
@@ -34,7 +34,7 @@ def _spans(source: str) -> dict[str, tuple[int, int]]:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return {}
-    return {name: (min([node.lineno, *(d.lineno for d in node.decorator_list)]), node.end_lineno)
+    return {name: (first_line(node), node.end_lineno)
             for name, node in definitions(tree)}
 
 

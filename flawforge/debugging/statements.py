@@ -20,6 +20,7 @@ import textwrap
 from dataclasses import dataclass, replace
 
 from flawforge.debugging.failures import FRAME
+from flawforge.debugging.modifiers.base import first_line
 from flawforge.debugging.phrasing import counted, pick
 from flawforge.proto.debugging import Instance, StatementReply
 from flawforge.proto.llm import ChatMessage, ChatRequest
@@ -123,9 +124,10 @@ def _test_code(source: str | None, function: str, line: int) -> tuple[str, ast.s
             failing = next((s for s in holding if s.lineno == line), None) or next(
                 (s for s in reversed(holding) if not isinstance(s, COMPOUND)), None)
             code = _shown(lines, body, failing, line) if body else ""
-            if code and failing is not None and _undefined(code, node):
-                needed = _needed(lines, node, failing)
-                code = needed if needed is not None and not _undefined(needed, node) else code
+            local = set().union(*map(_bound, node.body))  # the names the test's statements bind
+            if code and failing is not None and _undefined(code, local):
+                needed = _needed(lines, node, failing, local)
+                code = needed if needed is not None and not _undefined(needed, local) else code
             return code, failing, node
     return "", None, None
 
@@ -201,21 +203,20 @@ def _changes(statement: ast.stmt, names: set[str], local: set[str]) -> bool:
     return False
 
 
-def _undefined(code: str, function: ast.AST) -> set[str]:
-    """The names `code` reads that the test function's statements bind and `code` does not (its parameters, the
-    fixtures, are not the code's to define)."""
+def _undefined(code: str, local: set[str]) -> set[str]:
+    """The names `code` reads that the test function's statements bind (`local`) and `code` does not (its
+    parameters, the fixtures, are not the code's to define)."""
     try:
         tree = ast.parse("def _():\n" + textwrap.indent(code, "    "))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return set()
-    local = set().union(*(_bound(statement) for statement in function.body))
     return (_read(tree) & local) - _bound(tree.body[0])
 
 
 BLOCKS = (ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.If, ast.Try)
 
 
-def _needed(lines: list[str], function: ast.AST, failing: ast.stmt) -> str | None:
+def _needed(lines: list[str], function: ast.AST, failing: ast.stmt, local: set[str]) -> str | None:
     """The failing statement with the statements of the test before it that it needs: those that bind a name it
     reads, change what one holds or decide whether it runs, and what those need in turn, with the headers of the
     blocks it is in (`for k, v in ...:`), dedented; None where that is over NEEDED_LINES lines, or the failing
@@ -234,7 +235,6 @@ def _needed(lines: list[str], function: ast.AST, failing: ast.stmt) -> str | Non
             return None
         block = inner
     spans, names = [(failing.lineno, failing.end_lineno)], _read(failing)
-    local = set().union(*(_bound(statement) for statement in function.body))
     for depth in range(len(path) - 1, -1, -1):
         block, index = path[depth]
         if depth < len(path) - 1:  # the header of the block the statements so far are in
@@ -247,8 +247,7 @@ def _needed(lines: list[str], function: ast.AST, failing: ast.stmt) -> str | Non
                 parts += [*header.handlers, *header.orelse, *header.finalbody]
             names = (names - set().union(*map(_bound, parts))) | set().union(*map(_read, parts))
         chosen, names = _needed_before(block[:index], names, local)
-        spans += [(min([s.lineno, *(d.lineno for d in getattr(s, "decorator_list", []))]), s.end_lineno)
-                  for s in chosen]
+        spans += [(first_line(s), s.end_lineno) for s in chosen]
     shown = sorted(spans)
     if sum(last - first + 1 for first, last in shown) > NEEDED_LINES:
         return None
@@ -264,17 +263,18 @@ def _needed_before(before: list[ast.stmt], names: set[str], local: set[str]) -> 
     read in turn that none of them binds. A name a chosen statement binds may hold part of what is needed
     (`p = SubElement(el, 'p')`), so what changes it after that statement is needed too: chosen again until nothing
     is added."""
+    bound, read = [_bound(s) for s in before], [_read(s) for s in before]
     chosen: set[int] = set()
     while True:
         wanted, added = set(names), False
         for index in range(len(before) - 1, -1, -1):
             statement = before[index]
-            parts = set().union(set(), *(_bound(before[i]) for i in chosen if i < index))
-            if index in chosen or _bound(statement) & wanted or _changes(statement, wanted | parts, local):
+            parts = set().union(*(bound[i] for i in chosen if i < index))
+            if index in chosen or bound[index] & wanted or _changes(statement, wanted | parts, local):
                 added |= index not in chosen
                 chosen.add(index)
                 simple = isinstance(statement, SIMPLE)
-                wanted = ((wanted - _bound(statement)) if simple else wanted) | _read(statement)
+                wanted = ((wanted - bound[index]) if simple else wanted) | read[index]
         if not added:
             return [before[i] for i in sorted(chosen)], wanted
 

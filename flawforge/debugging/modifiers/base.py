@@ -274,10 +274,14 @@ def render(site: Site, node: ast.AST, needed: int = 0) -> str:
     return f"({text})" if precedence(node) < needed or (needed and "\n" in text) else text
 
 
+def first_line(statement: ast.stmt) -> int:
+    """A statement's first line, its decorators included."""
+    return min([statement.lineno, *(d.lineno for d in getattr(statement, "decorator_list", []))])
+
+
 def statement_lines(site: Site, first: ast.stmt, last: ast.stmt) -> tuple[int, int]:
     """The whole lines from `first` (with its decorators) to `last`."""
-    start = min([first.lineno] + [d.lineno for d in getattr(first, "decorator_list", [])])
-    return start, last.end_lineno
+    return first_line(first), last.end_lineno
 
 
 def replace_statements(site: Site, first: ast.stmt, last: ast.stmt, new_text: str) -> TextEdit:
