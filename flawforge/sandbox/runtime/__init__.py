@@ -6,4 +6,4 @@ service's files, so a unit has nothing of the service to read.
 """
 
 # Shipped in this order (a module may import only the ones before it).
-MODULES = ("wire", "instrument", "policy", "sharing", "archive", "suite", "unit", "seccomp", "zygote")
+MODULES = ("wire", "instrument", "policy", "sharing", "archive", "probes", "suite", "unit", "seccomp", "zygote")
