@@ -55,6 +55,16 @@ def test_clean_run_reports_each_test_and_its_coverage(sandbox):
     assert not any("unused" in key for keys in run.coverage.values() for key in keys)
 
 
+def test_a_library_module_pytest_rewrites_itself_is_still_covered(sandbox):
+    """`python_files = *.py` makes pytest's assertion rewriter import every module, the library's too, before the
+    probes' importer can: the profiler covers them, as it covered everything before the probes."""
+    project = {**PROJECT, "demo-1.0/pytest.ini": "[pytest]\npython_files = *.py\ntestpaths = tests\n"}
+    run = sandbox.run_suite(archive(project), args=["tests"], coverage_files=["pkg/calc.py"], limits=LIMITS)
+    assert outcomes(run)["tests/test_calc.py::test_add"] == "passed"
+    assert run.coverage["tests/test_calc.py::test_add"] == ["pkg/calc.py::add"]
+    assert run.coverage["tests/test_calc.py::test_halve"] == ["pkg/calc.py::halve"]
+
+
 def test_each_test_reports_how_long_it_took(sandbox):
     """Setup, call and teardown together: a fixture's sleep counts as its test's time."""
     timed = {"demo-1.0/tests/test_timed.py": "import time\n\nimport pytest\n\n\n@pytest.fixture\ndef nap():\n"

@@ -118,3 +118,46 @@ def test_a_probed_module_keeps_its_docstrings_lines_and_results():
                                     "def f(a, /, b=[x for x in (1,)], *c, d=1, **e):\n    pass\n"])
 def test_what_compiles_without_probes_compiles_with_them(source):
     compile(probed(ast.parse(source), "m.py"), "m.py", "exec")
+
+
+def test_a_class_whose_namespace_answers_every_name_runs_as_without_probes():
+    """A metaclass's namespace may answer any name (an auto-numbering one): the probe in a class body is no name of
+    it."""
+    source = textwrap.dedent('''
+        class Numbered(dict):
+            def __missing__(self, name):
+                if name == "__name__":  # what the class body itself reads, for __module__
+                    raise KeyError(name)
+                self[name] = len(self)
+                return self[name]
+
+
+        class Auto(type):
+            @classmethod
+            def __prepare__(cls, name, bases):
+                return Numbered()
+
+            def __new__(cls, name, bases, namespace):
+                return super().__new__(cls, name, bases, dict(namespace))
+
+
+        class Colour(metaclass=Auto):
+            red
+            green
+
+
+        def run():
+            return Colour.red, Colour.green, sorted(k for k in vars(Colour) if not k.startswith("__"))
+    ''')
+    namespace = {}
+    exec(compile(source, "mod.py", "exec"), namespace)
+    plain = namespace["run"]()
+    assert plain[2] == ["green", "red"]
+    assert "mod.py::Colour" in with_probes(source)
+    setattr(builtins, PROBE, set().add)
+    try:
+        probed_namespace = {}
+        exec(compile(probed(ast.parse(source), "mod.py"), "mod.py", "exec"), probed_namespace)
+        assert probed_namespace["run"]() == plain
+    finally:
+        delattr(builtins, PROBE)

@@ -51,20 +51,73 @@ def _write_overlay(overlay: dict, root: str) -> None:
 
 
 class Coverage:
-    """Which project functions run while each test runs: the probes compiled into the project's modules (probes.py)
-    add their keys to one set, which each test boundary hands to what was running (a profiler's hook on every call
-    cost the clean run with coverage as much again as the run without; a trace function in Python 3 to 4 times)."""
+    """Which project functions run while each test runs. The probes compiled into the project's modules (probes.py) add
+    their keys to one set, which each test boundary hands to what was running. A module that reached Python without
+    them (pytest's assertion rewriter takes what its `python_files` or a plugin's name claims, before any other
+    importer) has the C profiler instead: on while pytest collects, then only once such a module is found among those
+    imported (looked for at a test boundary where there are more than before). The profiler's hook on every call cost
+    the clean run with coverage as much again as the run without; the probes about a tenth."""
 
     def __init__(self, root: str, files: list, source_roots: list):
+        import _lsprof
+
+        self.prefix = root.rstrip("/") + "/"
+        self.files = set(files)
         self.keys = set()
         self.by_test = {}
         self.current = ""
+        self.code_keys = {}
+        self.modules_seen = 0
+        self.unprobed = False
         setattr(builtins, probes.PROBE, self.keys.add)
         sys.meta_path.insert(0, probes.ProbingFinder(root, files, source_roots))
+        self.profiler = _lsprof.Profiler()
+        self.profiling = True
+        self.profiler.enable(subcalls=False, builtins=False)
+
+    def _key(self, code):
+        key = self.code_keys.get(code, 0)
+        if key == 0:
+            filename = getattr(code, "co_filename", "")
+            path = filename[len(self.prefix):] if filename.startswith(self.prefix) else None
+            key = f"{path}::{code.co_qualname}" if path in self.files else None
+            self.code_keys[code] = key
+        return key
 
     def _collect(self) -> None:
-        self.by_test.setdefault(self.current, set()).update(self.keys)
+        found = self.by_test.setdefault(self.current, set())
+        found.update(self.keys)
         self.keys.clear()
+        if self.profiling:
+            self.profiler.disable()
+            for entry in self.profiler.getstats():
+                if not isinstance(entry.code, str):
+                    key = self._key(entry.code)
+                    if key is not None:
+                        found.add(key)
+            self.profiler.clear()
+        if len(sys.modules) != self.modules_seen:
+            self.modules_seen = len(sys.modules)
+            self.unprobed = self.unprobed or any(map(self._unprobed, list(sys.modules.values())))
+            self.profiling = self.profiling or self.unprobed
+        if self.profiling:
+            self.profiler.enable(subcalls=False, builtins=False)
+
+    def _unprobed(self, module) -> bool:
+        try:  # the module's own dict: an attribute of a lazily loaded module would load it
+            namespace = object.__getattribute__(module, "__dict__")
+        except AttributeError:
+            return False
+        file = namespace.get("__file__")
+        return isinstance(file, str) and file.startswith(self.prefix) and file[len(self.prefix):] in self.files \
+            and not isinstance(namespace.get("__loader__"), probes.ProbedLoader)
+
+    def collected(self) -> None:
+        """Collection is over: the profiler stays on only if a project module was imported without probes."""
+        self._collect()
+        if not self.unprobed:
+            self.profiler.disable()
+            self.profiling = False
 
     def start(self, test_id: str) -> None:
         self._collect()
@@ -82,6 +135,7 @@ class Coverage:
 
     def finish(self) -> None:
         self._collect()
+        self.profiler.disable()
 
 
 class Reporter:
@@ -119,6 +173,10 @@ class Reporter:
             self.coverage.stop()
         outcome, message = self.outcomes.get(nodeid, ("error", "the test ended without a result"))
         self.send(["tr", nodeid, outcome, message, round(self.seconds.pop(nodeid, 0.0), 6)], True)
+
+    def pytest_collection_finish(self, session):
+        if self.coverage is not None:
+            self.coverage.collected()
 
     def pytest_collection_modifyitems(self, session, config, items):
         """With coverage, adds to each test's keys the wide fixtures it uses (module, class, package, session,
