@@ -148,7 +148,7 @@ def classify(header: dict, report: Report, limits) -> tuple[str, str]:
     if header.get("failed"):
         return "crashed", f"the sandbox could not run the unit: {header['failed']}"
     if report.forbidden:
-        return "forbidden", f"attempted to {report.forbidden}"
+        return "forbidden", f"the code {report.forbidden}"
     if signal_number == signal.SIGSYS:
         return "forbidden", ("made a system call the seccomp filter denies (namespaces, mounts, keyrings, ptrace, "
                              "kernel interfaces, ...): killed by SIGSYS")

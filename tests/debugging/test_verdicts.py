@@ -52,7 +52,7 @@ MISBEHAVING = {
                   "pytest was interrupted"),
     "hang": ("tests/test_bad.py", "def test_hang():\n    while True:\n        pass\n", "timeout"),
     "forbidden": ("tests/test_bad.py", "import os\n\n\ndef test_shell():\n    os.system('true')\n",
-                  "forbidden: attempted to starts a process"),
+                  "forbidden: the code starts a process"),
     "collection": ("tests/test_bad.py", "import no_such_module_anywhere\n\n\ndef test_x():\n    pass\n",
                    "ModuleNotFoundError: No module named 'no_such_module_anywhere'"),
 }
