@@ -86,7 +86,7 @@ class Settings(BaseSettings):
     sandbox_max_result_bytes: int = Field(64 << 20, ge=1024, le=256 << 20, description="Largest report (trace, test outcomes) a sandbox request may ask for, bytes, for a whole unit however many programs or changes it holds; more is a 422.")
     sandbox_max_request_s: float = Field(3600.0, gt=0, description="Most wall-clock time one sandbox request may ask for: its programs (the original and each variant of a /sandbox/batch) times their timeout; more is a 422. A batch unit is also killed after this long.")
 
-    debug_environments: str = Field("var/environments", description="Folder of the debugging pipeline's library environments (wheels installed once per resolved package list) and their cached resolutions; suite sandboxes read it. On a stack the mutator and the trace-executor mount one volume here, at the same path.")
+    debug_environments: str = Field("var/environments", description="Folder of the debugging pipeline's library environments (wheels installed once per resolved package list), their cached resolutions and the libraries' prepared archives (their test files rewritten by pytest, prepared/); suite sandboxes read it. On a stack the mutator and the trace-executor mount one volume here, at the same path.")
     debug_pip_index_url: str = Field("", description="Package index pip resolves and installs library environments from; empty: pip's own configuration (PyPI).")
     debug_pip_find_links: str = Field("", description="Comma-separated folders or URLs of wheels pip also looks in for library environments (an offline cluster's wheelhouse).")
 

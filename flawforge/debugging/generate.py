@@ -27,7 +27,7 @@ from flawforge.debugging.layout import ProjectLayout, layout_of, name_and_versio
 from flawforge.debugging.patches import instance_id, unified_diff
 from flawforge.debugging.realism import worth_trying
 from flawforge.debugging.revalidate import revalidate
-from flawforge.debugging.rewrites import with_rewritten_tests
+from flawforge.debugging.rewrites import prepared_archive
 from flawforge.debugging.verdict import (FIXTURE, IMPORT_TIME, Collected, Verdict, judge, normalized,
                                          Noticing, quick_sample, rest_of, standing_refusal, thinned, untrusted)
 from flawforge.proto.debugging import (TESTS_PER_CANDIDATE, Baseline, BugReject, Environment, Exclusion, Instance,
@@ -215,17 +215,18 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
                          modifiers: list[str], seed: int, concurrency: int = 2, *, environment: Environment,
                          environment_path: str | None = None, excluded: list[Exclusion] = (),
                          clean_limits: SandboxLimits = SUITE_LIMITS, rewrites=None,
-                         tests_per_candidate: int = TESTS_PER_CANDIDATE) -> LibraryResult:
+                         tests_per_candidate: int = TESTS_PER_CANDIDATE, cache: str | None = None) -> LibraryResult:
     """`environment` (at `environment_path`, None for the sandbox's own) is what the tests run against;
     `excluded`: requirements its builder left out; `clean_limits`: the clean runs' limits (candidates get a
     multiple of the clean run's time); `rewrites(modules, executed)`: a model's rewritten functions as candidates
     and the replies refused (lm_rewrite), asked once the tests' coverage says which functions they run;
-    `tests_per_candidate`: at most this many of the tests that can notice a candidate run it (verdict.quick_sample)."""
+    `tests_per_candidate`: at most this many of the tests that can notice a candidate run it (verdict.quick_sample);
+    `cache`: a folder keeping the archive its units unpack (rewrites.prepared_archive)."""
     name, version = name_and_version(archive_name)
     files = read_archive(archive)
     layout = layout_of(name, version, list(files))
     result = LibraryResult(source=name, version=version, environment=environment, excluded=list(excluded))
-    space = Workspace(runner, with_rewritten_tests(archive, files, layout), layout, environment, environment_path)
+    space = Workspace(runner, prepared_archive(archive, files, layout, cache), layout, environment, environment_path)
     space, first, second, left_out, why = clean_runs(space, concurrency, clean_limits)
     result.excluded += left_out
     if why is not None:

@@ -61,14 +61,15 @@ def make_library_handler(platform: Platform):
 
         archive = platform.store.get_verified(message.archive)
         try:
-            built = EnvironmentBuilder.from_settings(platform.settings).for_library(
-                read_archive(archive), name_and_version(message.archive_name)[0])
+            builder = EnvironmentBuilder.from_settings(platform.settings)
+            built = builder.for_library(read_archive(archive), name_and_version(message.archive_name)[0])
             with rewriter(platform, message) as rewrites:
                 result = generate_for_library(suite_sandbox(settings_json), archive, message.archive_name,
                                               message.per_library, message.modifiers, message.seed,
                                               SUITES_PER_LIBRARY, environment=built.environment,
                                               environment_path=built.path, excluded=built.excluded,
-                                              rewrites=rewrites, tests_per_candidate=message.tests_per_candidate)
+                                              rewrites=rewrites, tests_per_candidate=message.tests_per_candidate,
+                                              cache=builder.folder)
         except Unavailable:
             raise  # the platform's trouble (no package index, no sandbox): the bus tries the item again
         except Exception as exc:  # whatever one library does to its handling is its reject, never a lost item

@@ -7,7 +7,8 @@ import io
 import tarfile
 
 from flawforge.debugging.layout import ProjectLayout, read_archive
-from flawforge.debugging.rewrites import bytecode_name, compiled, with_rewritten_tests
+from flawforge.debugging import rewrites
+from flawforge.debugging.rewrites import bytecode_name, compiled, prepared_archive, with_rewritten_tests
 from flawforge.proto.sandbox import SandboxLimits
 
 CORE = "def answer():\n    return 42\n"
@@ -81,3 +82,18 @@ def test_a_unit_runs_the_hosts_bytecode_rather_than_compiling_the_module_again()
     run = suite_sandbox().run_suite(buffer.getvalue(), args=["tests/test_core.py::test_answer"], limits=LIMITS)
     assert [(t.name, t.outcome) for t in run.tests] == [("tests/test_core.py::test_answer", "failed")]
     assert "assert 43 == 42" in run.tests[0].message
+
+
+def test_a_prepared_archive_is_made_once_and_read_back_while_what_makes_it_is_the_same(tmp_path, monkeypatch):
+    data = archive()
+    made = prepared_archive(data, read_archive(data), LAYOUT, str(tmp_path))
+    assert made == with_rewritten_tests(data, read_archive(data), LAYOUT)
+    (kept,) = (tmp_path / "prepared").iterdir()
+    assert kept.name.endswith(".tar.gz") and kept.read_bytes() == made
+    calls = []
+    monkeypatch.setattr(rewrites, "with_rewritten_tests", lambda *args: calls.append(args) or b"made again")
+    assert prepared_archive(data, read_archive(data), LAYOUT, str(tmp_path)) == made and not calls
+    other = ProjectLayout("toy", "1.0", ("",), ("tests",), ("lib/core.py",))
+    assert prepared_archive(data, read_archive(data), other, str(tmp_path)) == b"made again" and len(calls) == 1
+    assert prepared_archive(data, read_archive(data), LAYOUT, None) == b"made again" and len(calls) == 2
+    assert len(list((tmp_path / "prepared").iterdir())) == 2
