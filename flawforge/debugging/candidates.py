@@ -18,6 +18,7 @@ from typing import Callable, Iterable
 from flawforge.debugging.modifiers import REGISTRY, apply_edits, sites_of
 from flawforge.debugging.modifiers.base import first_line
 from flawforge.debugging.patches import unified_diff
+from flawforge.debugging.syntax import parse
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,7 @@ def touched(clean: str, buggy: str) -> Touched:
     end = high + len(buggy_lines) - len(source_lines(clean))
     try:
         return Touched(first, clean_last, buggy_last, statements,
-                       ast.parse("\n" * (low - 1) + "".join(buggy_lines[low - 1:end])).body, False)
+                       parse("\n" * (low - 1) + "".join(buggy_lines[low - 1:end])).body, False)
     except (SyntaxError, ValueError, RecursionError):
         whole = parsed(buggy)
     meeting = None if whole is None else [s for s in whole.body if first_line(s) <= end and low <= s.end_lineno]
@@ -138,7 +139,7 @@ def source_lines(text: str) -> list[str]:
 def parsed(source: str) -> ast.Module | None:
     """The module's tree, parsed once for every question asked of it (callers must not change it)."""
     try:
-        return ast.parse(source)
+        return parse(source)
     except (SyntaxError, ValueError, RecursionError):
         return None
 

@@ -22,6 +22,7 @@ from flawforge.debugging.failures import FRAME, cut
 from flawforge.debugging.modifiers.base import first_line
 from flawforge.debugging.phrasing import counted, order, pick
 from flawforge.debugging.statements import Failure
+from flawforge.debugging.syntax import parse
 from flawforge.debugging.patches import apply_patch, changed_lines, fix_site, split_hunks, task_id
 from flawforge.inputs import plain_name
 from flawforge.proto.debugging import ChatMessage, Conversation, ConversationReply, Instance
@@ -99,7 +100,7 @@ def _definitions(module: str) -> tuple[tuple[int, int], ...]:
     """The lines (decorators included) of every function and class of a module; none where it does not parse. One
     buggy module is read for its conversation, its trajectory and its task: parsed once."""
     try:
-        tree = ast.parse(module)
+        tree = parse(module)
     except SyntaxError:
         return ()
     return tuple((first_line(node), node.end_lineno)

@@ -9,12 +9,12 @@ in, a path (or None) per candidate out; each file's lines are read once.
 """
 from __future__ import annotations
 
-import ast
 import functools
 from collections import Counter
 
 from flawforge.debugging.candidates import Candidate, touched
 from flawforge.debugging.modifiers.base import definitions, first_line
+from flawforge.debugging.syntax import parse
 
 MIN_CHARS = 6  # a shorter line ('else:', 'pass', 'return') says nothing about where it was copied from
 MIN_LINES = 4
@@ -31,7 +31,7 @@ def _spans(source: str) -> dict[str, tuple[int, int]]:
     """The lines (first, last) of every function, method and class of a module by qualname, as the modifiers name
     them (modifiers.base.definitions); none where it does not parse."""
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return {}
     return {name: (first_line(node), node.end_lineno)

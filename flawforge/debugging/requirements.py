@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from flawforge.debugging.syntax import parse
+
 # Extras, dependency groups and requirement files whose names hold one of these words are the tests'.
 TEST_WORDS = frozenset({"test", "tests", "testing", "dev", "develop", "development"})
 # ... unless they also hold one of these: what they install documents, lints or releases the library.
@@ -174,7 +176,7 @@ class SetupPyReader:
         if data is None:
             return
         try:
-            tree = ast.parse(_text(data), "setup.py")
+            tree = parse(_text(data), "setup.py")
         except (SyntaxError, ValueError) as exc:
             found.dropped.append(("setup.py", f"does not parse: {exc}"))
             return

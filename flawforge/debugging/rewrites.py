@@ -25,6 +25,7 @@ import os
 import sys
 
 from flawforge.debugging.layout import ProjectLayout
+from flawforge.debugging.syntax import compile_tree, parse
 from flawforge.sandbox.runtime.archive import MAX_MEMBER_BYTES, MAX_MEMBERS, MAX_TOTAL_BYTES
 
 # A module larger than this is left to the unit (the host parses nothing unbounded).
@@ -63,12 +64,12 @@ def rewritten(source: bytes, path: str) -> bytes | None:
     if len(source) > LARGEST_SOURCE:
         return None
     try:
-        tree = ast.parse(source, filename=path)
+        tree = parse(source, filename=path)
         if any(isinstance(node, ast.Assert) and isinstance(node.test, ast.Tuple) and node.test.elts
                for node in ast.walk(tree)):
             return None
         rewrite_asserts(tree, source, path, None)
-        code = compile(tree, path, "exec", dont_inherit=True)
+        code = compile_tree(tree, path)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     out = io.BytesIO()

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from flawforge.debugging.failures import FRAME
 from flawforge.debugging.modifiers.base import first_line
 from flawforge.debugging.phrasing import counted, pick
+from flawforge.debugging.syntax import parse
 from flawforge.proto.debugging import Instance, StatementReply
 from flawforge.proto.llm import ChatMessage, ChatRequest
 
@@ -99,7 +100,7 @@ def _functions(source: str) -> dict[str, list[ast.AST]]:
     """A test file's functions by name (none where it does not parse): parsed once for all its failing tests, which
     only read the trees."""
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except (SyntaxError, ValueError):
         return {}
     functions: dict[str, list[ast.AST]] = {}
@@ -207,7 +208,7 @@ def _undefined(code: str, local: set[str]) -> set[str]:
     """The names `code` reads that the test function's statements bind (`local`) and `code` does not (its
     parameters, the fixtures, are not the code's to define)."""
     try:
-        tree = ast.parse("def _():\n" + textwrap.indent(code, "    "))
+        tree = parse("def _():\n" + textwrap.indent(code, "    "))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return set()
     return (_read(tree) & local) - _bound(tree.body[0])
@@ -315,7 +316,7 @@ def _values(message: str, operator: str) -> tuple[str | None, str | None] | None
     pytest shows as an expression of values (`(a + b)`) rather than one value is None."""
     text = message[len("assert "):] if message.startswith("assert ") else message
     try:
-        tree = ast.parse(text, mode="eval").body
+        tree = parse(text, mode="eval").body
     except (SyntaxError, ValueError, RecursionError):
         return None
     if not (isinstance(tree, ast.Compare) and len(tree.ops) == 1
@@ -387,7 +388,7 @@ def _actual_is_left(left: ast.expr, right: ast.expr, library: frozenset[str]) ->
 def library_names(test_source: str, packages: tuple[str, ...]) -> frozenset[str]:
     """The names a test file binds by importing the library's packages (`import pkg`, `from pkg.mod import f`)."""
     try:
-        tree = ast.parse(test_source)
+        tree = parse(test_source)
     except (SyntaxError, ValueError, RecursionError):
         return frozenset()
     names = set()

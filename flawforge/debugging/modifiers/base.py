@@ -17,6 +17,8 @@ from functools import cached_property, lru_cache
 from itertools import accumulate
 from typing import ClassVar, Iterable
 
+from flawforge.debugging.syntax import parse
+
 
 @dataclass(frozen=True)
 class TextEdit:
@@ -139,7 +141,7 @@ def complexity(node: ast.AST) -> int:
 def sites_of(path: str, source: str) -> list[Site]:
     """Every function, method and class of a module, in source order (nested functions are part of theirs)."""
     lines = source.splitlines(keepends=True)
-    return [Site(path, qualname, node, lines, complexity(node)) for qualname, node in definitions(ast.parse(source))]
+    return [Site(path, qualname, node, lines, complexity(node)) for qualname, node in definitions(parse(source))]
 
 
 def definitions(tree: ast.Module) -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef]]:

@@ -17,6 +17,7 @@ from typing import Callable
 
 from flawforge.debugging.candidates import Candidate, digest_of
 from flawforge.debugging.modifiers.base import Bug, Site, TextEdit, apply_edits, sites_of
+from flawforge.debugging.syntax import parse
 from flawforge.proto.debugging import BugReject, RewriteReply
 from flawforge.proto.llm import ChatMessage, ChatRequest
 
@@ -55,7 +56,7 @@ class LmRewrite:
         """The reply as an edit of the function's lines; ValueError saying why a reply is not one."""
         text = textwrap.dedent(_unfenced(reply.code)).strip("\n") + "\n"
         try:
-            tree = ast.parse(text)
+            tree = parse(text)
         except SyntaxError as exc:
             raise ValueError(f"the rewrite does not parse: {exc.msg} (line {exc.lineno})") from None
         functions = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
