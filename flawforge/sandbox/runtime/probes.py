@@ -3,9 +3,9 @@
 A suite unit taking coverage compiles each module of its coverage files with one call at the start of every function,
 class body, lambda and generator expression, naming it "path::qualname" (the qualname its code object gets, but for a
 definition a `global` statement names, which keeps its enclosing names); the file on disk is untouched and every line
-keeps its number. A generator resumed in a later test is that test's only where the profiler ran (runtime.suite). Only the project's own code pays for it: the C profiler's hook,
-which it replaces, ran on every call of pytest and of the tests as well, and made the clean run with coverage take
-twice as long as the one without.
+keeps its number. A generator resumed in a later test is that test's only where the profiler ran (runtime.suite).
+Only the project's own code pays for it: the C profiler's hook, which it replaces, ran on every call of pytest and of
+the tests as well, and made the clean run with coverage take twice as long as the one without.
 """
 from __future__ import annotations
 
@@ -145,11 +145,18 @@ class ProbingFinder:
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is None or type(spec.loader) is not importlib.machinery.SourceFileLoader or not spec.origin:
             return None
-        relative = spec.origin[len(self.prefix):] if spec.origin.startswith(self.prefix) else None
-        if relative not in self.files:
+        relative = self.covered(spec.origin)
+        if relative is None:
             return None
         spec.loader = ProbedLoader(fullname, spec.origin, relative)
         return spec
+
+    def covered(self, filename) -> str | None:
+        """The coverage file `filename` is, as a path in the project; None for any other."""
+        if not isinstance(filename, str) or not filename.startswith(self.prefix):
+            return None
+        relative = filename[len(self.prefix):]
+        return relative if relative in self.files else None
 
 
 def _top_package(file: str, source_roots: list[str]) -> str | None:

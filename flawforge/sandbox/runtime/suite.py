@@ -61,8 +61,6 @@ class Coverage:
     def __init__(self, root: str, files: list, source_roots: list):
         import _lsprof
 
-        self.prefix = root.rstrip("/") + "/"
-        self.files = set(files)
         self.keys = set()
         self.by_test = {}
         self.current = ""
@@ -70,7 +68,8 @@ class Coverage:
         self.modules_seen = 0
         self.unprobed = False
         setattr(builtins, probes.PROBE, self.keys.add)
-        sys.meta_path.insert(0, probes.ProbingFinder(root, files, source_roots))
+        self.finder = probes.ProbingFinder(root, files, source_roots)
+        sys.meta_path.insert(0, self.finder)
         self.profiler = _lsprof.Profiler()
         self.profiling = True
         self.profiler.enable(subcalls=False, builtins=False)
@@ -78,9 +77,8 @@ class Coverage:
     def _key(self, code):
         key = self.code_keys.get(code, 0)
         if key == 0:
-            filename = getattr(code, "co_filename", "")
-            path = filename[len(self.prefix):] if filename.startswith(self.prefix) else None
-            key = f"{path}::{code.co_qualname}" if path in self.files else None
+            path = self.finder.covered(getattr(code, "co_filename", None))
+            key = f"{path}::{code.co_qualname}" if path is not None else None
             self.code_keys[code] = key
         return key
 
@@ -108,8 +106,7 @@ class Coverage:
             namespace = object.__getattribute__(module, "__dict__")
         except AttributeError:
             return False
-        file = namespace.get("__file__")
-        return isinstance(file, str) and file.startswith(self.prefix) and file[len(self.prefix):] in self.files \
+        return self.finder.covered(namespace.get("__file__")) is not None \
             and not isinstance(namespace.get("__loader__"), probes.ProbedLoader)
 
     def collected(self) -> None:
