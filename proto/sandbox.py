@@ -178,6 +178,9 @@ class SuiteRunResult(TestRunResult):
     """A suite unit's result: each test by its pytest node id."""
 
     collection_errors: dict[str, str] = Field(default_factory=dict, description="Collector id -> why it failed.")
+    collection_seconds: dict[str, float] = Field(default_factory=dict,
+                                                 description="Test file -> the CPU seconds collecting it took (its "
+                                                             "import and the building of its tests).")
     coverage: dict[str, list[str]] = Field(default_factory=dict, description="Test id -> 'path::qualname' of each "
                                                                            "project function it executed; '' holds "
                                                                            "what ran outside any test.")

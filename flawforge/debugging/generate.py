@@ -29,7 +29,7 @@ from flawforge.debugging.realism import worth_trying
 from flawforge.debugging.revalidate import revalidate
 from flawforge.debugging.rewrites import prepared_archive
 from flawforge.debugging.verdict import (FIXTURE, IMPORT_TIME, Collected, Verdict, judge, normalized,
-                                         Noticing, quick_sample, rest_of, standing_refusal, thinned, untrusted)
+                                         Noticing, Timing, quick_sample, standing_refusal, thinned, untrusted, wider_sample)
 from flawforge.proto.debugging import (TESTS_PER_CANDIDATE, Baseline, BugReject, Environment, Exclusion, Instance,
                                       LibraryResult)
 from flawforge.proto.sandbox import SandboxLimits, SuiteRunResult
@@ -250,7 +250,7 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
     coverage = {test: keys for test, keys in first.coverage.items()
                 if test == IMPORT_TIME or test in in_baseline or test.startswith(FIXTURE)}
     can_notice, noticing = Noticing(coverage, passing), {}
-    seconds = {test.name: test.seconds or 0.0 for test in second.tests}  # timed without coverage
+    timing = Timing({test.name: test.seconds or 0.0 for test in second.tests}, second.collection_seconds)
 
     def selection(c: Candidate) -> list[str]:
         if c not in noticing:
@@ -285,26 +285,26 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
 
     def settle(c: Candidate) -> tuple[SuiteRunResult, Verdict]:
         """A candidate's run and verdict: on a sample of the tests that can notice it; where the sample passed whole
-        (a change that only a few of them notice), on the rest of them (rest_of), no test twice; where the sample
-        failed whole (no test left to pass), on all of them."""
+        (a change that only a few of them notice), on a wider sample of the others (wider_sample), no test twice;
+        where the sample failed whole (no test left to pass), on all of them."""
         def tried(tests: list[str], passed: list[str] = ()) -> tuple[SuiteRunResult, Verdict]:
             run = space.run(collected.arguments(tests), {c.path: c.buggy_source}, limits=limits)
             return run, judge(tests, run, passing, baseline.collection_errors, baseline.standing_refusal,
                               noticing[c], passed)
 
-        sample = quick_sample(noticing[c], tests_per_candidate, seconds)
+        sample = quick_sample(noticing[c], tests_per_candidate, timing)
         run, verdict = tried(sample)
         if verdict.reason not in ("survived", "no_pass_to_pass") or len(sample) == len(noticing[c]):
             return run, verdict
         if verdict.reason == "survived" and verdict.pass_to_pass:
-            passed = verdict.pass_to_pass
-            for stage in rest_of(noticing[c], sample, seconds):
-                run, verdict = tried(stage, passed)
-                if verdict.reason != "survived":
-                    return run, verdict
-                passed = passed + verdict.pass_to_pass
-            return run, replace(verdict, detail=f"all {len(noticing[c])} baseline tests that can notice it still "
-                                                f"pass")
+            wider = wider_sample(noticing[c], sample, tests_per_candidate, timing)
+            run, verdict = tried(wider, verdict.pass_to_pass)
+            ran, every = len(sample) + len(wider), len(noticing[c])
+            if verdict.reason != "survived":
+                return run, verdict
+            return run, replace(verdict, detail=f"all {every} baseline tests that can notice it still pass" if ran == every
+                                else f"the {ran} of the {every} baseline tests that can notice it that ran (a sample, "
+                                     f"then a wider one) still pass")
         return tried(noticing[c])
 
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
@@ -314,7 +314,7 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
         result.tried += 1
         result.tried_by_modifier[candidate.modifier] = result.tried_by_modifier.get(candidate.modifier, 0) + 1
         if verdict.valid:
-            listed = thinned(verdict, tests_per_candidate, seconds)
+            listed = thinned(verdict, tests_per_candidate, timing)
             instance = instance_of(space, candidate, modules[candidate.path], listed, collected)
             valid.append((instance, candidate.buggy_source, proven_run(run, instance, collected)))
         else:

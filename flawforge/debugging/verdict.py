@@ -7,9 +7,9 @@ was forbidden. Only baseline tests that can notice the change are selected: thos
 the changed function in the clean run, or use a fixture wider than a test (class, module, package
 or session scope) whose setup executed it (for a change to a class, any of its methods), or every
 baseline test when the function runs at import; of those, at most `tests_per_candidate`, spread evenly
-over the quick ones in collection order (quick_sample); where that sample passes whole, the others (the quick ones,
-then the slow ones where those pass too: rest_of; PASS_TO_PASS is then the earlier runs' passing tests where a
-later run fails whole), and where it fails whole, all of them. Both
+over the quick ones of the files cheapest to collect, in collection order (quick_sample); where that sample passes
+whole, a wider sample of the others (wider_sample; PASS_TO_PASS is then both runs' passing tests where the second
+fails whole), and where it fails whole, all of them. Both
 lists hold tests this run reported, except where every selected test failed: then the failing
 tests' files' other baseline tests (which did not run the changed code) are listed as PASS_TO_PASS.
 Where all of them ran, PASS_TO_PASS keeps a sample of the same size (thinned): what shows the bug is
@@ -21,8 +21,9 @@ candidate's run, the final gate (generate.final_gate) and the task's run_tests.p
 """
 from __future__ import annotations
 
+import math
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from flawforge.debugging.failures import readable_failure
 from flawforge.proto.debugging import FAILING_OUTPUT_BYTES
@@ -30,6 +31,8 @@ from flawforge.proto.sandbox import SuiteRunResult
 
 IMPORT_TIME = ""  # the coverage entry of what ran outside any test
 SLOW_TEST_S = 0.05  # a test the clean run timed over this is left out of samples where quicker ones can notice
+COLLECTION_GRAIN_S = 0.01  # files quicker than this to collect count the same (cheapest_files)
+WIDER = 4  # the second sample of a candidate whose first passed whole is this many times the size (wider_sample)
 FIXTURE = "<fixture>"  # the coverage id of a wide fixture's setup, and its key among a test's (runtime.suite)
 ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 # The end of an address that pytest's shortened repr kept ("[(<mod.NoCompare...ffff5e70450>)]").
@@ -78,25 +81,54 @@ class Noticing:
         return [test for test in self.baseline if test in covering]
 
 
-def quick_sample(tests: list[str], at_most: int, seconds: dict[str, float]) -> list[str]:
-    """At most `at_most` of `tests`, spread over the quick ones: those the clean run timed at SLOW_TEST_S or less
-    (`seconds`: test -> its time), or over all of them where none is. A few tests take most of a suite's time (in
-    arrow 1% of them take 60% of it), and a sample mostly notices a change without them; where it does not (it passes
-    whole), the candidate runs the rest of the tests that can notice it, the slow ones last (rest_of)."""
-    quick = [test for test in tests if seconds.get(test, 0.0) <= SLOW_TEST_S]
-    return spread(quick or tests, at_most)
+@dataclass(frozen=True)
+class Timing:
+    """What the clean run without coverage timed: each test's seconds (`tests`) and what collecting each test file took
+    (`files`: its import and the building of its tests), which every run that selects any of its tests pays again."""
+
+    tests: dict[str, float] = field(default_factory=dict)
+    files: dict[str, float] = field(default_factory=dict)
+
+    def quick(self, test: str) -> bool:
+        return self.tests.get(test, 0.0) <= SLOW_TEST_S
 
 
-def rest_of(noticing: list[str], sample: list[str], seconds: dict[str, float]) -> list[list[str]]:
-    """What a candidate whose sample passed whole runs next, one run after another while everything before passed:
-    the tests that can notice it that the sample left out, the quick ones, then the slow ones. A change the sample
-    missed is mostly noticed by quick tests too (on the shared libraries, every one in a run), and the slow ones cost
-    a third of running them all."""
+def quick_sample(tests: list[str], at_most: int, timing: Timing) -> list[str]:
+    """At most `at_most` of `tests`, spread over the quick ones (those the clean run timed at SLOW_TEST_S or less, or
+    all of them where none is) of the files cheapest to collect (cheapest_files). A few tests take most of a suite's
+    time (in arrow 1% of them take 60% of it), and so do a few files' collection (two of arrow's seven files take 0.4 s
+    of a unit's 0.5 s: one lists every time zone at import); a sample mostly notices a change without them. Where it
+    does not (it passes whole), the candidate runs a wider sample of the others (wider_sample)."""
+    quick = [test for test in tests if timing.quick(test)] or tests
+    return spread(cheapest_files(quick, at_most, timing.files), at_most)
+
+
+def cheapest_files(tests: list[str], at_most: int, file_seconds: dict[str, float]) -> list[str]:
+    """The tests of the files cheapest to collect, adding files until they hold `at_most` tests (all the tests where
+    no file was timed). Costs count by their power of two over COLLECTION_GRAIN_S, ties in collection order, so that
+    the small differences between one run's timing and another's seldom change a sample."""
+    by_file: dict[str, int] = {}
+    for test in tests:
+        by_file[test_file(test)] = by_file.get(test_file(test), 0) + 1
+    if not any(file in file_seconds for file in by_file):
+        return tests
+    taken, held = set(), 0
+    for file in sorted(by_file, key=lambda name: int(math.log2(max(file_seconds.get(name, 0.0),
+                                                                    COLLECTION_GRAIN_S) / COLLECTION_GRAIN_S))):
+        if held >= at_most:
+            break
+        taken.add(file)
+        held += by_file[file]
+    return [test for test in tests if test_file(test) in taken]
+
+
+def wider_sample(noticing: list[str], sample: list[str], at_most: int, timing: Timing) -> list[str]:
+    """What a candidate whose sample passed whole runs next, and last: a sample WIDER times the size of the tests that
+    can notice it that the first left out, drawn the same way (quick_sample). On the shared libraries a third of the
+    candidates whose first sample passed failed a later run of every test left (33 of 95); proving that the others
+    pass every one of them took a run of up to all of a suite's tests each, a quarter of the candidates' time."""
     taken = set(sample)
-    rest = [test for test in noticing if test not in taken]
-    quick = [test for test in rest if seconds.get(test, 0.0) <= SLOW_TEST_S]
-    slow = [test for test in rest if seconds.get(test, 0.0) > SLOW_TEST_S]
-    return [stage for stage in (quick, slow) if stage]
+    return quick_sample([test for test in noticing if test not in taken], WIDER * at_most, timing)
 
 
 def spread(tests: list[str], at_most: int) -> list[str]:
@@ -156,14 +188,14 @@ class Verdict:
     failing_output: str
 
 
-def thinned(verdict: Verdict, at_most: int, seconds: dict[str, float]) -> Verdict:
+def thinned(verdict: Verdict, at_most: int, timing: Timing) -> Verdict:
     """`verdict` with at most `at_most` of its PASS_TO_PASS, sampled as a candidate's tests are (quick_sample). A
     run of every test that can notice a change to a function hundreds of tests execute lists them all, and each run
     of the instance after it (two in the final gate, the task's, a user's) would run them again to learn that they
     still pass."""
     if len(verdict.pass_to_pass) <= at_most:
         return verdict
-    return replace(verdict, pass_to_pass=quick_sample(verdict.pass_to_pass, at_most, seconds))
+    return replace(verdict, pass_to_pass=quick_sample(verdict.pass_to_pass, at_most, timing))
 
 
 def bounded(text: str, limit: int = FAILING_OUTPUT_BYTES) -> str:

@@ -50,6 +50,7 @@ class Report:
     tests: dict[str, TestCaseResult] = field(default_factory=dict)
     running_test: str | None = None
     collection_errors: dict[str, str] = field(default_factory=dict)
+    collection_seconds: dict[str, float] = field(default_factory=dict)
     coverage: dict[str, list[str]] = field(default_factory=dict)
     pytest_status: int | None = None
     done: bool = False
@@ -111,6 +112,8 @@ class Report:
             self.collection_errors[_text(frame[1])] = _text(frame[2])
         elif tag == "cs":
             self.collecting = _text(frame[1])
+        elif tag == "cf":
+            self.collection_seconds = {_text(file): float(seconds) for file, seconds in frame[1].items()}
         elif tag == "px":
             self.pytest_status = int(frame[1])
         elif tag == "cv":
@@ -341,6 +344,7 @@ def project_suite_result(header: dict, data: bytes, limits) -> SuiteRunResult:
     result = suite_result(header, data, limits, report)
     unfinished = report.running_test if report.running_test not in report.tests else None
     return SuiteRunResult(**result.model_dump(exclude={"passed", "failed", "errors", "skipped"}),
-                          collection_errors=report.collection_errors, coverage=report.coverage,
+                          collection_errors=report.collection_errors,
+                          collection_seconds=report.collection_seconds, coverage=report.coverage,
                           pytest_status=report.pytest_status, unfinished=unfinished,
                           forbidden_in=report.forbidden_test)

@@ -75,6 +75,19 @@ def test_each_test_reports_how_long_it_took(sandbox):
     assert 0.2 <= seconds["test_slow"] < 5 and 0 <= seconds["test_quick"] < 0.05
 
 
+def test_each_test_file_reports_what_collecting_it_took(sandbox):
+    """A file's import and the building of its tests, its classes' included, in CPU seconds: what selecting any of
+    its tests costs a run (verdict.cheapest_files)."""
+    costly = {**PROJECT, "demo-1.0/tests/test_costly.py": (
+        "import time\n\nstarted = time.process_time()\nwhile time.process_time() - started < 0.3:\n    pass\n\n\n"
+        "class TestMany:\n    def test_one(self):\n        pass\n")}
+    run = sandbox.run_suite(archive(costly), args=["tests"], limits=LIMITS)
+    assert outcomes(run)["tests/test_costly.py::TestMany::test_one"] == "passed"
+    assert sorted(run.collection_seconds) == ["tests/test_calc.py", "tests/test_costly.py", "tests/test_optional.py"]
+    assert 0.3 <= run.collection_seconds["tests/test_costly.py"] < 5
+    assert all(0 <= run.collection_seconds[file] < 0.1 for file in ("tests/test_calc.py", "tests/test_optional.py"))
+
+
 def test_overlay_changes_one_file_and_selected_files_run(sandbox):
     buggy = PROJECT["demo-1.0/pkg/calc.py"].replace("x / 2", "x / 3")
     run = sandbox.run_suite(archive(), {"pkg/calc.py": buggy}, args=["tests/test_calc.py"], limits=LIMITS)

@@ -9,8 +9,8 @@ import pytest
 from flawforge.debugging.generate import SUITE_LIMITS, Workspace, final_gate, generate_for_library
 from flawforge.debugging.layout import ProjectLayout
 from flawforge.debugging.patches import apply_patch
-from flawforge.debugging.verdict import (SLOW_TEST_S, Collected, Verdict, judge, quick_sample, rest_of, spread,
-                                         thinned)
+from flawforge.debugging.verdict import (SLOW_TEST_S, Collected, Timing, Verdict, judge, quick_sample, spread,
+                                         thinned, wider_sample)
 from flawforge.proto.debugging import Environment
 from flawforge.proto.sandbox import ResourceUsage, SuiteRunResult, TestCaseResult
 from tests.debugging.test_suite_unit import archive as tar_of
@@ -238,31 +238,41 @@ def test_a_sample_of_the_tests_is_spread_over_them_in_their_order():
 
 def test_a_sample_leaves_out_the_slow_tests_where_quick_ones_remain_and_a_thinned_verdict_keeps_every_failure():
     tests = [f"t.py::test_{n}" for n in range(10)]
-    seconds = {test: 0.001 for test in tests} | {"t.py::test_0": 0.6, "t.py::test_5": SLOW_TEST_S * 2}
+    seconds = Timing({test: 0.001 for test in tests} | {"t.py::test_0": 0.6, "t.py::test_5": SLOW_TEST_S * 2})
     assert quick_sample(tests, 4, seconds) == ["t.py::test_1", "t.py::test_3", "t.py::test_6", "t.py::test_8"]
     assert quick_sample(tests[:1], 4, seconds) == tests[:1]  # none quick: the slow one
-    assert quick_sample(tests, 4, {}) == spread(tests, 4)  # untimed: taken as quick
+    assert quick_sample(tests, 4, Timing()) == spread(tests, 4)  # untimed: taken as quick
     verdict = Verdict(True, None, "", tests[:3], tests[3:], "")
     assert thinned(verdict, 7, seconds) is verdict
     assert thinned(verdict, 3, seconds) == Verdict(True, None, "", tests[:3],
                                                     ["t.py::test_3", "t.py::test_6", "t.py::test_8"], "")
 
 
-def test_after_a_sample_that_passed_whole_come_the_quick_tests_it_left_then_the_slow_ones():
+def test_a_sample_takes_the_files_cheapest_to_collect_until_they_hold_enough_tests():
+    tests = [f"{file}::test_{n}" for file in ("a.py", "b.py", "c.py") for n in range(4)]
+    timing = Timing(files={"a.py": 0.4, "b.py": 0.01, "c.py": 0.02})
+    assert quick_sample(tests, 3, timing) == ["b.py::test_0", "b.py::test_1", "b.py::test_2"]
+    assert quick_sample(tests, 6, timing) == spread(tests[4:], 6)  # b, then c: a is never collected
+    assert quick_sample(tests, 12, timing) == tests  # all of them: every file
+    assert quick_sample(tests, 3, Timing(files={"z.py": 1.0})) == spread(tests, 3)  # no file of theirs timed
+
+
+def test_after_a_sample_that_passed_whole_comes_a_wider_sample_of_the_others_quick_ones_first():
     tests = [f"t.py::test_{n}" for n in range(8)]
-    seconds = {test: 0.001 for test in tests} | {"t.py::test_1": SLOW_TEST_S * 2, "t.py::test_6": 0.6}
-    sample = quick_sample(tests, 2, seconds)
-    assert rest_of(tests, sample, seconds) == [[t for t in tests if t not in sample and seconds[t] <= SLOW_TEST_S],
-                                               ["t.py::test_1", "t.py::test_6"]]
-    assert rest_of(tests, [t for t in tests if seconds[t] <= SLOW_TEST_S], seconds) == [["t.py::test_1",
-                                                                                          "t.py::test_6"]]
-    assert rest_of(tests[2:6], tests[2:4], seconds) == [tests[4:6]]  # no slow test left: one run
+    timing = Timing({test: 0.001 for test in tests} | {"t.py::test_1": SLOW_TEST_S * 2, "t.py::test_6": 0.6})
+    sample = quick_sample(tests, 2, timing)
+    assert sample == ["t.py::test_0", "t.py::test_4"]
+    assert wider_sample(tests, sample, 2, timing) == ["t.py::test_2", "t.py::test_3", "t.py::test_5", "t.py::test_7"]
+    assert wider_sample(tests, sample, 1, timing) == ["t.py::test_2", "t.py::test_3", "t.py::test_5", "t.py::test_7"]
+    assert len(wider_sample([f"t.py::test_{n}" for n in range(100)], [], 2, Timing())) == 8  # WIDER times two
+    quick = [t for t in tests if timing.quick(t)]
+    assert wider_sample(tests, quick, 2, timing) == ["t.py::test_1", "t.py::test_6"]  # none quick left: the slow ones
 
 
 def test_a_candidate_runs_a_sample_of_its_tests_and_the_rest_where_the_sample_alone_settles_nothing(
         suite_sandbox):
     """Of the four tests that run grade(), two (test_a, test_c) run each candidate; a candidate that the sample
-    does not show failing runs the other two (verdict.rest_of), one it shows failing with nothing passing all four.
+    does not show failing runs the other two (verdict.wider_sample), one it shows failing with nothing passing all four.
     The same candidates are instances
     either way, each listing the tests of its sample, or every failing test of all four and at most two passing
     ones (verdict.thinned)."""

@@ -5,7 +5,8 @@ files; both are written into the unit's work dir, which becomes the project root
 imported from `python_path` (a read-only path of the host) with plugin autoloading off, and
 reports through an in-process plugin: ["ts", id] when a test starts, ["tr", id, outcome,
 message, seconds] when it ends (seconds: its setup, call and teardown as pytest timed them),
-["ce", id, message] for a file that fails to collect, ["px", status] with pytest's
+["ce", id, message] for a file that fails to collect, ["cf", {file: seconds}] with the CPU seconds collecting each
+test file took (its import and the building of its tests) once collection ends, ["px", status] with pytest's
 exit status at the end. With
 `coverage`, ["cv", id, [keys]] names the project functions each test executed ("path::qualname";
 id "" holds what ran outside any test, e.g. at import), for choosing the tests a change can affect. A
@@ -19,6 +20,7 @@ import builtins
 import os
 import resource
 import sys
+import time
 
 from flawforge.sandbox.runtime import policy, probes
 from flawforge.sandbox.runtime.archive import MAX_MEMBER_BYTES, project_members
@@ -142,6 +144,8 @@ class Reporter:
         self.send, self.coverage = send, coverage
         self.outcomes = {}
         self.seconds = {}
+        self.collect_started = {}
+        self.collect_seconds = {}
 
     def pytest_runtest_logstart(self, nodeid, location):
         self.outcomes[nodeid] = ("passed", "")
@@ -172,6 +176,7 @@ class Reporter:
         self.send(["tr", nodeid, outcome, message, round(self.seconds.pop(nodeid, 0.0), 6)], True)
 
     def pytest_collection_finish(self, session):
+        self.send(["cf", {file: round(seconds, 6) for file, seconds in sorted(self.collect_seconds.items())}], False)
         if self.coverage is not None:
             self.coverage.collected()
 
@@ -196,10 +201,17 @@ class Reporter:
 
     def pytest_collectstart(self, collector):
         """Names the file being collected: what its import does (a forbidden operation) is laid at its door."""
+        self.collect_started[collector.nodeid] = time.process_time()
         if collector.nodeid.endswith(".py"):
             self.send(["cs", collector.nodeid], False)
 
     def pytest_collectreport(self, report):
+        # A file's collectors (the module, then each class in it) are collected one after another, never inside
+        # each other, so their times add up to what selecting any of the file's tests costs a run.
+        started = self.collect_started.pop(report.nodeid, None)
+        file = report.nodeid.split("::", 1)[0]
+        if started is not None and file.endswith(".py"):
+            self.collect_seconds[file] = self.collect_seconds.get(file, 0.0) + time.process_time() - started
         if report.failed:
             self.send(["ce", report.nodeid, report.longreprtext[-MESSAGE_CHARS:]], True)
 
