@@ -29,7 +29,8 @@ from flawforge.debugging.realism import worth_trying
 from flawforge.debugging.revalidate import revalidate
 from flawforge.debugging.rewrites import prepared_archive
 from flawforge.debugging.verdict import (FIXTURE, IMPORT_TIME, Collected, Verdict, judge, normalized,
-                                         Noticing, Timing, quick_sample, standing_refusal, thinned, untrusted, wider_sample)
+                                         Noticing, Timing, companions, quick_sample, standing_refusal, thinned, untrusted,
+                                         wider_sample)
 from flawforge.proto.debugging import (TESTS_PER_CANDIDATE, Baseline, BugReject, Environment, Exclusion, Instance,
                                       LibraryResult)
 from flawforge.proto.sandbox import SandboxLimits, SuiteRunResult
@@ -287,13 +288,13 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
         """A candidate's run and verdict: on a sample of the tests that can notice it; where the sample passed whole
         (a change that only a few of them notice), on a wider sample of the others (wider_sample), no test twice;
         where the sample failed whole (no test left to pass), on all of them."""
-        def tried(tests: list[str], passed: list[str] = ()) -> tuple[SuiteRunResult, Verdict]:
-            run = space.run(collected.arguments(tests), {c.path: c.buggy_source}, limits=limits)
+        def tried(tests: list[str], passed: list[str] = (), beside: list[str] = ()) -> tuple[SuiteRunResult, Verdict]:
+            run = space.run(collected.arguments([*tests, *beside]), {c.path: c.buggy_source}, limits=limits)
             return run, judge(tests, run, passing, baseline.collection_errors, baseline.standing_refusal,
-                              noticing[c], passed)
+                              noticing[c], passed, beside)
 
         sample = quick_sample(noticing[c], tests_per_candidate, timing)
-        run, verdict = tried(sample)
+        run, verdict = tried(sample, beside=companions(sample, noticing[c], passing, tests_per_candidate - len(sample)))
         if verdict.reason not in ("survived", "no_pass_to_pass") or len(sample) == len(noticing[c]):
             return run, verdict
         if verdict.reason == "survived" and verdict.pass_to_pass:

@@ -9,9 +9,10 @@ or session scope) whose setup executed it (for a change to a class, any of its m
 baseline test when the function runs at import; of those, at most `tests_per_candidate`, spread evenly
 over the quick ones of the files cheapest to collect, in collection order (quick_sample); where that sample passes
 whole, a wider sample of the others (wider_sample; PASS_TO_PASS is then both runs' passing tests where the second
-fails whole), and where it fails whole, all of them. Both
-lists hold tests this run reported, except where every selected test failed: then the failing
-tests' files' other baseline tests (which did not run the changed code) are listed as PASS_TO_PASS.
+fails whole), and where it fails whole, all of them. A first sample with room left runs beside it the other
+baseline tests of its files (companions: they did not run the changed code), and those that pass are PASS_TO_PASS
+too. Both lists hold tests this run reported, except where every selected test failed and no companion ran: then
+the failing tests' files' other baseline tests are listed as PASS_TO_PASS, for the final gate to prove.
 Where all of them ran, PASS_TO_PASS keeps a sample of the same size (thinned): what shows the bug is
 FAIL_TO_PASS, kept whole, and every later run of the instance (the final gate's two, the task's, a
 user's) runs only what it lists.
@@ -236,15 +237,27 @@ def untrusted(run: SuiteRunResult, standing: str | None = None) -> str | None:
         f" during {run.unfinished}" if run.unfinished else "")
 
 
+def companions(sample: list[str], noticing: list[str], baseline_passing: list[str], room: int) -> list[str]:
+    """Baseline tests of the sample's files that cannot notice the change, in collection order, at most `room` and
+    UNRUN_PASSING: run beside a sample with room left, they are the PASS_TO_PASS a change failing every test of the
+    sample needs, reported by the candidate's own run (which is then the final gate's run with the bug: 58 of 75
+    candidates the gate ran again on the shared libraries were such) rather than listed unrun for the gate to prove."""
+    files, noticed = {test_file(test) for test in sample}, set(noticing)
+    return [test for test in baseline_passing
+            if test not in noticed and test_file(test) in files][:max(0, min(room, UNRUN_PASSING))]
+
+
 def judge(selected: list[str], run: SuiteRunResult, baseline_passing: list[str], baseline_collection_errors: list[str],
-          standing: str | None = None, noticing: list[str] | None = None, passed: list[str] = ()) -> Verdict:
+          standing: str | None = None, noticing: list[str] | None = None, passed: list[str] = (),
+          beside: list[str] = ()) -> Verdict:
     """The verdict on a candidate's run of the baseline tests `selected` (in collection order), from the outcomes
     the run reported alone: a run that stopped early, broke a limit, was forbidden or left a selected test without a
     result is no verdict at all (the reject names why); FAIL_TO_PASS are the selected tests that reported failed or
     error, PASS_TO_PASS those that reported passed, both in `selected`'s order. `baseline_passing`: every baseline
     test, in collection order; `noticing`: every test that can notice the change, of which `selected` is a sample
     (default: `selected` itself); `passed`: tests that passed with the change in this candidate's earlier runs
-    (PASS_TO_PASS where every selected test fails)."""
+    (PASS_TO_PASS where every selected test fails); `beside`: the companions run with them, PASS_TO_PASS where they
+    passed."""
     outcomes = {t.name: t for t in run.tests}
     if run.outcome != "ok" and not (standing and run.refused_outside_tests == standing):
         # a limit, a crash or a forbidden operation (but one outside any test the clean runs met too)
@@ -263,6 +276,9 @@ def judge(selected: list[str], run: SuiteRunResult, baseline_passing: list[str],
                                             f"{silent[0]}", [], [], "")
     fail_to_pass = [t for t in selected if outcomes[t].outcome in ("failed", "error")]
     pass_to_pass = [t for t in selected if outcomes[t].outcome == "passed"]
+    if beside:
+        reported = {*pass_to_pass, *(t for t in beside if t in outcomes and outcomes[t].outcome == "passed")}
+        pass_to_pass = [t for t in baseline_passing if t in reported]
     output = failures_shown(fail_to_pass, outcomes)
     if not fail_to_pass:
         return Verdict(False, "survived", f"all {len(selected)} baseline tests run still pass", [], pass_to_pass, "")

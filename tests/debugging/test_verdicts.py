@@ -9,8 +9,8 @@ import pytest
 from flawforge.debugging.generate import SUITE_LIMITS, Workspace, final_gate, generate_for_library
 from flawforge.debugging.layout import ProjectLayout
 from flawforge.debugging.patches import apply_patch
-from flawforge.debugging.verdict import (SLOW_TEST_S, Collected, Timing, Verdict, judge, quick_sample, spread,
-                                         thinned, wider_sample)
+from flawforge.debugging.verdict import (SLOW_TEST_S, Collected, Timing, Verdict, companions, judge, quick_sample,
+                                         spread, thinned, wider_sample)
 from flawforge.proto.debugging import Environment
 from flawforge.proto.sandbox import ResourceUsage, SuiteRunResult, TestCaseResult
 from tests.debugging.test_suite_unit import archive as tar_of
@@ -164,6 +164,23 @@ def test_a_later_run_that_fails_whole_lists_the_earlier_runs_passing_tests_in_co
     assert verdict.pass_to_pass == ["t.py::a", "t.py::c"]
     alone = judge(["t.py::b", "t.py::d"], rest, baseline, [], noticing=baseline[:4])
     assert not alone.valid and alone.reason == "no_pass_to_pass"  # nothing else in t.py cannot notice it
+
+
+def test_companions_run_beside_a_sample_are_its_pass_to_pass_where_they_passed():
+    """The other baseline tests of the sample's files, that cannot notice the change, fill the room the sample
+    leaves: a change failing all of the sample has PASS_TO_PASS its own run reported, not tests listed unrun; one
+    that failed or did not report is not listed."""
+    baseline = ["t.py::a", "t.py::b", "t.py::c", "t.py::d", "u.py::e", "u.py::f"]
+    assert companions(["t.py::b"], ["t.py::b", "u.py::e"], baseline, 64) == ["t.py::a", "t.py::c", "t.py::d"]
+    assert companions(["t.py::b"], ["t.py::b"], baseline, 2) == ["t.py::a", "t.py::c"]
+    assert companions(["t.py::b"], ["t.py::b"], baseline, 0) == []
+    run = _run(tests=[("t.py::a", "passed"), ("t.py::b", "failed"), ("t.py::c", "failed")])
+    verdict = judge(["t.py::b"], run, baseline, [], noticing=["t.py::b"], beside=["t.py::a", "t.py::c", "t.py::d"])
+    assert verdict.valid and verdict.fail_to_pass == ["t.py::b"] and verdict.pass_to_pass == ["t.py::a"]
+    partly = _run(tests=[("t.py::a", "passed"), ("t.py::b", "failed"), ("t.py::d", "passed"), ("u.py::e", "passed")])
+    verdict = judge(["t.py::b", "u.py::e"], partly, baseline, [], noticing=["t.py::b", "u.py::e"],
+                    beside=["t.py::a", "t.py::d"])
+    assert verdict.pass_to_pass == ["t.py::a", "t.py::d", "u.py::e"]  # in collection order
 
 
 @pytest.mark.parametrize("failing", [1, 3, 400])
