@@ -12,6 +12,7 @@ from pathlib import Path
 from flawforge.blobstore.base import sha256_hex
 from flawforge.cli.progress import progress_display
 from flawforge.errors import FlawforgeError, Interrupted
+from flawforge.jobs.polling import next_poll_s
 
 # After Ctrl-C the embedded job is cancelled; its threads get this long to notice before the process ends.
 INTERRUPTED_STOP_S = 1.0
@@ -21,6 +22,7 @@ from flawforge.proto.jobs import Artifact, JobState, JobStatus
 def _follow(read_status, poll_s: float, label: str) -> JobStatus:
     """Polls the job until it ends, showing its progress: a bar at a terminal, else a line now and then."""
     display = progress_display(label)
+    seen, changed = None, time.monotonic()
     try:
         while True:
             status = read_status()
@@ -28,10 +30,12 @@ def _follow(read_status, poll_s: float, label: str) -> JobStatus:
                            status.progress.message or status.state.value)
             if status.state.finished or status.state == JobState.interrupted:
                 return status
+            if (status.state, status.progress) != seen:
+                seen, changed = (status.state, status.progress), time.monotonic()
             # A job whose work is all done is writing its artifacts, a short step: asked ten times as often
             # then, the command ends when the job does rather than up to a poll later.
             time.sleep(poll_s / 10 if status.progress.total and status.progress.done >= status.progress.total
-                       else poll_s)
+                       else next_poll_s(poll_s, time.monotonic() - changed))
     finally:
         display.close()
 

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ValidationError
 from flawforge.bus import Bus
 from flawforge.errors import Conflict, FlawforgeError
 from flawforge.jobs.dead_letters import dead_item_prefix
+from flawforge.jobs.polling import next_poll_s
 from flawforge.jobs.store import JobStore
 from flawforge.proto.base import Message, WorkUnit
 from flawforge.proto.jobs import Artifact
@@ -163,4 +164,4 @@ class JobContext:
                 self._require_consumers(now - last_landed)
             if time.monotonic() > deadline:
                 raise FlawforgeError(f"timed out waiting for {len(pending)} work items of job {self.job_id}")
-            time.sleep(poll_s)
+            time.sleep(next_poll_s(poll_s, time.monotonic() - last_landed))

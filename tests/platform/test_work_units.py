@@ -91,3 +91,26 @@ def test_an_actor_runs_its_concurrency_of_consumers_and_dead_letters_another_kin
 def test_an_actor_runs_at_least_one_item_at_once():
     with pytest.raises(ValueError, match="the actor on queue smoke.digest runs at least one item at once, not 0"):
         Actor(DIGEST, lambda platform: print, concurrency=0)
+
+
+def test_a_job_waiting_long_for_its_items_looks_less_often_and_still_sees_the_last_at_once(ctx, monkeypatch):
+    """Items that stop landing are looked for at a quarter of the time waited so far (at most twice a second), not
+    every poll: a library of a debugging job takes a minute. Once one lands, the looks are quick again."""
+    from flawforge.jobs import context
+
+    clock, slept, lands = [0.0], [], {"a": 0.3, "b": 30.0, "c": 31.0}
+    monkeypatch.setattr(context.time, "monotonic", lambda: clock[0])
+
+    def sleep(seconds):
+        slept.append(seconds)
+        clock[0] += seconds
+        for name, when in lands.items():
+            if when <= clock[0] and not ctx.platform.store.exists(ctx.item_key(name)):
+                ctx.platform.store.put(ctx.item_key(name), b"{}", "application/json")
+
+    monkeypatch.setattr(context.time, "sleep", sleep)
+    seen = {name: clock[0] for name, _ in ctx.items_as_done(["a", "b", "c"])}
+    assert list(seen) == ["a", "b", "c"]
+    assert len(slept) < 100 and max(slept) == 0.5  # 31 s at 0.05 s a look would be 620 looks
+    # a: a quarter of 0.3 s waited at most; b: after 29.7 s, at most the cap; c, a second after b: a quarter of it
+    assert seen["a"] - 0.3 <= 0.08 and seen["b"] - 30.0 <= 0.5 and seen["c"] - 31.0 <= 0.3
