@@ -66,8 +66,10 @@ class DebugConversationsParams(BaseModel):
     per_library: int = Field(10, ge=1, le=10_000, description="Candidate bugs validated per library.")
     tests_per_candidate: int = Field(TESTS_PER_CANDIDATE, ge=1, le=100_000,
                                      description="At most this many of the tests that can notice a candidate bug "
-                                                 "(those that executed its function) run it, spread evenly over "
-                                                 "them; its instance lists only tests that ran.")
+                                                 "(those that executed its function) run it, spread evenly over the "
+                                                 "quick ones of the test files cheapest to collect (four times as "
+                                                 "many more where they all pass); its instance lists only tests "
+                                                 "that ran.")
     modifiers: list[str] = Field(default_factory=all_modifiers, min_length=1, description="Bug modifiers to use.")
     seed: int = Field(0, ge=0, lt=1 << 63, description="Seed of the choice of candidates.")
     trajectories: bool = Field(True, description="Write an agent trajectory per instance (two or more suite runs "
