@@ -55,7 +55,7 @@ def children_cpu(pid: int) -> float:
         for child in (p for p, ppid in parents.items() if ppid == parent):
             try:
                 total += own_cpu(child) + reaped_cpu(child) + below(child)
-            except FileNotFoundError:  # ended since the listing: its parent's reaped CPU holds it
+            except (FileNotFoundError, ProcessLookupError):  # ended since the listing: its parent's reaped CPU holds it
                 continue
         return total
 
@@ -67,7 +67,7 @@ def run_job(libraries: Path, per_library: int, seed: int, root: Path) -> tuple[d
     from flawforge.settings import Settings
 
     out = root / "job"
-    cpu = self_cpu(resource.RUSAGE_SELF)
+    cpu = self_cpu(resource.RUSAGE_SELF) + self_cpu(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
     # Trajectories (an agent's tool calls replayed in the sandbox per instance) are training data written after the
     # bugs are validated, not part of validating them: left out, as before they existed.
@@ -75,7 +75,9 @@ def run_job(libraries: Path, per_library: int, seed: int, root: Path) -> tuple[d
                                          "trajectories": False}, out,
                  Settings(bus="memory", blob_backend="local", blob_dir=str(root / "blobs"), data_roots=str(libraries)))
     wall = time.monotonic() - started
-    cpu = self_cpu(resource.RUSAGE_SELF) - cpu + children_cpu(os.getpid())
+    # Its own CPU, what the children it reaped used (a process the stack closed before this line), and its live
+    # descendants' (the sandbox's zygote and the units it reaped)
+    cpu = self_cpu(resource.RUSAGE_SELF) + self_cpu(resource.RUSAGE_CHILDREN) - cpu + children_cpu(os.getpid())
     return json.loads((out / "summary.json").read_text()), wall, cpu, out
 
 

@@ -180,7 +180,8 @@ class SuiteRunResult(TestRunResult):
     collection_errors: dict[str, str] = Field(default_factory=dict, description="Collector id -> why it failed.")
     collection_seconds: dict[str, float] = Field(default_factory=dict,
                                                  description="Test file -> the CPU seconds collecting it took (its "
-                                                             "import and the building of its tests).")
+                                                             "import and the building of its tests), for the files "
+                                                             "given whole or in a folder.")
     coverage: dict[str, list[str]] = Field(default_factory=dict, description="Test id -> 'path::qualname' of each "
                                                                            "project function it executed; '' holds "
                                                                            "what ran outside any test.")

@@ -285,16 +285,18 @@ def generate_for_library(runner: SuiteRunner, archive: bytes, archive_name: str,
         MIN_TIMEOUT_S, TIMEOUT_FACTOR * max(first.usage.wall_s, second.usage.wall_s)))})
 
     def settle(c: Candidate) -> tuple[SuiteRunResult, Verdict]:
-        """A candidate's run and verdict: on a sample of the tests that can notice it; where the sample passed whole
-        (a change that only a few of them notice), on a wider sample of the others (wider_sample), no test twice;
-        where the sample failed whole (no test left to pass), on all of them."""
+        """A candidate's run and verdict: on a sample of the tests that can notice it (with companions where it has
+        room); where the sample passed whole (a change that only a few of them notice), on a wider sample of the
+        others (wider_sample), no test twice; where the sample failed whole and nothing passed beside it, on all of
+        them."""
         def tried(tests: list[str], passed: list[str] = (), beside: list[str] = ()) -> tuple[SuiteRunResult, Verdict]:
             run = space.run(collected.arguments([*tests, *beside]), {c.path: c.buggy_source}, limits=limits)
             return run, judge(tests, run, passing, baseline.collection_errors, baseline.standing_refusal,
                               noticing[c], passed, beside)
 
         sample = quick_sample(noticing[c], tests_per_candidate, timing)
-        run, verdict = tried(sample, beside=companions(sample, noticing[c], passing, tests_per_candidate - len(sample)))
+        run, verdict = tried(sample, beside=companions(sample, noticing[c], passing, tests_per_candidate - len(sample),
+                                                      timing))
         if verdict.reason not in ("survived", "no_pass_to_pass") or len(sample) == len(noticing[c]):
             return run, verdict
         if verdict.reason == "survived" and verdict.pass_to_pass:

@@ -22,7 +22,6 @@ candidate's run, the final gate (generate.final_gate) and the task's run_tests.p
 """
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field, replace
 
@@ -32,7 +31,7 @@ from flawforge.proto.sandbox import SuiteRunResult
 
 IMPORT_TIME = ""  # the coverage entry of what ran outside any test
 SLOW_TEST_S = 0.05  # a test the clean run timed over this is left out of samples where quicker ones can notice
-COLLECTION_GRAIN_S = 0.01  # files quicker than this to collect count the same (cheapest_files)
+DEAR_COLLECTION_S = 0.1  # a test file that takes this long to collect is left out of samples where others suffice
 WIDER = 4  # the second sample of a candidate whose first passed whole is this many times the size (wider_sample)
 FIXTURE = "<fixture>"  # the coverage id of a wide fixture's setup, and its key among a test's (runtime.suite)
 ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
@@ -105,17 +104,17 @@ def quick_sample(tests: list[str], at_most: int, timing: Timing) -> list[str]:
 
 
 def cheapest_files(tests: list[str], at_most: int, file_seconds: dict[str, float]) -> list[str]:
-    """The tests of the files cheapest to collect, adding files until they hold `at_most` tests (all the tests where
-    no file was timed). Costs count by their power of two over COLLECTION_GRAIN_S, ties in collection order, so that
-    the small differences between one run's timing and another's seldom change a sample."""
+    """The tests of the files cheap to collect, then of the dear ones (DEAR_COLLECTION_S or more), each in collection
+    order, adding files until they hold `at_most` tests (all the tests where no file was timed). One line, far above
+    most files' times, so that the small differences between one run's timing and another's seldom change a
+    sample."""
     by_file: dict[str, int] = {}
     for test in tests:
         by_file[test_file(test)] = by_file.get(test_file(test), 0) + 1
     if not any(file in file_seconds for file in by_file):
         return tests
     taken, held = set(), 0
-    for file in sorted(by_file, key=lambda name: int(math.log2(max(file_seconds.get(name, 0.0),
-                                                                    COLLECTION_GRAIN_S) / COLLECTION_GRAIN_S))):
+    for file in sorted(by_file, key=lambda name: file_seconds.get(name, 0.0) >= DEAR_COLLECTION_S):
         if held >= at_most:
             break
         taken.add(file)
@@ -238,14 +237,16 @@ def untrusted(run: SuiteRunResult, standing: str | None = None) -> str | None:
         f" during {run.unfinished}" if run.unfinished else "")
 
 
-def companions(sample: list[str], noticing: list[str], baseline_passing: list[str], room: int) -> list[str]:
+def companions(sample: list[str], noticing: list[str], baseline_passing: list[str], room: int,
+               timing: Timing | None = None) -> list[str]:
     """Baseline tests of the sample's files that cannot notice the change, in collection order, at most `room` and
-    UNRUN_PASSING: run beside a sample with room left, they are the PASS_TO_PASS a change failing every test of the
-    sample needs, reported by the candidate's own run (which is then the final gate's run with the bug: 58 of 75
-    candidates the gate ran again on the shared libraries were such) rather than listed unrun for the gate to prove."""
+    UNRUN_PASSING (with `timing`, only quick ones): run beside a sample with room left, they are the PASS_TO_PASS a
+    change failing every test of the sample needs, reported by the candidate's own run (which is then the final gate's
+    run with the bug: 58 of 75 candidates the gate ran again on the shared libraries were such) rather than listed
+    unrun for the gate to prove."""
     files, noticed = {test_file(test) for test in sample}, set(noticing)
-    return [test for test in baseline_passing
-            if test not in noticed and test_file(test) in files][:max(0, min(room, UNRUN_PASSING))]
+    return [test for test in baseline_passing if test not in noticed and test_file(test) in files
+            and (timing is None or timing.quick(test))][:max(0, min(room, UNRUN_PASSING))]
 
 
 def judge(selected: list[str], run: SuiteRunResult, baseline_passing: list[str], baseline_collection_errors: list[str],
@@ -284,11 +285,12 @@ def judge(selected: list[str], run: SuiteRunResult, baseline_passing: list[str],
     if not fail_to_pass:
         return Verdict(False, "survived", f"all {len(selected)} baseline tests run still pass", [], pass_to_pass, "")
     if not pass_to_pass:  # those that passed in an earlier run, else the failing tests' files' other baseline
-        # tests, which did not run the changed code: listed, the final gate proves them before anything is written
-        files, ran = {test_file(t) for t in fail_to_pass}, set(selected if noticing is None else noticing)
+        # tests, which did not run the changed code and did not run now (a companion that failed is no passing test):
+        # listed, the final gate proves them before anything is written
         earlier = set(passed)
         pass_to_pass = [t for t in baseline_passing if t in earlier] or [
-            t for t in baseline_passing if t not in ran and test_file(t) in files][:UNRUN_PASSING]
+            t for t in companions(fail_to_pass, selected if noticing is None else noticing, baseline_passing,
+                                  UNRUN_PASSING) if t not in outcomes]
     if not pass_to_pass:
         return Verdict(False, "no_pass_to_pass", f"all {len(selected)} baseline tests run fail or skip",
                        fail_to_pass, [], bounded(output))

@@ -181,6 +181,13 @@ def test_companions_run_beside_a_sample_are_its_pass_to_pass_where_they_passed()
     verdict = judge(["t.py::b", "u.py::e"], partly, baseline, [], noticing=["t.py::b", "u.py::e"],
                     beside=["t.py::a", "t.py::d"])
     assert verdict.pass_to_pass == ["t.py::a", "t.py::d", "u.py::e"]  # in collection order
+    every = _run(tests=[("t.py::a", "failed"), ("t.py::b", "failed"), ("t.py::c", "skipped")])
+    verdict = judge(["t.py::b"], every, baseline, [], noticing=["t.py::b"], beside=["t.py::a", "t.py::c"])
+    assert verdict.pass_to_pass == ["t.py::d"]  # the unrun one: never a companion this run saw fail or skip
+    assert judge(["t.py::b"], every, baseline[:3], [], noticing=["t.py::b"],
+                 beside=["t.py::a", "t.py::c"]).reason == "no_pass_to_pass"
+    timing = Timing({"t.py::a": SLOW_TEST_S * 2})
+    assert companions(["t.py::b"], ["t.py::b"], baseline, 64, timing) == ["t.py::c", "t.py::d"]  # quick ones only
 
 
 @pytest.mark.parametrize("failing", [1, 3, 400])
@@ -286,7 +293,7 @@ def test_after_a_sample_that_passed_whole_comes_a_wider_sample_of_the_others_qui
     assert wider_sample(tests, quick, 2, timing) == ["t.py::test_1", "t.py::test_6"]  # none quick left: the slow ones
 
 
-def test_a_candidate_runs_a_sample_of_its_tests_and_the_rest_where_the_sample_alone_settles_nothing(
+def test_a_candidate_runs_a_sample_of_its_tests_and_a_wider_one_where_the_sample_alone_settles_nothing(
         suite_sandbox):
     """Of the four tests that run grade(), two (test_a, test_c) run each candidate; a candidate that the sample
     does not show failing runs the other two (verdict.wider_sample), one it shows failing with nothing passing all four.

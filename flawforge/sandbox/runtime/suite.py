@@ -6,7 +6,8 @@ imported from `python_path` (a read-only path of the host) with plugin autoloadi
 reports through an in-process plugin: ["ts", id] when a test starts, ["tr", id, outcome,
 message, seconds] when it ends (seconds: its setup, call and teardown as pytest timed them),
 ["ce", id, message] for a file that fails to collect, ["cf", {file: seconds}] with the CPU seconds collecting each
-test file took (its import and the building of its tests) once collection ends, ["px", status] with pytest's
+test file took (its import and the building of its tests; the first to import the library pays for that too) once
+collection ends, ["px", status] with pytest's
 exit status at the end. With
 `coverage`, ["cv", id, [keys]] names the project functions each test executed ("path::qualname";
 id "" holds what ran outside any test, e.g. at import), for choosing the tests a change can affect. A
@@ -206,12 +207,11 @@ class Reporter:
             self.send(["cs", collector.nodeid], False)
 
     def pytest_collectreport(self, report):
-        # A file's collectors (the module, then each class in it) are collected one after another, never inside
-        # each other, so their times add up to what selecting any of the file's tests costs a run.
+        # A module's report comes after its classes are collected, so its time holds theirs. (A run given node ids
+        # starts some modules' collection without reporting it: the run of whole files times every file.)
         started = self.collect_started.pop(report.nodeid, None)
-        file = report.nodeid.split("::", 1)[0]
-        if started is not None and file.endswith(".py"):
-            self.collect_seconds[file] = self.collect_seconds.get(file, 0.0) + time.process_time() - started
+        if started is not None and report.nodeid.endswith(".py"):
+            self.collect_seconds[report.nodeid] = time.process_time() - started
         if report.failed:
             self.send(["ce", report.nodeid, report.longreprtext[-MESSAGE_CHARS:]], True)
 
