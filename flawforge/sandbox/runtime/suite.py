@@ -202,15 +202,15 @@ class Reporter:
 
     def pytest_collectstart(self, collector):
         """Names the file being collected: what its import does (a forbidden operation) is laid at its door."""
-        self.collect_started[collector.nodeid] = time.process_time()
         if collector.nodeid.endswith(".py"):
+            self.collect_started[collector.nodeid] = time.process_time()
             self.send(["cs", collector.nodeid], False)
 
     def pytest_collectreport(self, report):
         # A module's report comes after its classes are collected, so its time holds theirs. (A run given node ids
         # starts some modules' collection without reporting it: the run of whole files times every file.)
         started = self.collect_started.pop(report.nodeid, None)
-        if started is not None and report.nodeid.endswith(".py"):
+        if started is not None:
             self.collect_seconds[report.nodeid] = time.process_time() - started
         if report.failed:
             self.send(["ce", report.nodeid, report.longreprtext[-MESSAGE_CHARS:]], True)
